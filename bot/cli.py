@@ -1,0 +1,160 @@
+"""The `convergebot` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+
+from storage import prs, runs
+from storage.database import Database
+from storage.migrate import migrate
+
+from . import __version__
+from .config import Config, ConfigError, load_config
+from .enrollment import Outcome, SubmitOptions, abandon_pr, submit_pr
+from .logs import configure_logging
+from .prkey import PrKeyError, parse_pr_key
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="convergebot", description=__doc__)
+    p.add_argument("--version", action="version", version=f"convergebot {__version__}")
+    p.add_argument("--config", help="TOML config file (default: $CONVERGEBOT_CONFIG or ./convergebot.toml)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("migrate", help="apply database migrations")
+
+    s = sub.add_parser("submit", help="enroll or resubmit a PR")
+    s.add_argument("pr", metavar="OWNER/REPO#N")
+    s.add_argument("--max-rounds", type=int, help="round cap for this run")
+    s.add_argument("--no-merge", action="store_true", help="stop at converged; do not merge")
+
+    st = sub.add_parser("status", help="show enrolled PRs")
+    st.add_argument("pr", nargs="?", metavar="OWNER/REPO#N")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+
+    a = sub.add_parser("abandon", help="abandon a PR's active run")
+    a.add_argument("pr", metavar="OWNER/REPO#N")
+    a.add_argument("--reason", default="abandoned from the command line")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+        configure_logging(config.logging.level, config.logging.format)
+        return asyncio.run(_dispatch(args, config))
+    except (ConfigError, UsageError, PrKeyError) as e:
+        print(f"convergebot: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _dispatch(args: argparse.Namespace, config: Config) -> int:
+    db = Database(config.database.url)
+    try:
+        await migrate(db)
+        handler = {"migrate": _migrate, "submit": _submit, "status": _status, "abandon": _abandon}
+        return await handler[args.command](args, config, db)
+    finally:
+        await db.dispose()
+
+
+async def _migrate(args, config: Config, db: Database) -> int:
+    from storage.migrate import current_revision
+
+    print(f"database at revision {await current_revision(db)}")
+    return 0
+
+
+async def _submit(args, config: Config, db: Database) -> int:
+    key = parse_pr_key(args.pr)
+    max_rounds = args.max_rounds if args.max_rounds is not None else config.convergence.max_rounds
+    if max_rounds < 1:
+        raise UsageError("--max-rounds must be at least 1")
+    opts = SubmitOptions(
+        max_rounds=max_rounds,
+        converge_only=args.no_merge or not config.convergence.merge,
+        submitted_by="cli",
+    )
+    result = await submit_pr(db, key, opts)
+    if result.outcome is Outcome.STARTED:
+        print(f"started {result.pr_key} ({result.process_key})")
+    else:
+        print(f"already running {result.pr_key} ({result.process_key})")
+    return 0
+
+
+def _view_json(view: prs.PrView) -> dict:
+    pr = view.pr
+    return {
+        "pr_key": pr.pr_key,
+        "title": pr.title,
+        "url": pr.url,
+        "status": view.derived_status,
+        "stored_status": pr.status,
+        "round": pr.current_round,
+        "max_rounds": pr.max_rounds,
+        "process_key": pr.process_key,
+        "run_state": view.run_state,
+        "converge_only": pr.converge_only,
+        "outcome": pr.outcome,
+        "updated_at": pr.updated_at.isoformat(),
+        "converged_at": pr.converged_at.isoformat() if pr.converged_at else None,
+        "merged_at": pr.merged_at.isoformat() if pr.merged_at else None,
+    }
+
+
+async def _status(args, config: Config, db: Database) -> int:
+    if args.pr:
+        key = str(parse_pr_key(args.pr))
+        view = await prs.get(db, key)
+        if view is None:
+            print(f"convergebot: {key} is not enrolled", file=sys.stderr)
+            return 1
+        views = [view]
+    else:
+        views = await prs.list_all(db)
+    rows = [_view_json(v) for v in views]
+    if args.json:
+        if args.pr:
+            rows[0]["runs"] = [
+                {"process_key": r.process_key, "state": r.state, "reason": r.reason,
+                 "started_at": r.started_at.isoformat()}
+                for r in await runs.runs_for(db, rows[0]["pr_key"])
+            ]
+        print(json.dumps(rows[0] if args.pr else rows, indent=2))
+        return 0
+    if not rows:
+        print("no PRs enrolled")
+        return 0
+    header = ("PR", "STATUS", "ROUND", "RUN", "UPDATED")
+    table = [header] + [
+        (r["pr_key"], r["status"], f"{r['round']}/{r['max_rounds']}", r["process_key"] or "-",
+         r["updated_at"][:19])
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return 0
+
+
+async def _abandon(args, config: Config, db: Database) -> int:
+    key = str(parse_pr_key(args.pr))
+    if await abandon_pr(db, key, args.reason):
+        print(f"abandoned {key}")
+        return 0
+    print(f"convergebot: {key} has no active run", file=sys.stderr)
+    return 1

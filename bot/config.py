@@ -1,0 +1,122 @@
+"""The one config loader: a TOML file, then CONVERGEBOT_<SECTION>_<KEY> environment overrides."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+ENV_PREFIX = "CONVERGEBOT_"
+CONFIG_PATH_ENV = "CONVERGEBOT_CONFIG"
+DEFAULT_CONFIG_FILE = "convergebot.toml"
+
+
+class ConfigError(Exception):
+    """An invalid configuration; the message names the offending key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DatabaseConfig(_Section):
+    url: str = "sqlite:///./convergebot.db"
+
+
+class LoggingConfig(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["json", "console"] = "json"
+
+
+class JobsConfig(_Section):
+    workers: int = Field(4, ge=1, le=64)
+    lease_seconds: float = Field(60.0, gt=0)
+    max_attempts: int = Field(8, ge=1)
+    backoff_base_seconds: float = Field(2.0, gt=0)
+    backoff_cap_seconds: float = Field(600.0, gt=0)
+    idle_poll_seconds: float = Field(1.0, gt=0)
+
+
+class GitHubConfig(_Section):
+    api_url: str = "https://api.github.com"
+    token: SecretStr = SecretStr("")
+    webhook_secret: SecretStr = SecretStr("")
+
+
+class ConvergenceConfig(_Section):
+    max_rounds: int = Field(8, ge=1, le=100)
+    merge: bool = True
+
+
+class Config(_Section):
+    database: DatabaseConfig = DatabaseConfig()
+    logging: LoggingConfig = LoggingConfig()
+    jobs: JobsConfig = JobsConfig()
+    github: GitHubConfig = GitHubConfig()
+    convergence: ConvergenceConfig = ConvergenceConfig()
+
+
+def _is_list(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (list, tuple)
+
+
+def _env_overrides(env: typing.Mapping[str, str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Map CONVERGEBOT_<SECTION>_<KEY> variables onto sections; also say where each came from."""
+    overrides: dict[str, dict[str, Any]] = {}
+    origin: dict[str, str] = {}
+    for section, field in Config.model_fields.items():
+        prefix = f"{ENV_PREFIX}{section.upper()}_"
+        section_model = field.annotation
+        for name, raw in env.items():
+            if not name.startswith(prefix):
+                continue
+            key = name[len(prefix):].lower()
+            if key not in section_model.model_fields:
+                raise ConfigError(f"config: {name} names no key: [{section}] has no {key!r}")
+            value: Any = raw
+            if _is_list(section_model.model_fields[key].annotation):
+                value = json.loads(raw) if raw.lstrip().startswith("[") else [
+                    part.strip() for part in raw.split(",") if part.strip()
+                ]
+            overrides.setdefault(section, {})[key] = value
+            origin[f"{section}.{key}"] = name
+    return overrides, origin
+
+
+def load_config(path: str | Path | None = None, env: typing.Mapping[str, str] | None = None) -> Config:
+    """Load and validate; raise ConfigError naming the key on anything invalid.
+
+    The file is `path`, else $CONVERGEBOT_CONFIG, else ./convergebot.toml if present; with no
+    file the defaults apply (SQLite next to the working directory).
+    """
+    env = os.environ if env is None else env
+    explicit = path or env.get(CONFIG_PATH_ENV)
+    file = Path(explicit) if explicit else Path(DEFAULT_CONFIG_FILE)
+    data: dict[str, Any] = {}
+    if explicit or file.exists():
+        try:
+            data = tomllib.loads(file.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config: file not found: {file}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config: {file}: invalid TOML: {e}") from None
+    try:
+        overrides, origin = _env_overrides(env)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"config: a list value in the environment is invalid JSON: {e}") from None
+    for section, values in overrides.items():
+        if not isinstance(data.get(section, {}), dict):
+            raise ConfigError(f"config: [{section}] must be a table")
+        data.setdefault(section, {}).update(values)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        where = f" (from {origin[key]})" if key in origin else f" (in {file})" if data else ""
+        raise ConfigError(f"config: {key}: {first['msg']}{where}") from None

@@ -1,0 +1,57 @@
+"""structlog JSON logging; secrets never reach a line."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+from structlog.tracebacks import ExceptionDictTransformer
+
+_SECRET_WORDS = ("token", "secret", "password", "private_key", "authorization")
+
+
+def _redact(_logger, _name, event: dict) -> dict:
+    for key in event:
+        if any(word in key.lower() for word in _SECRET_WORDS):
+            event[key] = "***"
+    return event
+
+
+def configure_logging(level: str = "info", fmt: str = "json", stream=None) -> None:
+    """JSON lines on stderr, with whatever was bound by `bind_contextvars` (pr_key, ...)."""
+    stream = stream or sys.stderr
+    renderer = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    shared = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _redact,
+    ]
+    # show_locals=False: frame locals would carry tokens and webhook secrets into the log.
+    exceptions = structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
+    structlog.configure(
+        processors=[*shared, exceptions, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(stream),
+        cache_logger_on_first_use=False,
+    )
+    # Library loggers (uvicorn, apscheduler, alembic) through the same JSON pipeline.
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared, processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, exceptions, renderer]
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(max(getattr(logging, level.upper()), logging.INFO))
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def get_logger(name: str | None = None):
+    return structlog.get_logger(name)

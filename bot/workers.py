@@ -1,0 +1,165 @@
+"""The in-process job runner: N workers claim due jobs under a lease and run their handlers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+import structlog
+
+from storage import jobs, prs
+from storage.database import Database
+from storage.models import Job, utcnow
+
+log = structlog.get_logger(__name__)
+
+Handler = Callable[[Job], Awaitable[None]]
+
+
+class Reschedule(Exception):
+    """Raised by a handler to run the job again at `at` without spending an attempt.
+
+    Rate limits use it: the job waits in the table, not in a sleeping worker, so other PRs'
+    jobs keep flowing.
+    """
+
+    def __init__(self, at: datetime, why: str) -> None:
+        super().__init__(why)
+        self.at = at
+        self.why = why
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    workers: int = 4
+    lease_seconds: float = 60.0
+    idle_poll_seconds: float = 1.0
+    backoff_base_seconds: float = 2.0
+    backoff_cap_seconds: float = 600.0
+
+
+class WorkerPool:
+    def __init__(
+        self, db: Database, handlers: Mapping[str, Handler], settings: PoolSettings = PoolSettings()
+    ) -> None:
+        self.db = db
+        self.handlers = dict(handlers)
+        self.settings = settings
+        self._instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._tasks: list[asyncio.Task] = []
+        self._wake = asyncio.Event()
+        self._stopping = False
+
+    def wake(self) -> None:
+        """New work was queued: stop idling now instead of at the next poll."""
+        self._wake.set()
+
+    def start(self) -> None:
+        for n in range(self.settings.workers):
+            self._tasks.append(asyncio.create_task(self._loop(f"{self._instance}:{n}")))
+
+    async def stop(self, grace_seconds: float = 5.0) -> None:
+        """Finish current jobs within the grace period; cancelled jobs hand their lease back."""
+        self._stopping = True
+        self._wake.set()
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(self._tasks, timeout=grace_seconds)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def _loop(self, owner: str) -> None:
+        while not self._stopping:
+            try:
+                ran = await self.run_one(owner)
+            except Exception:
+                log.exception("jobs.loop_error", owner=owner)
+                ran = False
+            if not ran and not self._stopping:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.settings.idle_poll_seconds)
+
+    async def run_one(self, owner: str | None = None) -> bool:
+        """Claim and run one due job; False when nothing was due."""
+        owner = owner or f"{self._instance}:direct"
+        job = await jobs.claim(self.db, owner, self.settings.lease_seconds)
+        if job is None:
+            return False
+        bound = log.bind(
+            job_id=job.id, job_kind=job.kind, pr_key=job.pr_key, process_key=job.process_key,
+            round=job.round_no, attempt=job.attempts,
+        )
+        if job.attempts > job.max_attempts:
+            # Its workers keep dying mid-job: stop reclaiming it.
+            await jobs.give_up(self.db, job, "lease expired on every attempt")
+            bound.error("job.failed", why="lease expired on every attempt")
+            return True
+        if not await self._owned(job):
+            await jobs.drop(self.db, job, "process_key no longer owns the PR")
+            bound.info("job.dropped", why="stale process_key")
+            return True
+        handler = self.handlers.get(job.kind)
+        if handler is None:
+            await jobs.give_up(self.db, job, f"no handler for job kind {job.kind!r}")
+            bound.error("job.failed", why="no handler")
+            return True
+        await self._run(job, handler, bound)
+        return True
+
+    async def _owned(self, job: Job) -> bool:
+        # A job of an older run (abandoned, resubmitted) must not run its handler at all.
+        if job.process_key is None:
+            return True
+        view = await prs.get(self.db, job.pr_key) if job.pr_key else None
+        return (
+            view is not None
+            and view.pr.process_key == job.process_key
+            and view.run_state == "active"
+        )
+
+    async def _run(self, job: Job, handler: Handler, bound) -> None:
+        heartbeat = asyncio.create_task(self._heartbeat(job, asyncio.current_task()))
+        try:
+            await handler(job)
+        except Reschedule as r:
+            await jobs.reschedule(self.db, job, r.at, r.why)
+            bound.info("job.rescheduled", run_at=r.at.isoformat(), why=r.why)
+        except asyncio.CancelledError:
+            # Shutdown or a lost lease: hand the job back so it runs again promptly.
+            await asyncio.shield(jobs.reschedule(self.db, job, utcnow(), "cancelled"))
+            bound.warning("job.cancelled")
+            raise
+        except Exception as e:
+            delay = jobs.backoff_delay(
+                job.attempts, self.settings.backoff_base_seconds, self.settings.backoff_cap_seconds
+            )
+            error = "".join(traceback.format_exception_only(e)).strip()
+            await jobs.fail(self.db, job, error, delay)
+            bound.warning("job.error", error=error, retry_in=round(delay, 2),
+                          final=job.attempts >= job.max_attempts)
+        else:
+            await jobs.complete(self.db, job)
+            bound.debug("job.done")
+        finally:
+            heartbeat.cancel()
+
+    async def _heartbeat(self, job: Job, runner: asyncio.Task | None) -> None:
+        interval = self.settings.lease_seconds / 3
+        while True:
+            await asyncio.sleep(interval)
+            if not await jobs.renew_lease(self.db, job, self.settings.lease_seconds):
+                # Someone reclaimed it: two runners of one job must not both act.
+                log.warning("job.lease_lost", job_id=job.id)
+                if runner is not None:
+                    runner.cancel()
+                return

@@ -1,0 +1,1 @@
+"""Versioned schema changes (Alembic), applied by `convergebot migrate` and at start-up."""

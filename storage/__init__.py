@@ -1,0 +1,1 @@
+"""Persistence for convergebot: models, database setup, and one module per aggregate."""

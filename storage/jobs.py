@@ -1,0 +1,179 @@
+"""The durable job queue (DESIGN §8): enqueue by idempotency key, claim under a lease, finish.
+
+Every transition after the claim is a compare-and-set on (id, lease_owner, status='running'),
+so a worker whose lease expired and was reclaimed cannot overwrite the new owner's outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import and_, or_, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import select
+
+from .database import Database
+from .models import Job, utcnow
+
+
+class JobStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    DROPPED = "dropped"
+
+
+def backoff_delay(attempts: int, base: float, cap: float, rand: random.Random | None = None) -> float:
+    """Capped exponential backoff with jitter in [half, full] of the step."""
+    step = min(cap, base * (2 ** max(0, attempts - 1)))
+    return step * (0.5 + 0.5 * (rand or random).random())
+
+
+async def enqueue(
+    db: Database,
+    kind: str,
+    key: str,
+    *,
+    pr_key: str | None = None,
+    process_key: str | None = None,
+    round_no: int | None = None,
+    payload: Mapping[str, Any] | None = None,
+    run_at: datetime | None = None,
+    max_attempts: int = 8,
+) -> tuple[int, bool]:
+    """Queue a job unless one with this idempotency key exists. Returns (job id, created)."""
+    now = utcnow()
+    values = dict(
+        kind=kind,
+        key=key,
+        pr_key=pr_key,
+        process_key=process_key,
+        round_no=round_no,
+        payload=json.dumps(dict(payload or {}), sort_keys=True),
+        run_at=run_at or now,
+        attempts=0,
+        max_attempts=max_attempts,
+        status=JobStatus.QUEUED,
+        created_at=now,
+    )
+    dialect = postgresql if db.is_postgres else sqlite
+    async with db.session() as s:
+        stmt = dialect.insert(Job.__table__).values(**values).on_conflict_do_nothing(index_elements=["key"])
+        created = (await s.exec(stmt)).rowcount == 1
+        job_id = (await s.exec(select(Job.id).where(Job.key == key))).one()
+    return job_id, created
+
+
+def _due(now: datetime):
+    # A running job whose lease ran out belongs to a worker that died: it is due again.
+    return or_(
+        and_(Job.status == JobStatus.QUEUED, Job.run_at <= now),
+        and_(Job.status == JobStatus.RUNNING, Job.lease_until < now),
+    )
+
+
+async def claim(db: Database, owner: str, lease_seconds: float) -> Job | None:
+    """Take the next due job under a lease, or None when nothing is due."""
+    now = utcnow()
+    async with db.session() as s:
+        query = select(Job.id).where(_due(now)).order_by(Job.run_at, Job.id).limit(1)
+        if db.is_postgres:
+            query = query.with_for_update(skip_locked=True)
+        job_id = (await s.exec(query)).first()
+        if job_id is None:
+            return None
+        stmt = (
+            update(Job)
+            .where(Job.id == job_id, _due(now))
+            .values(
+                status=JobStatus.RUNNING,
+                lease_owner=owner,
+                lease_until=now + timedelta(seconds=lease_seconds),
+                started_at=now,
+                attempts=Job.attempts + 1,
+            )
+        )
+        if (await s.exec(stmt)).rowcount != 1:
+            return None
+        return await s.get(Job, job_id)
+
+
+def _mine(job: Job):
+    return and_(
+        Job.id == job.id, Job.lease_owner == job.lease_owner, Job.status == JobStatus.RUNNING
+    )
+
+
+async def _finish(db: Database, job: Job, **values) -> bool:
+    async with db.session() as s:
+        return (await s.exec(update(Job).where(_mine(job)).values(**values))).rowcount == 1
+
+
+async def complete(db: Database, job: Job) -> bool:
+    return await _finish(
+        db, job, status=JobStatus.DONE, finished_at=utcnow(), lease_until=None, last_error=None
+    )
+
+
+async def drop(db: Database, job: Job, why: str) -> bool:
+    return await _finish(
+        db, job, status=JobStatus.DROPPED, finished_at=utcnow(), lease_until=None, last_error=why
+    )
+
+
+async def give_up(db: Database, job: Job, error: str) -> bool:
+    return await _finish(
+        db, job, status=JobStatus.FAILED, finished_at=utcnow(), lease_until=None, last_error=error
+    )
+
+
+async def fail(db: Database, job: Job, error: str, delay_seconds: float) -> bool:
+    """Retry after `delay_seconds`, or give up once max_attempts is spent."""
+    if job.attempts >= job.max_attempts:
+        return await give_up(db, job, error)
+    return await _finish(
+        db,
+        job,
+        status=JobStatus.QUEUED,
+        run_at=utcnow() + timedelta(seconds=delay_seconds),
+        lease_owner=None,
+        lease_until=None,
+        last_error=error,
+    )
+
+
+async def reschedule(db: Database, job: Job, at: datetime, why: str) -> bool:
+    """Put the job back for `at` without spending an attempt (rate limits, lease hand-back)."""
+    return await _finish(
+        db,
+        job,
+        status=JobStatus.QUEUED,
+        run_at=at,
+        attempts=Job.attempts - 1,
+        lease_owner=None,
+        lease_until=None,
+        last_error=why,
+    )
+
+
+async def renew_lease(db: Database, job: Job, lease_seconds: float) -> bool:
+    return await _finish(db, job, lease_until=utcnow() + timedelta(seconds=lease_seconds))
+
+
+async def get_job(db: Database, job_id: int) -> Job | None:
+    async with db.session() as s:
+        return await s.get(Job, job_id)
+
+
+async def list_jobs(db: Database, pr_key: str | None = None) -> list[Job]:
+    async with db.session() as s:
+        query = select(Job).order_by(Job.id)
+        if pr_key is not None:
+            query = query.where(Job.pr_key == pr_key)
+        return list(await s.exec(query))

@@ -1,0 +1,53 @@
+"""Apply the versioned migrations in migrations/ (Alembic) to a Database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+
+import migrations
+
+from .database import Database
+
+SCRIPT_LOCATION = str(Path(migrations.__file__).parent)
+# Any fixed 64-bit number: serializes concurrent migrators on one PostgreSQL database.
+_PG_MIGRATION_LOCK = 0x636F6E7665726765
+
+
+def _alembic_config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", SCRIPT_LOCATION)
+    return cfg
+
+
+def head_revision() -> str:
+    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+
+
+async def migrate(db: Database) -> str:
+    """Bring the schema to the newest revision; a no-op when it is there already.
+
+    Safe when several processes start at once (the CLI beside `serve`): on PostgreSQL an
+    advisory transaction lock serializes them, on SQLite the IMMEDIATE transaction does.
+    """
+    cfg = _alembic_config()
+
+    def _upgrade(conn) -> str:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+        return MigrationContext.configure(conn).get_current_revision()
+
+    async with db.engine.begin() as conn:
+        return await conn.run_sync(_upgrade)
+
+
+async def current_revision(db: Database) -> str | None:
+    async with db.engine.connect() as conn:
+        return await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())

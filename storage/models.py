@@ -1,0 +1,194 @@
+"""SQLModel tables (DESIGN §4). The migrations under migrations/ create exactly this schema."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import BigInteger, Column, DateTime, Index, Text, TypeDecorator, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator):
+    """Stores naive UTC, returns aware UTC, so SQLite and PostgreSQL compare the same way."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+def ts(nullable: bool = True, **kw) -> object:
+    return Field(default=None, sa_column=Column(UTCDateTime(), nullable=nullable, **kw))
+
+
+def big(nullable: bool = True) -> object:
+    return Field(default=None, sa_column=Column(BigInteger(), nullable=nullable))
+
+
+def text(nullable: bool = True) -> object:
+    return Field(default=None, sa_column=Column(Text(), nullable=nullable))
+
+
+class PullRequest(SQLModel, table=True):
+    __tablename__ = "pull_requests"
+    __table_args__ = (Index("ix_pull_requests_status", "status"),)
+
+    pr_key: str = Field(primary_key=True, max_length=300)
+    repo: str = Field(max_length=250)
+    number: int
+    url: str = Field(max_length=500)
+    title: str = Field(max_length=500)
+    status: str = Field(max_length=32)
+    current_round: int = 0
+    process_key: str | None = Field(default=None, max_length=64)
+    waiting_since: datetime | None = ts()
+    last_review_id: int | None = big()
+    last_nudge_at: datetime | None = ts()
+    last_round_head: str | None = Field(default=None, max_length=64)
+    husk_retries: int = 0
+    last_progress_job_key: str | None = Field(default=None, max_length=300)
+    last_progress_result: str | None = text()
+    max_rounds: int = 8
+    converge_only: bool = False
+    outcome: str | None = text()
+    head_branch: str | None = Field(default=None, max_length=300)
+    author: str | None = Field(default=None, max_length=100)
+    converged_head: str | None = Field(default=None, max_length=64)
+    merge_approved: bool = False
+    submitted_by: str | None = Field(default=None, max_length=100)
+    created_at: datetime = ts(nullable=False)
+    updated_at: datetime = ts(nullable=False)
+    converged_at: datetime | None = ts()
+    merged_at: datetime | None = ts()
+
+
+class Run(SQLModel, table=True):
+    __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_pr_key", "pr_key"),)
+
+    process_key: str = Field(primary_key=True, max_length=64)
+    pr_key: str = Field(max_length=300)
+    kind: str = Field(max_length=16)
+    state: str = Field(max_length=16)
+    started_at: datetime = ts(nullable=False)
+    ended_at: datetime | None = ts()
+    reason: str | None = text()
+
+
+class Round(SQLModel, table=True):
+    __tablename__ = "rounds"
+    __table_args__ = (UniqueConstraint("pr_key", "process_key", "round_no", name="uq_rounds_run_round"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    pr_key: str = Field(max_length=300)
+    process_key: str = Field(max_length=64)
+    round_no: int
+    status: str | None = Field(default=None, max_length=16)
+    entry_head: str | None = Field(default=None, max_length=64)
+    exit_head: str | None = Field(default=None, max_length=64)
+    review_id: int | None = big()
+    findings: str | None = text()
+    summary: str | None = text()
+    fixer: str | None = Field(default=None, max_length=32)
+    started_at: datetime = ts(nullable=False)
+    ended_at: datetime | None = ts()
+
+
+class Escalation(SQLModel, table=True):
+    __tablename__ = "escalations"
+    __table_args__ = (Index("ix_escalations_pr_status", "pr_key", "status"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    pr_key: str = Field(max_length=300)
+    process_key: str = Field(max_length=64)
+    round_no: int
+    kind: str = Field(max_length=32)
+    question: str = Field(sa_column=Column(Text(), nullable=False))
+    fingerprint: str = Field(max_length=64)
+    status: str = Field(max_length=16)
+    answer: str | None = text()
+    answered_by: str | None = Field(default=None, max_length=100)
+    comment_id: int | None = big()
+    asked_at: datetime = ts(nullable=False)
+    answered_at: datetime | None = ts()
+
+
+class Adjudication(SQLModel, table=True):
+    __tablename__ = "adjudications"
+    __table_args__ = (UniqueConstraint("pr_key", "fingerprint", name="uq_adjudications_pr_fp"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    pr_key: str = Field(max_length=300)
+    fingerprint: str = Field(max_length=64)
+    answer: str = Field(sa_column=Column(Text(), nullable=False))
+    adjudicated_by: str = Field(max_length=100)
+    adjudicated_at: datetime = ts(nullable=False)
+    invalidated_at: datetime | None = ts()
+
+
+class Dependency(SQLModel, table=True):
+    __tablename__ = "dependencies"
+
+    pr_key: str = Field(primary_key=True, max_length=300)
+    depends_on_key: str = Field(primary_key=True, max_length=300)
+
+
+class Job(SQLModel, table=True):
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_status_run_at", "status", "run_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(max_length=64)
+    pr_key: str | None = Field(default=None, max_length=300)
+    process_key: str | None = Field(default=None, max_length=64)
+    round_no: int | None = None
+    key: str = Field(max_length=300, unique=True)
+    payload: str = Field(default="{}", sa_column=Column(Text(), nullable=False))
+    run_at: datetime = ts(nullable=False)
+    attempts: int = 0
+    max_attempts: int = 8
+    status: str = Field(max_length=16)
+    lease_owner: str | None = Field(default=None, max_length=100)
+    lease_until: datetime | None = ts()
+    started_at: datetime | None = ts()
+    finished_at: datetime | None = ts()
+    last_error: str | None = text()
+    created_at: datetime = ts(nullable=False)
+
+
+class WebhookDelivery(SQLModel, table=True):
+    __tablename__ = "webhook_deliveries"
+
+    delivery_id: str = Field(primary_key=True, max_length=100)
+    event: str = Field(max_length=64)
+    action: str | None = Field(default=None, max_length=64)
+    received_at: datetime = ts(nullable=False)
+    processed_at: datetime | None = ts()
+    outcome: str | None = Field(default=None, max_length=32)
+    error: str | None = text()
+
+
+class Command(SQLModel, table=True):
+    __tablename__ = "commands"
+
+    id: int | None = Field(default=None, primary_key=True)
+    comment_id: int = Field(sa_column=Column(BigInteger(), nullable=False, unique=True))
+    pr_key: str = Field(max_length=300)
+    author: str = Field(max_length=100)
+    verb: str = Field(max_length=32)
+    args: str | None = text()
+    accepted: bool
+    why: str | None = text()
+    created_at: datetime = ts(nullable=False)

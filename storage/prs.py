@@ -1,0 +1,158 @@
+"""The pull_requests aggregate: reads with ownership, the fenced write, insert and atomic reopen."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, exists, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from .database import Database
+from .models import PullRequest, Run, utcnow
+from .statuses import RunState, Status, derived_status, is_resubmittable
+
+
+@dataclass(frozen=True)
+class PrView:
+    """A PR row together with the state of the run that owns it."""
+
+    pr: PullRequest
+    run_state: str | None
+
+    @property
+    def derived_status(self) -> str:
+        return derived_status(self.pr.status, self.pr.process_key, self.run_state)
+
+    @property
+    def resubmittable(self) -> bool:
+        return is_resubmittable(self.pr.status, self.pr.process_key, self.run_state)
+
+
+def _with_run():
+    return select(PullRequest, Run.state).outerjoin(Run, Run.process_key == PullRequest.process_key)
+
+
+async def get(db: Database, pr_key: str) -> PrView | None:
+    async with db.session() as s:
+        row = (await s.exec(_with_run().where(PullRequest.pr_key == pr_key))).first()
+    return None if row is None else PrView(row[0], row[1])
+
+
+async def list_all(db: Database, *, active_only: bool = False) -> list[PrView]:
+    async with db.session() as s:
+        rows = (await s.exec(_with_run().order_by(PullRequest.created_at))).all()
+    views = [PrView(pr, state) for pr, state in rows]
+    if active_only:
+        views = [v for v in views if not v.resubmittable]
+    return views
+
+
+def _owned_by(process_key: str):
+    # Ownership is the key on the row AND a run that is still active: a run terminated out of
+    # band (abandon, lost race) must not keep writing through a key that is still on the row.
+    return and_(
+        PullRequest.process_key == process_key,
+        exists().where(Run.process_key == process_key, Run.state == RunState.ACTIVE),
+    )
+
+
+async def fenced_update(
+    db: Database | None,
+    pr_key: str,
+    process_key: str,
+    values: Mapping[str, Any],
+    *,
+    expect_status: str | Collection[str] | None = None,
+    session: AsyncSession | None = None,
+) -> bool:
+    """Update the PR row only while `process_key` owns it (and, if given, it is in that status).
+
+    The one way every writer changes a PR row. It is a single compare-and-set statement, so a
+    straggler from an older run writes nothing; the caller learns whether it won.
+    """
+    conds = [PullRequest.pr_key == pr_key, _owned_by(process_key)]
+    if expect_status is not None:
+        wanted = [expect_status] if isinstance(expect_status, str) else list(expect_status)
+        conds.append(PullRequest.status.in_(wanted))
+    stmt = update(PullRequest).where(*conds).values(**values, updated_at=utcnow())
+    if session is not None:
+        return (await session.exec(stmt)).rowcount == 1
+    async with db.session() as s:
+        return (await s.exec(stmt)).rowcount == 1
+
+
+def _insert_ignore(session: AsyncSession, table):
+    dialect = session.bind.dialect.name
+    return (postgresql if dialect == "postgresql" else sqlite).insert(table)
+
+
+async def insert_new(db: Database, pr: PullRequest, run: Run) -> bool:
+    """Insert a never-seen PR already owned by `run`; False if the key exists (someone won).
+
+    Compare-and-set on the primary key: row and run are written in one transaction, so the
+    loser leaves no run behind.
+    """
+    async with db.session() as s:
+        values = pr.model_dump()
+        stmt = _insert_ignore(s, PullRequest.__table__).values(**values).on_conflict_do_nothing(
+            index_elements=["pr_key"]
+        )
+        if (await s.exec(stmt)).rowcount != 1:
+            return False
+        s.add(run)
+    return True
+
+
+def reopen_values(process_key: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything a fresh run starts from: status, round 1, cleared baselines and replay stamps."""
+    now = utcnow()
+    return {
+        **options,
+        "process_key": process_key,
+        "status": Status.CONVERGING,
+        "current_round": 1,
+        "waiting_since": None,
+        "last_review_id": None,
+        "last_nudge_at": None,
+        "last_round_head": None,
+        "husk_retries": 0,
+        "last_progress_job_key": None,
+        "last_progress_result": None,
+        "outcome": None,
+        "converged_head": None,
+        "merge_approved": False,
+        "converged_at": None,
+        "merged_at": None,
+        "updated_at": now,
+    }
+
+
+async def reopen(
+    session: AsyncSession,
+    pr_key: str,
+    *,
+    old_process_key: str | None,
+    old_status: str,
+    new_process_key: str,
+    options: Mapping[str, Any],
+) -> bool:
+    """The atomic reopen: ONE statement resets the row and publishes the new process_key.
+
+    Split in two, a reader between the writes would see a `converging` round-1 row still
+    carrying the old key, and that run's stragglers would pass the fence. The WHERE on the
+    old key and status makes it a compare-and-set against any other submitter.
+    """
+    stmt = (
+        update(PullRequest)
+        .where(
+            PullRequest.pr_key == pr_key,
+            PullRequest.process_key.is_not_distinct_from(old_process_key),
+            PullRequest.status == old_status,
+        )
+        .values(**reopen_values(new_process_key, options))
+    )
+    return (await session.exec(stmt)).rowcount == 1

@@ -1,0 +1,69 @@
+"""The runs aggregate: one convergence attempt per process_key, never reused."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import update
+from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from .database import Database
+from .models import Run, utcnow
+from .statuses import RunKind, RunState
+
+
+def new_process_key() -> str:
+    return f"run-{uuid.uuid4().hex}"
+
+
+def new_run(pr_key: str, kind: RunKind = RunKind.CONVERGENCE) -> Run:
+    return Run(
+        process_key=new_process_key(),
+        pr_key=pr_key,
+        kind=kind,
+        state=RunState.ACTIVE,
+        started_at=utcnow(),
+    )
+
+
+async def create_run(db: Database, pr_key: str, kind: RunKind = RunKind.CONVERGENCE) -> Run:
+    run = new_run(pr_key, kind)
+    async with db.session() as s:
+        s.add(run)
+    return run
+
+
+async def end_run(
+    db: Database | None,
+    process_key: str,
+    state: RunState,
+    reason: str,
+    *,
+    session: AsyncSession | None = None,
+) -> bool:
+    """Move an active run to `completed` or `terminated`; False if it had already ended."""
+    stmt = (
+        update(Run)
+        .where(Run.process_key == process_key, Run.state == RunState.ACTIVE)
+        .values(state=state, ended_at=utcnow(), reason=reason)
+    )
+    if session is not None:
+        return (await session.exec(stmt)).rowcount == 1
+    async with db.session() as s:
+        return (await s.exec(stmt)).rowcount == 1
+
+
+async def terminate_run(db: Database, process_key: str, reason: str) -> bool:
+    return await end_run(db, process_key, RunState.TERMINATED, reason)
+
+
+async def get_run(db: Database, process_key: str) -> Run | None:
+    async with db.session() as s:
+        return await s.get(Run, process_key)
+
+
+async def runs_for(db: Database, pr_key: str) -> list[Run]:
+    async with db.session() as s:
+        rows = await s.exec(select(Run).where(Run.pr_key == pr_key).order_by(Run.started_at))
+        return list(rows)

@@ -1,0 +1,61 @@
+"""PR statuses and the one place that decides whether a PR is finished."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    CONVERGING = "converging"
+    WAITING_REVIEW = "waiting_review"
+    ESCALATED = "escalated"
+    WAITING_DEPS = "waiting_deps"
+    WAITING_MERGE = "waiting_merge"
+    MERGING = "merging"
+    CONVERGED = "converged"
+    MERGED = "merged"
+    ABANDONED = "abandoned"
+
+
+ACTIVE = frozenset(
+    {
+        Status.CONVERGING,
+        Status.WAITING_REVIEW,
+        Status.ESCALATED,
+        Status.WAITING_DEPS,
+        Status.WAITING_MERGE,
+        Status.MERGING,
+    }
+)
+TERMINAL = frozenset({Status.CONVERGED, Status.MERGED, Status.ABANDONED})
+
+
+class RunState(StrEnum):
+    ACTIVE = "active"
+    COMPLETED = "completed"
+    TERMINATED = "terminated"
+
+
+class RunKind(StrEnum):
+    CONVERGENCE = "convergence"
+    MERGE = "merge"
+
+
+def derived_status(status: str, process_key: str | None, run_state: str | None) -> str:
+    """What every "is it finished?" check reads.
+
+    A row whose run ended out of band (terminated by `abandon`, a crash clean-up, a lost race)
+    reads `abandoned` even while its stored status is still active. A keyless active row (a
+    crash between insert and key publish) keeps its stored status; `is_resubmittable` covers it.
+    """
+    if status in TERMINAL or process_key is None:
+        return status
+    if run_state != RunState.ACTIVE:
+        return Status.ABANDONED
+    return status
+
+
+def is_resubmittable(status: str, process_key: str | None, run_state: str | None) -> bool:
+    if process_key is None:
+        return True
+    return derived_status(status, process_key, run_state) in TERMINAL

@@ -1,0 +1,109 @@
+"""Fixtures: every storage test runs on a real SQLite file AND a real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+from storage.database import Database
+from storage.migrate import migrate
+
+from .pgcluster import Cluster
+
+BACKENDS = [b.strip() for b in os.environ.get("CONVERGEBOT_TEST_BACKENDS", "sqlite,postgres").split(",")]
+TEMPLATE_DB = "convergebot_template"
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url():
+    url = os.environ.get("CONVERGEBOT_TEST_POSTGRES_URL")
+    if url:
+        yield url
+        return
+    cluster = Cluster()
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+def _asyncpg_dsn(url: str, database: str | None = None) -> str:
+    u = make_url(url).set(drivername="postgresql")
+    if database:
+        u = u.set(database=database)
+    return u.render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_admin_url) -> str:
+    async def build() -> None:
+        conn = await asyncpg.connect(_asyncpg_dsn(pg_admin_url))
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}"')
+            await conn.execute(f'CREATE DATABASE "{TEMPLATE_DB}"')
+        finally:
+            await conn.close()
+        db = Database(_asyncpg_dsn(pg_admin_url, TEMPLATE_DB))
+        await migrate(db)
+        await db.dispose()
+
+    asyncio.run(build())
+    return TEMPLATE_DB
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "template.db"
+
+    async def build() -> None:
+        db = Database(f"sqlite:///{path}")
+        await migrate(db)
+        await db.dispose()
+
+    asyncio.run(build())
+    return path
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request, tmp_path) -> str:
+    """A URL of a freshly migrated, empty database on the parametrized backend."""
+    if request.param == "sqlite":
+        path = tmp_path / "convergebot.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
+    admin = request.getfixturevalue("pg_admin_url")
+    template = request.getfixturevalue("pg_template")
+    name = f"t_{uuid.uuid4().hex[:16]}"
+
+    async def create() -> None:
+        conn = await asyncpg.connect(_asyncpg_dsn(admin))
+        try:
+            await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        finally:
+            await conn.close()
+
+    asyncio.run(create())
+    request.addfinalizer(lambda: asyncio.run(_drop(admin, name)))
+    return _asyncpg_dsn(admin, name)
+
+
+async def _drop(admin: str, name: str) -> None:
+    conn = await asyncpg.connect(_asyncpg_dsn(admin))
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def db(db_url):
+    database = Database(db_url)
+    yield database
+    await database.dispose()
