@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        # Validate input before touching the config or the database.
+        args.key = str(parse_pr_key(args.pr)) if getattr(args, "pr", None) else None
         config = load_config(args.config)
         configure_logging(config.logging.level, config.logging.format)
         return asyncio.run(_dispatch(args, config))
@@ -79,7 +81,6 @@ async def _migrate(args, config: Config, db: Database) -> int:
 
 
 async def _submit(args, config: Config, db: Database) -> int:
-    key = parse_pr_key(args.pr)
     max_rounds = args.max_rounds if args.max_rounds is not None else config.convergence.max_rounds
     if max_rounds < 1:
         raise UsageError("--max-rounds must be at least 1")
@@ -88,7 +89,7 @@ async def _submit(args, config: Config, db: Database) -> int:
         converge_only=args.no_merge or not config.convergence.merge,
         submitted_by="cli",
     )
-    result = await submit_pr(db, key, opts)
+    result = await submit_pr(db, parse_pr_key(args.key), opts)
     if result.outcome is Outcome.STARTED:
         print(f"started {result.pr_key} ({result.process_key})")
     else:
@@ -117,8 +118,8 @@ def _view_json(view: prs.PrView) -> dict:
 
 
 async def _status(args, config: Config, db: Database) -> int:
-    if args.pr:
-        key = str(parse_pr_key(args.pr))
+    if args.key:
+        key = args.key
         view = await prs.get(db, key)
         if view is None:
             print(f"convergebot: {key} is not enrolled", file=sys.stderr)
@@ -128,13 +129,13 @@ async def _status(args, config: Config, db: Database) -> int:
         views = await prs.list_all(db)
     rows = [_view_json(v) for v in views]
     if args.json:
-        if args.pr:
+        if args.key:
             rows[0]["runs"] = [
                 {"process_key": r.process_key, "state": r.state, "reason": r.reason,
                  "started_at": r.started_at.isoformat()}
                 for r in await runs.runs_for(db, rows[0]["pr_key"])
             ]
-        print(json.dumps(rows[0] if args.pr else rows, indent=2))
+        print(json.dumps(rows[0] if args.key else rows, indent=2))
         return 0
     if not rows:
         print("no PRs enrolled")
@@ -152,7 +153,7 @@ async def _status(args, config: Config, db: Database) -> int:
 
 
 async def _abandon(args, config: Config, db: Database) -> int:
-    key = str(parse_pr_key(args.pr))
+    key = args.key
     if await abandon_pr(db, key, args.reason):
         print(f"abandoned {key}")
         return 0

@@ -1,0 +1,142 @@
+"""The CLI as a user runs it: real processes on a real database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from storage import runs
+from storage.database import Database
+
+from ..helpers import enroll, finish
+
+KEY = "acme/widgets#7"
+
+
+def cli_env(db_url: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVERGEBOT_")}
+    env["CONVERGEBOT_DATABASE_URL"] = db_url
+    return env
+
+
+def convergebot(db_url: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args], env=cli_env(db_url), capture_output=True, text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "args", [["submit", "acme/widgets"], ["status", "acme/widgets#x"], ["abandon", "not a key"],
+             ["submit", "acme/widgets#0", "--no-merge"]],
+)
+def test_malformed_pr_key_is_one_line_and_exit_2(tmp_path, args):
+    db_file = tmp_path / "untouched.db"
+    p = convergebot(f"sqlite:///{db_file}", *args)
+    bad = args[1]
+    assert p.returncode == 2, p
+    assert p.stderr.strip().splitlines() == [
+        f"convergebot: error: malformed PR key {bad!r}: expected owner/repo#N"
+    ]
+    assert "Traceback" not in p.stdout + p.stderr
+    assert not db_file.exists(), "bad input must not touch the database"
+
+
+def test_invalid_config_names_the_key(db_url):
+    env = cli_env(db_url) | {"CONVERGEBOT_JOBS_WORKERS": "lots"}
+    p = subprocess.run([sys.executable, "-m", "bot", "status"], env=env, capture_output=True, text=True)
+    assert p.returncode == 2
+    assert "jobs.workers" in p.stderr and "CONVERGEBOT_JOBS_WORKERS" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_submit_status_abandon_round_trip(db_url):
+    assert convergebot(db_url, "migrate").returncode == 0
+    p = convergebot(db_url, "submit", KEY, "--max-rounds", "3", "--no-merge")
+    assert p.returncode == 0 and p.stdout.startswith(f"started {KEY} (run-")
+    assert convergebot(db_url, "submit", KEY).stdout.startswith(f"already running {KEY}")
+
+    status = json.loads(convergebot(db_url, "status", KEY, "--json").stdout)
+    assert (status["status"], status["round"], status["max_rounds"], status["converge_only"]) == (
+        "converging", 1, 3, True)
+    # GitHub was not asked: the title falls back to the key until the engine fetches it.
+    assert status["title"] == KEY
+    table = convergebot(db_url, "status").stdout
+    assert KEY in table and "converging" in table
+
+    assert convergebot(db_url, "abandon", KEY).returncode == 0
+    assert convergebot(db_url, "abandon", KEY).returncode == 1
+    listed = json.loads(convergebot(db_url, "status", "--json").stdout)
+    assert [(r["pr_key"], r["status"]) for r in listed] == [(KEY, "abandoned")]
+    assert convergebot(db_url, "status", "other/repo#1").returncode == 1
+
+
+# Run `convergebot submit` through bot.cli.main after a common start signal, with run creation
+# slowed so that all eight are inside submit_pr at once.
+_RACER = """
+import asyncio, os, sys, time
+import storage.runs
+_orig = storage.runs.create_run
+async def slow(*a, **kw):
+    await asyncio.sleep(0.3)
+    return await _orig(*a, **kw)
+storage.runs.create_run = slow
+import storage.prs
+_insert = storage.prs.insert_new
+async def slow_insert(*a, **kw):
+    await asyncio.sleep(0.3)
+    return await _insert(*a, **kw)
+storage.prs.insert_new = slow_insert
+go = float(sys.argv[1])
+while time.time() < go:
+    time.sleep(0.005)
+from bot.cli import main
+raise SystemExit(main(["submit", sys.argv[2]]))
+"""
+
+
+async def _active_runs(db_url: str) -> list:
+    db = Database(db_url)
+    try:
+        return [r for r in await runs.runs_for(db, KEY) if r.state == "active"]
+    finally:
+        await db.dispose()
+
+
+async def _make_terminal(db_url: str) -> None:
+    db = Database(db_url)
+    try:
+        await enroll(db, KEY)
+        await finish(db, KEY)
+    finally:
+        await db.dispose()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("terminal", [False, True], ids=["new", "terminal"])
+@pytest.mark.parametrize("racer", ["plain", "aligned"])
+def test_eight_concurrent_submit_processes_leave_one_active_run(db_url, terminal, racer):
+    if terminal:
+        asyncio.run(_make_terminal(db_url))
+    go = time.time() + 3.0
+    if racer == "plain":
+        cmd = lambda: [sys.executable, "-m", "bot", "submit", KEY]  # noqa: E731
+    else:
+        cmd = lambda: [sys.executable, "-c", _RACER, str(go), KEY]  # noqa: E731
+    procs = [
+        subprocess.Popen(cmd(), env=cli_env(db_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]
+    outs = [p.communicate(timeout=90) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, [o[1][-500:] for o in outs]
+    started = [o[0] for o in outs if o[0].startswith("started")]
+    assert len(started) == 1, [o[0] for o in outs]
+    active = asyncio.run(_active_runs(db_url))
+    assert len(active) == 1
+    assert active[0].process_key in started[0]

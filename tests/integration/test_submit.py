@@ -1,0 +1,226 @@
+"""submit_pr guards (DESIGN §5), on SQLite and PostgreSQL."""
+
+import asyncio
+import time
+
+import pytest
+from sqlmodel import select
+
+import storage.escalations
+import storage.prs
+import storage.runs
+from bot.enrollment import PR_LOCKS, SubmitOptions, abandon_pr, submit_pr
+from bot.prkey import parse_pr_key
+from storage import prs, runs
+from storage.models import Adjudication, Escalation, PullRequest, utcnow
+from storage.statuses import ACTIVE, TERMINAL
+
+from ..helpers import enroll, finish, install_history, read_history
+
+KEY = "acme/widgets#1"
+
+
+def slow_create_run(monkeypatch, log: list | None = None, delay: float = 0.1):
+    """Widen the window between the ownership read and the reopen, and note who was inside."""
+    original = storage.runs.create_run
+
+    async def create_run(db, pr_key, *a, **kw):
+        start = time.monotonic()
+        await asyncio.sleep(delay)
+        run = await original(db, pr_key, *a, **kw)
+        if log is not None:
+            log.append((pr_key, start, time.monotonic()))
+        return run
+
+    monkeypatch.setattr(storage.runs, "create_run", create_run)
+
+
+async def test_enroll_then_submit_again_is_idempotent(db):
+    pk = await enroll(db, KEY)
+    again = await submit_pr(db, parse_pr_key(KEY))
+    assert again.outcome == "already_running"
+    assert again.process_key == pk
+    assert len(await runs.runs_for(db, KEY)) == 1
+
+
+async def test_two_concurrent_submits_for_a_terminal_pr_create_exactly_one_run(db, monkeypatch):
+    await enroll(db, KEY)
+    old = await finish(db, KEY)
+    slow_create_run(monkeypatch)
+    results = await asyncio.gather(*(submit_pr(db, parse_pr_key(KEY)) for _ in range(2)))
+    assert sorted(r.outcome for r in results) == ["already_running", "started"]
+    all_runs = await runs.runs_for(db, KEY)
+    # The original run plus exactly one new one: the loser never created a run.
+    assert len(all_runs) == 2
+    new = [r for r in all_runs if r.process_key != old]
+    assert new[0].state == "active"
+    assert {r.process_key for r in results} == {new[0].process_key}
+    assert len(PR_LOCKS) == 0
+
+
+async def test_concurrent_submits_for_a_new_pr_create_exactly_one_run(db):
+    results = await asyncio.gather(*(submit_pr(db, parse_pr_key(KEY)) for _ in range(5)))
+    assert sorted(r.outcome for r in results) == ["already_running"] * 4 + ["started"]
+    all_runs = await runs.runs_for(db, KEY)
+    assert len(all_runs) == 1
+    assert (await prs.get(db, KEY)).pr.process_key == all_runs[0].process_key
+
+
+async def test_different_prs_submitted_concurrently_overlap_in_time(db, monkeypatch):
+    for key in ("acme/widgets#1", "acme/widgets#2"):
+        await enroll(db, key)
+        await finish(db, key)
+    inside: list = []
+    slow_create_run(monkeypatch, inside, delay=0.3)
+    results = await asyncio.gather(
+        submit_pr(db, parse_pr_key("acme/widgets#1")), submit_pr(db, parse_pr_key("acme/widgets#2"))
+    )
+    assert [r.outcome for r in results] == ["started", "started"]
+    (_, a_start, a_end), (_, b_start, b_end) = sorted(inside)
+    assert a_start < b_end and b_start < a_end, "one PR's submit waited for the other's"
+
+
+async def test_reopen_never_shows_the_new_run_with_the_old_key(db, monkeypatch):
+    """Every write to the row, as recorded by a trigger, changes status and key together."""
+    await install_history(db)
+    slow_create_run(monkeypatch, delay=0.02)
+    await enroll(db, KEY)
+    for cycle in range(3):
+        await finish(db, KEY, "converged" if cycle % 2 else "merged")
+        results = await asyncio.gather(*(submit_pr(db, parse_pr_key(KEY)) for _ in range(3)))
+        assert sorted(r.outcome for r in results) == ["already_running"] * 2 + ["started"]
+    pk = (await prs.get(db, KEY)).pr.process_key
+    await abandon_pr(db, KEY, "test")
+    await enroll(db, KEY)
+
+    history = await read_history(db, KEY)
+    assert len(history) >= 9
+    seen_terminal: set[str] = set()
+    first_seen: set[str] = set()
+    for status, key, round_no in history:
+        if key not in first_seen:
+            first_seen.add(key)
+            assert (status, round_no) == ("converging", 1), (status, key, round_no)
+        if status in TERMINAL:
+            seen_terminal.add(key)
+        elif key in seen_terminal:
+            pytest.fail(f"row went back to {status} while still carrying the ended run {key}")
+        assert status in ACTIVE | TERMINAL
+    assert pk in seen_terminal
+    assert len(first_seen) == 5
+
+
+async def test_failure_during_reopen_terminates_the_new_run_and_keeps_the_row_terminal(db, monkeypatch):
+    await enroll(db, KEY)
+    old = await finish(db, KEY, "merged")
+
+    async def broken(*a, **kw):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(storage.escalations, "mark_open_stale", broken)
+    with pytest.raises(RuntimeError, match="database went away"):
+        await submit_pr(db, parse_pr_key(KEY))
+
+    view = await prs.get(db, KEY)
+    assert (view.pr.status, view.pr.process_key) == ("merged", old)
+    assert view.derived_status == "merged"
+    new = [r for r in await runs.runs_for(db, KEY) if r.process_key != old]
+    assert len(new) == 1
+    assert (new[0].state, new[0].reason) == ("terminated", "reopen failed")
+
+    monkeypatch.undo()
+    again = await submit_pr(db, parse_pr_key(KEY))
+    assert again.outcome == "started"
+    assert (await prs.get(db, KEY)).derived_status == "converging"
+
+
+async def test_failure_of_the_reopen_write_itself(db, monkeypatch):
+    await enroll(db, KEY)
+    old = await finish(db, KEY)
+
+    async def broken(*a, **kw):
+        raise ConnectionError("lost")
+
+    monkeypatch.setattr(storage.prs, "reopen", broken)
+    with pytest.raises(ConnectionError):
+        await submit_pr(db, parse_pr_key(KEY))
+    assert (await prs.get(db, KEY)).pr.process_key == old
+    assert [r.state for r in await runs.runs_for(db, KEY)] == ["completed", "terminated"]
+    monkeypatch.undo()
+    assert (await submit_pr(db, parse_pr_key(KEY))).outcome == "started"
+
+
+async def test_keyless_active_row_is_resubmittable(db):
+    now = utcnow()
+    async with db.session() as s:
+        s.add(PullRequest(
+            pr_key=KEY, repo="acme/widgets", number=1, url="u", title="t", status="converging",
+            current_round=3, process_key=None, created_at=now, updated_at=now,
+        ))
+    view = await prs.get(db, KEY)
+    assert view.resubmittable
+    result = await submit_pr(db, parse_pr_key(KEY))
+    assert result.outcome == "started"
+    view = await prs.get(db, KEY)
+    assert (view.pr.process_key, view.pr.current_round, view.run_state) == (result.process_key, 1, "active")
+
+
+async def test_run_terminated_out_of_band_reads_abandoned_and_is_resubmittable(db):
+    pk = await enroll(db, KEY)
+    assert await runs.terminate_run(db, pk, "operator")
+    view = await prs.get(db, KEY)
+    assert view.pr.status == "converging"
+    assert view.derived_status == "abandoned"
+    result = await submit_pr(db, parse_pr_key(KEY))
+    assert result.outcome == "started" and result.process_key != pk
+
+
+async def test_resubmit_resets_per_run_state_and_marks_escalations_stale(db):
+    pk = await enroll(db, KEY, max_rounds=3)
+    now = utcnow()
+    assert await prs.fenced_update(db, KEY, pk, {
+        "current_round": 3, "last_review_id": 99, "husk_retries": 2, "waiting_since": now,
+        "last_progress_job_key": "pc:1", "last_progress_result": "{}", "outcome": "x",
+    })
+    async with db.session() as s:
+        s.add(Escalation(pr_key=KEY, process_key=pk, round_no=3, kind="stalled", question="q?",
+                         fingerprint="f1", status="open", asked_at=now))
+        s.add(Adjudication(pr_key=KEY, fingerprint="f0", answer="decline", adjudicated_by="m",
+                           adjudicated_at=now))
+    await abandon_pr(db, KEY, "stop")
+    result = await submit_pr(db, parse_pr_key(KEY), SubmitOptions(max_rounds=5, converge_only=True))
+    pr = (await prs.get(db, KEY)).pr
+    assert (pr.status, pr.current_round, pr.max_rounds, pr.converge_only) == ("converging", 1, 5, True)
+    assert (pr.last_review_id, pr.husk_retries, pr.waiting_since) == (None, 0, None)
+    assert (pr.last_progress_job_key, pr.last_progress_result, pr.outcome) == (None, None, None)
+    assert pr.process_key == result.process_key
+    async with db.session() as s:
+        assert (await s.exec(select(Escalation.status))).all() == ["stale"]
+        assert (await s.exec(select(Adjudication.invalidated_at))).one() is not None
+
+
+async def test_abandon_fences_the_old_run(db):
+    pk = await enroll(db, KEY)
+    assert await abandon_pr(db, KEY, "stop")
+    assert not await abandon_pr(db, KEY, "again")
+    view = await prs.get(db, KEY)
+    assert (view.derived_status, view.run_state) == ("abandoned", "terminated")
+    assert not await prs.fenced_update(db, KEY, pk, {"status": "converging"})
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["new", "terminal"])
+async def test_two_processes_racing_one_pr_leave_one_active_run(db, monkeypatch, terminal):
+    """Separate lock registries stand for separate processes: only the CAS writes decide."""
+    from storage.locks import KeyedLocks
+
+    if terminal:
+        await enroll(db, KEY)
+        await finish(db, KEY)
+    slow_create_run(monkeypatch)
+    results = await asyncio.gather(
+        *(submit_pr(db, parse_pr_key(KEY), locks=KeyedLocks()) for _ in range(4))
+    )
+    assert sorted(r.outcome for r in results) == ["already_running"] * 3 + ["started"]
+    active = [r for r in await runs.runs_for(db, KEY) if r.state == "active"]
+    assert len(active) == 1
+    assert (await prs.get(db, KEY)).pr.process_key == active[0].process_key
