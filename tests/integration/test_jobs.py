@@ -1,0 +1,208 @@
+"""The durable job queue and its worker pool, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from bot.workers import PoolSettings, Reschedule, WorkerPool
+from storage import jobs, prs
+from storage.models import utcnow
+
+from ..helpers import enroll
+
+FAST = PoolSettings(workers=3, lease_seconds=5, idle_poll_seconds=0.05,
+                    backoff_base_seconds=0.2, backoff_cap_seconds=0.4)
+
+
+async def test_same_idempotency_key_gives_one_job(db):
+    first = await jobs.enqueue(db, "sync", "sync:acme/w#1:d1", pr_key="acme/w#1")
+    second = await jobs.enqueue(db, "sync", "sync:acme/w#1:d1", pr_key="acme/w#1", payload={"x": 1})
+    assert first[1] is True and second == (first[0], False)
+    assert len(await jobs.list_jobs(db)) == 1
+
+
+async def test_concurrent_enqueues_of_one_key_give_one_job(db):
+    results = await asyncio.gather(*(jobs.enqueue(db, "sync", "same") for _ in range(10)))
+    assert len({job_id for job_id, _ in results}) == 1
+    assert sum(created for _, created in results) == 1
+
+
+async def test_a_job_of_a_stale_process_key_is_dropped_without_running(db):
+    old = await enroll(db, "acme/w#1")
+    ran = []
+
+    async def handler(job):
+        ran.append(job.id)
+
+    job_id, _ = await jobs.enqueue(db, "progress_check", "pc:1", pr_key="acme/w#1", process_key=old)
+    current_id, _ = await jobs.enqueue(db, "progress_check", "pc:2", pr_key="acme/w#1", process_key=old)
+    pool = WorkerPool(db, {"progress_check": handler}, FAST)
+    assert await pool.run_one()
+    assert ran == [job_id]
+    # The run is abandoned and the PR resubmitted: the old run's queued job must not run.
+    from bot.enrollment import abandon_pr
+
+    await abandon_pr(db, "acme/w#1", "stop")
+    new = await enroll(db, "acme/w#1")
+    assert new != old
+    assert await pool.run_one()
+    assert ran == [job_id]
+    stale = await jobs.get_job(db, current_id)
+    assert (stale.status, stale.last_error) == ("dropped", "process_key no longer owns the PR")
+
+
+async def test_a_job_whose_worker_died_runs_again_after_its_lease(db):
+    job_id, _ = await jobs.enqueue(db, "sync", "k1")
+    dead = await jobs.claim(db, "dead-worker", lease_seconds=0.3)
+    assert dead is not None and dead.id == job_id
+    ran = []
+
+    async def handler(job):
+        ran.append(job.attempts)
+
+    pool = WorkerPool(db, {"sync": handler}, FAST)
+    assert not await pool.run_one(), "a live lease must not be taken over"
+    await asyncio.sleep(0.4)
+    assert await pool.run_one()
+    assert ran == [2]
+    assert (await jobs.get_job(db, job_id)).status == "done"
+    # The dead worker waking up late cannot overwrite the outcome.
+    assert not await jobs.fail(db, dead, "late", 0)
+    assert (await jobs.get_job(db, job_id)).status == "done"
+
+
+async def test_failures_retry_with_backoff_then_fail(db):
+    job_id, _ = await jobs.enqueue(db, "sync", "k", max_attempts=3)
+    calls = []
+
+    async def handler(job):
+        calls.append(utcnow())
+        raise ValueError(f"attempt {job.attempts}")
+
+    pool = WorkerPool(db, {"sync": handler}, FAST)
+    assert await pool.run_one()
+    job = await jobs.get_job(db, job_id)
+    assert (job.status, job.attempts, job.last_error) == ("queued", 1, "ValueError: attempt 1")
+    assert job.run_at >= calls[0] + timedelta(seconds=0.1)
+    assert not await pool.run_one(), "not due before its backoff"
+    for _ in range(2):
+        await asyncio.sleep(0.45)
+        assert await pool.run_one()
+    job = await jobs.get_job(db, job_id)
+    assert (job.status, job.attempts) == ("failed", 3)
+    assert len(calls) == 3
+
+
+async def test_reschedule_does_not_spend_an_attempt(db):
+    job_id, _ = await jobs.enqueue(db, "sync", "k", max_attempts=1)
+    seen = []
+
+    async def handler(job):
+        seen.append(job.attempts)
+        if len(seen) == 1:
+            raise Reschedule(utcnow() + timedelta(seconds=0.2), "rate limited")
+
+    pool = WorkerPool(db, {"sync": handler}, FAST)
+    assert await pool.run_one()
+    job = await jobs.get_job(db, job_id)
+    assert (job.status, job.attempts, job.last_error) == ("queued", 0, "rate limited")
+    assert not await pool.run_one()
+    await asyncio.sleep(0.25)
+    assert await pool.run_one()
+    assert seen == [1, 1]
+    assert (await jobs.get_job(db, job_id)).status == "done"
+
+
+async def test_unknown_kind_fails_without_retrying(db):
+    job_id, _ = await jobs.enqueue(db, "mystery", "k")
+    pool = WorkerPool(db, {}, FAST)
+    assert await pool.run_one()
+    job = await jobs.get_job(db, job_id)
+    assert job.status == "failed" and "no handler" in job.last_error
+
+
+async def test_pool_runs_every_job_exactly_once(db):
+    counts: dict[str, int] = {}
+
+    async def handler(job):
+        counts[job.key] = counts.get(job.key, 0) + 1
+        await asyncio.sleep(0.001)
+
+    for n in range(40):
+        await jobs.enqueue(db, "sync", f"k{n}")
+    pool = WorkerPool(db, {"sync": handler}, FAST)
+    pool.start()
+    try:
+        async with asyncio.timeout(30):
+            while len(counts) < 40:
+                await asyncio.sleep(0.05)
+    finally:
+        await pool.stop()
+    assert counts == {f"k{n}": 1 for n in range(40)}
+    assert {j.status for j in await jobs.list_jobs(db)} == {"done"}
+
+
+async def test_heartbeat_keeps_a_long_job_from_being_reclaimed(db):
+    settings = PoolSettings(workers=1, lease_seconds=0.3, idle_poll_seconds=0.05)
+    started = asyncio.Event()
+    runs = []
+
+    async def handler(job):
+        runs.append(job.id)
+        started.set()
+        await asyncio.sleep(1.0)
+
+    await jobs.enqueue(db, "slow", "k")
+    pool = WorkerPool(db, {"slow": handler}, settings)
+    task = asyncio.create_task(pool.run_one("w1"))
+    await started.wait()
+    await asyncio.sleep(0.6)  # twice the lease
+    assert await jobs.claim(db, "w2", 0.3) is None
+    assert await task
+    assert len(runs) == 1
+    assert (await jobs.list_jobs(db))[0].status == "done"
+
+
+async def test_stop_hands_back_a_cancelled_job(db):
+    started = asyncio.Event()
+
+    async def handler(job):
+        started.set()
+        await asyncio.sleep(60)
+
+    job_id, _ = await jobs.enqueue(db, "slow", "k")
+    pool = WorkerPool(db, {"slow": handler}, FAST)
+    pool.start()
+    await asyncio.wait_for(started.wait(), 10)
+    await pool.stop(grace_seconds=0.1)
+    job = await jobs.get_job(db, job_id)
+    # Not left `running` under a lease nobody will renew: queued again, attempt not spent.
+    assert (job.status, job.lease_owner, job.attempts) == ("queued", None, 0)
+
+
+async def test_a_fenced_job_handler_can_write_through_its_key(db):
+    """The pieces together: a job carrying the current key may write the row, an old one may not."""
+    pk = await enroll(db, "acme/w#1")
+
+    async def handler(job):
+        assert await prs.fenced_update(db, job.pr_key, job.process_key, {"current_round": 2})
+
+    await jobs.enqueue(db, "advance", "a1", pr_key="acme/w#1", process_key=pk)
+    assert await WorkerPool(db, {"advance": handler}, FAST).run_one()
+    assert (await prs.get(db, "acme/w#1")).pr.current_round == 2
+    assert not await prs.fenced_update(db, "acme/w#1", "run-stale", {"current_round": 9})
+    assert not await prs.fenced_update(db, "acme/w#1", pk, {"current_round": 9},
+                                       expect_status="escalated")
+    assert (await prs.get(db, "acme/w#1")).pr.current_round == 2
+
+
+async def test_lease_expired_on_every_attempt_gives_up(db):
+    job_id, _ = await jobs.enqueue(db, "sync", "k", max_attempts=2)
+    for owner in ("a", "b"):
+        assert await jobs.claim(db, owner, 0.05)
+        await asyncio.sleep(0.1)
+    pool = WorkerPool(db, {"sync": lambda job: asyncio.sleep(0)}, FAST)
+    assert await pool.run_one()
+    job = await jobs.get_job(db, job_id)
+    assert (job.status, job.last_error) == ("failed", "lease expired on every attempt")
