@@ -1,0 +1,1 @@
+"""Everything that crosses GitHub: the client wrapper and the simulator."""
