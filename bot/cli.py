@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("pr", nargs="?", metavar="OWNER/REPO#N")
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
+    sub.add_parser("serve", help="run the bot: webhooks, poller, job workers")
+
     a = sub.add_parser("abandon", help="abandon a PR's active run")
     a.add_argument("pr", metavar="OWNER/REPO#N")
     a.add_argument("--reason", default="abandoned from the command line")
@@ -64,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _dispatch(args: argparse.Namespace, config: Config) -> int:
+    if args.command == "serve":
+        from .serve import serve
+
+        return await serve(config)
     db = Database(config.database.url)
     try:
         await migrate(db)

@@ -45,7 +45,26 @@ class JobsConfig(_Section):
 class GitHubConfig(_Section):
     api_url: str = "https://api.github.com"
     token: SecretStr = SecretStr("")
+    app_id: str = ""
+    private_key_path: str = ""
+    installation_id: int = 0
     webhook_secret: SecretStr = SecretStr("")
+    bot_login: str = "convergebot[bot]"
+    timeout_seconds: float = Field(10.0, gt=0)
+    read_timeout_seconds: float = Field(30.0, gt=0)
+    max_concurrency: int = Field(8, ge=1, le=100)
+
+
+class ServerConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    api_token: SecretStr = SecretStr("")
+    shutdown_grace_seconds: float = Field(5.0, ge=0)
+
+
+class PollerConfig(_Section):
+    interval_seconds: float = Field(60.0, gt=0)
+    jitter_seconds: float = Field(5.0, ge=0)
 
 
 class ConvergenceConfig(_Section):
@@ -58,6 +77,8 @@ class Config(_Section):
     logging: LoggingConfig = LoggingConfig()
     jobs: JobsConfig = JobsConfig()
     github: GitHubConfig = GitHubConfig()
+    server: ServerConfig = ServerConfig()
+    poller: PollerConfig = PollerConfig()
     convergence: ConvergenceConfig = ConvergenceConfig()
 
 

@@ -50,7 +50,8 @@ def configure_logging(level: str = "info", fmt: str = "json", stream=None) -> No
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(getattr(logging, level.upper()), logging.INFO))
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    for noisy in ("alembic", "apscheduler"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def get_logger(name: str | None = None):

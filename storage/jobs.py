@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import and_, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database
 from .models import Job, utcnow
@@ -35,8 +36,15 @@ def backoff_delay(attempts: int, base: float, cap: float, rand: random.Random | 
     return step * (0.5 + 0.5 * (rand or random).random())
 
 
-async def enqueue(
-    db: Database,
+async def enqueue(db: Database, kind: str, key: str, **fields: Any) -> tuple[int, bool]:
+    """Queue a job unless one with this idempotency key exists. Returns (job id, created)."""
+    async with db.session() as s:
+        return await enqueue_in(s, db.is_postgres, kind, key, **fields)
+
+
+async def enqueue_in(
+    session: AsyncSession,
+    is_postgres: bool,
     kind: str,
     key: str,
     *,
@@ -47,7 +55,7 @@ async def enqueue(
     run_at: datetime | None = None,
     max_attempts: int = 8,
 ) -> tuple[int, bool]:
-    """Queue a job unless one with this idempotency key exists. Returns (job id, created)."""
+    """`enqueue` inside the caller's transaction."""
     now = utcnow()
     values = dict(
         kind=kind,
@@ -62,11 +70,10 @@ async def enqueue(
         status=JobStatus.QUEUED,
         created_at=now,
     )
-    dialect = postgresql if db.is_postgres else sqlite
-    async with db.session() as s:
-        stmt = dialect.insert(Job.__table__).values(**values).on_conflict_do_nothing(index_elements=["key"])
-        created = (await s.exec(stmt)).rowcount == 1
-        job_id = (await s.exec(select(Job.id).where(Job.key == key))).one()
+    dialect = postgresql if is_postgres else sqlite
+    stmt = dialect.insert(Job.__table__).values(**values).on_conflict_do_nothing(index_elements=["key"])
+    created = (await session.exec(stmt)).rowcount == 1
+    job_id = (await session.exec(select(Job.id).where(Job.key == key))).one()
     return job_id, created
 
 
@@ -177,3 +184,13 @@ async def list_jobs(db: Database, pr_key: str | None = None) -> list[Job]:
         if pr_key is not None:
             query = query.where(Job.pr_key == pr_key)
         return list(await s.exec(query))
+
+
+async def prune(db: Database, before: datetime) -> int:
+    """Delete finished jobs (done/dropped/failed) older than `before`; the PR rows keep the outcome."""
+    from sqlalchemy import delete
+
+    finished = (JobStatus.DONE, JobStatus.DROPPED, JobStatus.FAILED)
+    async with db.session() as s:
+        stmt = delete(Job).where(Job.status.in_(finished), Job.finished_at < before)
+        return (await s.exec(stmt)).rowcount

@@ -68,6 +68,11 @@ class PullRequest(SQLModel, table=True):
     converged_head: str | None = Field(default=None, max_length=64)
     merge_approved: bool = False
     submitted_by: str | None = Field(default=None, max_length=100)
+    # Last read from GitHub (by a webhook-triggered sync or the poller).
+    head_sha: str | None = Field(default=None, max_length=64)
+    latest_review_id: int | None = big()
+    gh_state: str | None = Field(default=None, max_length=16)
+    synced_at: datetime | None = ts()
     created_at: datetime = ts(nullable=False)
     updated_at: datetime = ts(nullable=False)
     converged_at: datetime | None = ts()

@@ -1,0 +1,64 @@
+"""What a fresh read of a PR from GitHub means for its row (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from storage.statuses import RunState, Status
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The truth read from GitHub for one PR, at one moment."""
+
+    pr: dict[str, Any]
+    head_sha: str | None  # from the branch ref; None if unreadable
+    latest_review_id: int | None
+    read_at: datetime
+
+
+@dataclass(frozen=True)
+class Observed:
+    values: dict[str, Any] = field(default_factory=dict)
+    end_run: RunState | None = None  # a merge or close seen from outside ends the run
+    changes: tuple[str, ...] = ()
+
+
+def observe(row: Any, seen: Observation) -> Observed:
+    """Row fields to write after a read; `end_run` when the PR was merged or closed out of band."""
+    pr = seen.pr
+    head = seen.head_sha or (pr.get("head") or {}).get("sha")
+    values: dict[str, Any] = {
+        "title": (pr.get("title") or row.title)[:500],
+        "url": pr.get("html_url") or row.url,
+        "head_branch": (pr.get("head") or {}).get("ref") or row.head_branch,
+        "author": ((pr.get("user") or {}).get("login")) or row.author,
+        "head_sha": head,
+        "latest_review_id": seen.latest_review_id,
+        "gh_state": "merged" if pr.get("merged") else pr.get("state"),
+        "synced_at": seen.read_at,
+    }
+    changes = []
+    if head and head != row.head_sha:
+        changes.append("head_moved")
+    if seen.latest_review_id is not None and seen.latest_review_id != row.latest_review_id:
+        changes.append("new_review")
+    if pr.get("merged"):
+        values |= {"status": Status.MERGED, "merged_at": _parse_ts(pr.get("merged_at")) or seen.read_at,
+                   "outcome": "merged outside convergebot"}
+        return Observed(values, RunState.COMPLETED, (*changes, "merged"))
+    if pr.get("state") == "closed":
+        values |= {"status": Status.ABANDONED, "outcome": "closed without merging"}
+        return Observed(values, RunState.TERMINATED, (*changes, "closed"))
+    return Observed(values, None, tuple(changes))
+
+
+def _parse_ts(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None

@@ -1,0 +1,316 @@
+"""The one GitHub client wrapper: githubkit underneath, raw JSON out, errors the job layer knows.
+
+Reads are conditional (githubkit's HTTP cache revalidates with If-None-Match, and a 304 does not
+count against the rate limit). githubkit's own retries are off: a retry that sleeps inside a
+worker would hold unrelated PRs hostage, so rate limits surface as RateLimited and the job is
+re-scheduled. Concurrency is bounded, and mutations on one PR are serialized.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import structlog
+from githubkit import GitHub
+from githubkit.exception import (
+    GitHubException,
+    GraphQLFailed,
+    PrimaryRateLimitExceeded,
+    RequestError,
+    RequestFailed,
+    SecondaryRateLimitExceeded,
+)
+
+from storage.locks import KeyedLocks
+
+from .errors import Conflict, GitHubError, NotFound, RateLimited, Unavailable
+
+log = structlog.get_logger(__name__)
+
+COPILOT_REVIEWER = "copilot-pull-request-reviewer[bot]"
+PERMISSION_TTL_SECONDS = 60.0
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+
+_THREADS_QUERY = """
+query($owner: String!, $name: String!, $number: Int!, $after: String) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      reviewThreads(first: 100, after: $after) {
+        pageInfo { hasNextPage endCursor }
+        nodes {
+          id isResolved isOutdated path line
+          comments(first: 50) { nodes { id databaseId body author { login } createdAt url } }
+        }
+      }
+    }
+  }
+}
+"""
+
+_RESOLVE_MUTATION = """
+mutation($threadId: ID!) { resolveReviewThread(input: {threadId: $threadId}) { thread { id isResolved } } }
+"""
+
+
+def open_github(
+    *,
+    api_url: str,
+    token: str = "",
+    app_id: str | None = None,
+    private_key: str | None = None,
+    installation_id: int | None = None,
+    timeout: float = 10.0,
+    read_timeout: float = 30.0,
+) -> GitHub:
+    """Build the process's one githubkit client; use it as `async with open_github(...) as gh`."""
+    if app_id and private_key and installation_id:
+        from githubkit import AppInstallationAuthStrategy
+
+        auth: Any = AppInstallationAuthStrategy(app_id, private_key, installation_id)
+    else:
+        from githubkit import TokenAuthStrategy, UnauthAuthStrategy
+
+        auth = TokenAuthStrategy(token) if token else UnauthAuthStrategy()
+    return GitHub(
+        auth,
+        base_url=api_url,
+        timeout=httpx.Timeout(timeout, read=read_timeout),
+        http_cache=True,
+        auto_retry=False,
+    )
+
+
+def _retry_at(exc: GitHubException, fallback_seconds: float) -> datetime:
+    delta = getattr(exc, "retry_after", None)
+    seconds = delta.total_seconds() if isinstance(delta, timedelta) else fallback_seconds
+    return datetime.now(UTC) + timedelta(seconds=max(1.0, seconds))
+
+
+def _translate(exc: GitHubException, what: str) -> GitHubError:
+    if isinstance(exc, (PrimaryRateLimitExceeded, SecondaryRateLimitExceeded)):
+        secondary = isinstance(exc, SecondaryRateLimitExceeded)
+        return RateLimited(f"{what}: rate limited", _retry_at(exc, 60.0), secondary,
+                           exc.response.status_code)
+    if isinstance(exc, RequestFailed):
+        status = exc.response.status_code
+        if status == 429:
+            return RateLimited(f"{what}: 429", _retry_at(exc, 60.0), True, status)
+        if status in (404, 410):
+            return NotFound(f"{what}: {status}", status)
+        if status in (405, 409, 422):
+            return Conflict(f"{what}: {status} {_message(exc)}", status)
+        if status >= 500:
+            return Unavailable(f"{what}: {status}", status)
+        return GitHubError(f"{what}: {status} {_message(exc)}", status)
+    if isinstance(exc, RequestError):
+        return Unavailable(f"{what}: {type(exc.exc).__name__}")
+    if isinstance(exc, GraphQLFailed):
+        return GitHubError(f"{what}: GraphQL errors {exc.response.errors}")
+    return GitHubError(f"{what}: {exc}")
+
+
+def _message(exc: RequestFailed) -> str:
+    try:
+        return str(exc.response.json().get("message", ""))
+    except Exception:
+        return ""
+
+
+class GitHubClient:
+    def __init__(self, gh: GitHub, *, max_concurrency: int = 8, bot_login: str | None = None):
+        self.gh = gh
+        self.bot_login = bot_login
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._pr_mutations = KeyedLocks()
+        self._permissions: dict[tuple[str, str, str], tuple[float, str]] = {}
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    async def _request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        async with self._slots:
+            try:
+                resp = await self.gh.arequest(method, url, **kw)
+            except GitHubException as exc:
+                raise _translate(exc, f"{method} {url}") from exc
+        return resp.raw_response
+
+    async def _json(self, method: str, url: str, **kw: Any) -> Any:
+        raw = await self._request(method, url, **kw)
+        return raw.json() if raw.content else None
+
+    async def _pages(self, url: str, params: dict | None = None) -> list[Any]:
+        """Every page, following the absolute `Link: rel="next"` GitHub sends."""
+        items: list[Any] = []
+        next_url: str | None = url
+        query = {"per_page": 100, **(params or {})}
+        while next_url:
+            raw = await self._request("GET", next_url, params=query)
+            page = raw.json()
+            items.extend(page if isinstance(page, list) else [page])
+            next_url = raw.links.get("next", {}).get("url")
+            query = None  # the next link carries the query already
+        return items
+
+    @asynccontextmanager
+    async def mutating(self, pr_key: str) -> AsyncIterator[None]:
+        """Mutations on one PR are serial; different PRs proceed in parallel."""
+        async with self._pr_mutations.hold(pr_key):
+            yield
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def repo(self, owner: str, repo: str) -> dict:
+        return await self._json("GET", f"/repos/{owner}/{repo}")
+
+    async def pull(self, owner: str, repo: str, number: int) -> dict:
+        return await self._json("GET", f"/repos/{owner}/{repo}/pulls/{number}")
+
+    async def open_pulls(self, owner: str, repo: str) -> list[dict]:
+        return await self._pages(f"/repos/{owner}/{repo}/pulls", {"state": "open"})
+
+    async def branch_head(self, owner: str, repo: str, branch: str) -> str:
+        """The head from the branch ref: the PR object's head.sha lags after a push."""
+        ref = await self._json("GET", f"/repos/{owner}/{repo}/git/ref/heads/{branch}")
+        return ref["object"]["sha"]
+
+    async def reviews(self, owner: str, repo: str, number: int) -> list[dict]:
+        return await self._pages(f"/repos/{owner}/{repo}/pulls/{number}/reviews")
+
+    async def review_threads(self, owner: str, repo: str, number: int) -> list[dict]:
+        threads: list[dict] = []
+        after: str | None = None
+        while True:
+            async with self._slots:
+                try:
+                    data = await self.gh.async_graphql(
+                        _THREADS_QUERY, {"owner": owner, "name": repo, "number": number, "after": after}
+                    )
+                except GitHubException as exc:
+                    raise _translate(exc, "graphql reviewThreads") from exc
+            pr = (data.get("repository") or {}).get("pullRequest")
+            if pr is None:
+                raise NotFound(f"graphql reviewThreads: {owner}/{repo}#{number} not found")
+            page = pr["reviewThreads"]
+            threads.extend(page["nodes"])
+            if not page["pageInfo"]["hasNextPage"]:
+                return threads
+            after = page["pageInfo"]["endCursor"]
+
+    async def check_runs(self, owner: str, repo: str, ref: str) -> list[dict]:
+        pages = await self._pages(f"/repos/{owner}/{repo}/commits/{ref}/check-runs")
+        return [run for page in pages for run in page.get("check_runs", [])]
+
+    async def combined_status(self, owner: str, repo: str, ref: str) -> dict:
+        return await self._json("GET", f"/repos/{owner}/{repo}/commits/{ref}/status")
+
+    async def issue_comments(self, owner: str, repo: str, number: int) -> list[dict]:
+        return await self._pages(f"/repos/{owner}/{repo}/issues/{number}/comments")
+
+    async def file_text(self, owner: str, repo: str, path: str, ref: str | None = None) -> str | None:
+        import base64
+
+        try:
+            data = await self._json(
+                "GET", f"/repos/{owner}/{repo}/contents/{path}", params={"ref": ref} if ref else None
+            )
+        except NotFound:
+            return None
+        return base64.b64decode(data.get("content", "")).decode()
+
+    async def permission(self, owner: str, repo: str, user: str) -> str:
+        """The user's permission on the repo (`admin`/`maintain`/`write`/...), cached briefly."""
+        key = (owner, repo, user.lower())
+        hit = self._permissions.get(key)
+        if hit and time.monotonic() - hit[0] < PERMISSION_TTL_SECONDS:
+            return hit[1]
+        try:
+            data = await self._json("GET", f"/repos/{owner}/{repo}/collaborators/{user}/permission")
+            level = data.get("role_name") or data.get("permission") or "none"
+        except NotFound:
+            level = "none"
+        self._permissions[key] = (time.monotonic(), level)
+        return level
+
+    async def can_write(self, owner: str, repo: str, user: str) -> bool:
+        return await self.permission(owner, repo, user) in WRITE_PERMISSIONS
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    async def comment_once(self, owner: str, repo: str, number: int, marker: str, body: str) -> dict:
+        """Post an issue comment carrying a hidden marker, unless one with the marker exists.
+
+        A retried job would otherwise post the same escalation or reply twice.
+        """
+        tag = f"<!-- {marker} -->"
+        async with self.mutating(f"{owner}/{repo}#{number}"):
+            for existing in await self.issue_comments(owner, repo, number):
+                if tag in (existing.get("body") or ""):
+                    return existing
+            return await self._json(
+                "POST", f"/repos/{owner}/{repo}/issues/{number}/comments", json={"body": f"{body}\n\n{tag}"}
+            )
+
+    async def react(self, owner: str, repo: str, comment_id: int, content: str, *, review_comment: bool = False) -> None:
+        kind = "pulls" if review_comment else "issues"
+        await self._json(
+            "POST", f"/repos/{owner}/{repo}/{kind}/comments/{comment_id}/reactions", json={"content": content}
+        )
+
+    async def request_review(self, owner: str, repo: str, number: int, reviewers: list[str]) -> list[str]:
+        """Ask for reviews; Copilot through its endpoint where it exists, else as a reviewer.
+
+        Returns the reviewers GitHub shows as requested afterwards (a request can silently not land).
+        """
+        async with self.mutating(f"{owner}/{repo}#{number}"):
+            people = [r for r in reviewers if r != COPILOT_REVIEWER]
+            if COPILOT_REVIEWER in reviewers:
+                try:
+                    await self._json("POST", f"/repos/{owner}/{repo}/pulls/{number}/copilot-code-review")
+                except Conflict:
+                    pass  # 409: a Copilot review is already pending
+                except NotFound:
+                    people.append(COPILOT_REVIEWER)  # GHES has no such endpoint
+            if people:
+                await self._json(
+                    "POST", f"/repos/{owner}/{repo}/pulls/{number}/requested_reviewers", json={"reviewers": people}
+                )
+            data = await self._json("GET", f"/repos/{owner}/{repo}/pulls/{number}/requested_reviewers")
+            return [u["login"] for u in data.get("users", [])]
+
+    async def reply_to_thread(self, owner: str, repo: str, number: int, comment_id: int, body: str) -> dict:
+        return await self._json(
+            "POST", f"/repos/{owner}/{repo}/pulls/{number}/comments/{comment_id}/replies", json={"body": body}
+        )
+
+    async def resolve_thread(self, thread_id: str) -> bool:
+        async with self._slots:
+            try:
+                data = await self.gh.async_graphql(_RESOLVE_MUTATION, {"threadId": thread_id})
+            except GitHubException as exc:
+                raise _translate(exc, "graphql resolveReviewThread") from exc
+        return bool(data["resolveReviewThread"]["thread"]["isResolved"])
+
+    async def create_check_run(self, owner: str, repo: str, **fields: Any) -> dict:
+        return await self._json("POST", f"/repos/{owner}/{repo}/check-runs", json=fields)
+
+    async def update_check_run(self, owner: str, repo: str, check_run_id: int, **fields: Any) -> dict:
+        return await self._json("PATCH", f"/repos/{owner}/{repo}/check-runs/{check_run_id}", json=fields)
+
+    async def merge(self, owner: str, repo: str, number: int, sha: str, method: str = "squash") -> dict:
+        """Merge only if the head is still `sha` (GitHub answers 409 otherwise)."""
+        async with self.mutating(f"{owner}/{repo}#{number}"):
+            return await self._json(
+                "PUT", f"/repos/{owner}/{repo}/pulls/{number}/merge", json={"sha": sha, "merge_method": method}
+            )
+
+    async def update_branch(self, owner: str, repo: str, number: int, expected_head: str) -> None:
+        async with self.mutating(f"{owner}/{repo}#{number}"):
+            await self._json(
+                "PUT", f"/repos/{owner}/{repo}/pulls/{number}/update-branch", json={"expected_head_sha": expected_head}
+            )

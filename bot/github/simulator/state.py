@@ -1,0 +1,338 @@
+"""The simulator's state: plain records of repos, PRs, reviews, threads, comments and checks.
+
+Branch heads are NOT stored here: they live in the bare git repositories (see gitstore.py) and
+are read from git on every request, so a real `git push` is seen at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from .errors import NotFound
+from .ids import IdAllocator, node_id, parse_node_id
+
+COPILOT_LOGIN = "copilot-pull-request-reviewer[bot]"
+ROLES = ("admin", "maintain", "write", "triage", "read")
+MERGEABLE_STATES = ("clean", "unstable", "has_hooks", "behind", "dirty", "blocked", "unknown", "draft")
+REVIEW_STATES = ("APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED", "PENDING")
+REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
+
+
+@dataclass
+class User:
+    login: str
+    id: int
+
+    @property
+    def node_id(self) -> str:
+        return node_id("BOT" if self.is_bot else "U", self.id)
+
+    @property
+    def is_bot(self) -> bool:
+        return self.login.endswith("[bot]")
+
+    @property
+    def type(self) -> str:
+        return "Bot" if self.is_bot else "User"
+
+
+@dataclass
+class ThreadSpec:
+    path: str
+    line: int
+    body: str
+
+
+@dataclass
+class ReviewStep:
+    threads: list[ThreadSpec] = field(default_factory=list)
+    body: str = ""
+    state: str = "COMMENTED"
+
+
+@dataclass
+class ReviewerScript:
+    """What a scripted reviewer answers, step by step, each time it is asked for a review."""
+
+    steps: list[ReviewStep]
+    login: str = COPILOT_LOGIN
+    delay: float = 0.0
+    auto: bool = False  # also review on its own whenever the head moves
+
+
+@dataclass
+class Repo:
+    owner: str
+    name: str
+    id: int
+    default_branch: str
+    git_dir: Path
+    created_at: datetime
+    collaborators: dict[str, str] = field(default_factory=dict)  # login -> role
+    reviewers: list[ReviewerScript] = field(default_factory=list)
+    description: str | None = None
+    next_number: int = 1
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    @property
+    def node_id(self) -> str:
+        return node_id("R", self.id)
+
+
+@dataclass
+class PullRequest:
+    repo: str
+    number: int
+    id: int
+    title: str
+    body: str | None
+    user: str
+    head_ref: str
+    base_ref: str
+    created_at: datetime
+    updated_at: datetime
+    last_head: str  # the head last announced in a webhook; only used to detect moves
+    last_base: str = ""  # frozen base sha once the PR is closed
+    state: str = "open"
+    draft: bool = False
+    labels: list[str] = field(default_factory=list)
+    closed_at: datetime | None = None
+    merged_at: datetime | None = None
+    merged_by: str | None = None
+    merge_commit_sha: str | None = None
+    mergeable_state: str | None = None  # None: computed (clean, or draft)
+    requested_reviewers: list[str] = field(default_factory=list)
+    reviewers: list[ReviewerScript] = field(default_factory=list)
+    review_rounds: dict[str, int] = field(default_factory=dict)  # reviewer login -> steps used
+    review_ids: list[int] = field(default_factory=list)
+    thread_ids: list[int] = field(default_factory=list)
+    review_comment_ids: list[int] = field(default_factory=list)
+    issue_comment_ids: list[int] = field(default_factory=list)
+
+    @property
+    def node_id(self) -> str:
+        return node_id("PR", self.id)
+
+    @property
+    def merged(self) -> bool:
+        return self.merged_at is not None
+
+
+@dataclass
+class Reaction:
+    id: int
+    user: str
+    content: str
+    created_at: datetime
+
+    @property
+    def node_id(self) -> str:
+        return node_id("REA", self.id)
+
+
+@dataclass
+class Review:
+    id: int
+    repo: str
+    number: int
+    user: str
+    body: str
+    state: str
+    commit_id: str
+    submitted_at: datetime
+
+    @property
+    def node_id(self) -> str:
+        return node_id("PRR", self.id)
+
+
+@dataclass
+class ReviewThread:
+    id: int
+    repo: str
+    number: int
+    path: str
+    line: int
+    commit_id: str  # the commit the thread was opened on
+    comment_ids: list[int] = field(default_factory=list)
+    resolved_by: str | None = None
+
+    @property
+    def node_id(self) -> str:
+        return node_id("PRRT", self.id)
+
+    @property
+    def is_resolved(self) -> bool:
+        return self.resolved_by is not None
+
+
+@dataclass
+class ReviewComment:
+    id: int
+    repo: str
+    number: int
+    thread_id: int
+    review_id: int | None
+    user: str
+    body: str
+    path: str
+    line: int
+    commit_id: str
+    created_at: datetime
+    updated_at: datetime
+    in_reply_to_id: int | None = None
+    reactions: list[Reaction] = field(default_factory=list)
+
+    @property
+    def node_id(self) -> str:
+        return node_id("PRRC", self.id)
+
+
+@dataclass
+class IssueComment:
+    id: int
+    repo: str
+    number: int
+    user: str
+    body: str
+    created_at: datetime
+    updated_at: datetime
+    reactions: list[Reaction] = field(default_factory=list)
+
+    @property
+    def node_id(self) -> str:
+        return node_id("IC", self.id)
+
+
+@dataclass
+class CheckSuite:
+    id: int
+    repo: str
+    head_sha: str
+    head_branch: str | None
+    app: str
+    created_at: datetime
+    updated_at: datetime
+    run_ids: list[int] = field(default_factory=list)
+
+    @property
+    def node_id(self) -> str:
+        return node_id("CS", self.id)
+
+
+@dataclass
+class CheckRun:
+    id: int
+    repo: str
+    head_sha: str
+    name: str
+    suite_id: int
+    app: str
+    status: str = "queued"
+    conclusion: str | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    output: dict = field(default_factory=dict)
+    details_url: str | None = None
+    external_id: str | None = None
+
+    @property
+    def node_id(self) -> str:
+        return node_id("CR", self.id)
+
+
+@dataclass
+class CommitStatus:
+    id: int
+    repo: str
+    sha: str
+    state: str
+    context: str
+    creator: str
+    created_at: datetime
+    updated_at: datetime
+    description: str | None = None
+    target_url: str | None = None
+
+    @property
+    def node_id(self) -> str:
+        return node_id("SC", self.id)
+
+
+class State:
+    """Every record by id, plus lookups that answer 404 the way GitHub does."""
+
+    def __init__(self) -> None:
+        self.new_id = IdAllocator()
+        self.users: dict[str, User] = {}
+        self.repos: dict[str, Repo] = {}
+        self.prs: dict[tuple[str, int], PullRequest] = {}
+        self.reviews: dict[int, Review] = {}
+        self.threads: dict[int, ReviewThread] = {}
+        self.review_comments: dict[int, ReviewComment] = {}
+        self.issue_comments: dict[int, IssueComment] = {}
+        self.check_suites: dict[int, CheckSuite] = {}
+        self.check_runs: dict[int, CheckRun] = {}
+        self.statuses: list[CommitStatus] = []
+
+    def user(self, login: str) -> User:
+        """Users exist as soon as they are named; ids stay stable per login."""
+        found = self.users.get(login.lower())
+        if found is None:
+            found = self.users[login.lower()] = User(login=login, id=self.new_id())
+        return found
+
+    def repo(self, owner: str, name: str) -> Repo:
+        found = self.repos.get(f"{owner}/{name}".lower())
+        if found is None:
+            raise NotFound(f"repository {owner}/{name}")
+        return found
+
+    def add_repo(self, repo: Repo) -> None:
+        self.repos[repo.full_name.lower()] = repo
+
+    def pr(self, repo: Repo, number: int) -> PullRequest:
+        found = self.prs.get((repo.full_name, number))
+        if found is None:
+            raise NotFound(f"pull request {repo.full_name}#{number}")
+        return found
+
+    def prs_of(self, repo: Repo) -> list[PullRequest]:
+        return [pr for (name, _), pr in self.prs.items() if name == repo.full_name]
+
+    def thread_by_node(self, node: str) -> ReviewThread:
+        found = self.threads.get(parse_node_id(node, "PRRT") or -1)
+        if found is None:
+            raise NotFound(f"thread {node}")
+        return found
+
+    def issue_comment(self, repo: Repo, comment_id: int) -> IssueComment:
+        found = self.issue_comments.get(comment_id)
+        if found is None or found.repo != repo.full_name:
+            raise NotFound(f"issue comment {comment_id}")
+        return found
+
+    def review_comment(self, repo: Repo, comment_id: int) -> ReviewComment:
+        found = self.review_comments.get(comment_id)
+        if found is None or found.repo != repo.full_name:
+            raise NotFound(f"review comment {comment_id}")
+        return found
+
+    def check_run(self, repo: Repo, run_id: int) -> CheckRun:
+        found = self.check_runs.get(run_id)
+        if found is None or found.repo != repo.full_name:
+            raise NotFound(f"check run {run_id}")
+        return found
+
+    def role(self, repo: Repo, login: str) -> str | None:
+        if login.lower() == repo.owner.lower():
+            return "admin"
+        for name, role in repo.collaborators.items():
+            if name.lower() == login.lower():
+                return role
+        return None

@@ -1,0 +1,74 @@
+"""The poller (DESIGN §8): the truth-keeper for missed webhooks and out-of-band changes.
+
+An APScheduler 3.x interval job; each tick queues a sync job for every active PR (a conditional
+re-read, so an unchanged PR costs no rate limit) and resumes keyless rows.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from storage import jobs, prs
+from storage.models import utcnow
+
+from . import metrics
+from .enrollment import SubmitOptions, submit_pr
+from .prkey import parse_pr_key
+from .runtime import Runtime
+
+log = structlog.get_logger(__name__)
+
+RETENTION = timedelta(days=7)
+
+
+class Poller:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.ticks = 0
+
+    def schedule(self, scheduler: AsyncIOScheduler) -> None:
+        cfg = self.rt.config.poller
+        scheduler.add_job(
+            self.tick,
+            "interval",
+            seconds=cfg.interval_seconds,
+            jitter=cfg.jitter_seconds or None,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=max(1, int(cfg.interval_seconds)),
+            next_run_time=utcnow(),
+            id="poller",
+            replace_existing=True,
+        )
+
+    async def tick(self) -> None:
+        self.ticks += 1
+        stamp = utcnow().strftime("%Y%m%dT%H%M%S.%f")
+        try:
+            views = await prs.list_all(self.rt.db)
+            active = 0
+            for view in views:
+                pr = view.pr
+                if pr.process_key is None and view.derived_status not in ("converged", "merged", "abandoned"):
+                    # A crash between insert and key publish left it keyless: resume it.
+                    await submit_pr(self.rt.db, parse_pr_key(pr.pr_key), SubmitOptions(
+                        max_rounds=pr.max_rounds, converge_only=pr.converge_only, submitted_by="poller"))
+                    continue
+                if view.resubmittable:
+                    continue
+                active += 1
+                await jobs.enqueue(self.rt.db, "sync", f"poll:{pr.pr_key}:{stamp}", pr_key=pr.pr_key)
+            await jobs.prune(self.rt.db, utcnow() - RETENTION)
+        except Exception as e:
+            self.rt.health.last_poll_error = f"{type(e).__name__}: {e}"
+            log.exception("poller.failed")
+            return
+        self.rt.health.last_poll_at = utcnow()
+        self.rt.health.last_poll_error = None
+        metrics.POLLS.inc()
+        metrics.ACTIVE_PRS.set(active)
+        log.info("poller.tick", active=active, tick=self.ticks)
+        self.rt.wake_workers()

@@ -1,0 +1,142 @@
+"""`convergebot serve`: one process with the HTTP server, the scheduler and the job workers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import structlog
+import uvicorn
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from storage.database import Database
+from storage.migrate import migrate
+from storage.models import utcnow
+
+from . import metrics
+from .config import Config
+from .github.client import GitHubClient, open_github
+from .github.errors import RateLimited
+from .poller import Poller
+from .runtime import Runtime
+from .sync import sync_pr, sync_ref
+from .web.app import build_app
+from .workers import PoolSettings, Reschedule, WorkerPool
+
+log = structlog.get_logger(__name__)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the process decides when to stop."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        yield
+
+    @property
+    def port(self) -> int:
+        return self.servers[0].sockets[0].getsockname()[1]
+
+
+def job_handlers(rt: Runtime) -> dict[str, Callable]:
+    def wrap(kind: str, fn):
+        async def handler(job):
+            started = time.monotonic()
+            try:
+                await fn(rt, job)
+            except RateLimited as e:
+                metrics.GITHUB_RATE_LIMITED.inc()
+                metrics.JOBS.labels(kind, "rate_limited").inc()
+                if e.secondary and e.retry_at is None:
+                    raise
+                raise Reschedule(e.retry_at, str(e)) from e
+            except Exception:
+                metrics.JOBS.labels(kind, "error").inc()
+                raise
+            finally:
+                metrics.JOB_SECONDS.labels(kind).observe(time.monotonic() - started)
+            metrics.JOBS.labels(kind, "done").inc()
+
+        return handler
+
+    return {"sync": wrap("sync", sync_pr), "sync_ref": wrap("sync_ref", sync_ref)}
+
+
+def _private_key(config: Config) -> str | None:
+    path = config.github.private_key_path
+    return Path(path).expanduser().read_text() if path else None
+
+
+@asynccontextmanager
+async def running(config: Config) -> AsyncIterator[tuple[Runtime, _Server]]:
+    """Everything `serve` runs, started in order and stopped in reverse; yields once listening."""
+    db = Database(config.database.url)
+    await migrate(db)
+    gh_cfg = config.github
+    # One githubkit client for the whole process, opened before the server and the scheduler.
+    async with open_github(
+        api_url=gh_cfg.api_url,
+        token=gh_cfg.token.get_secret_value(),
+        app_id=gh_cfg.app_id or None,
+        private_key=_private_key(config),
+        installation_id=gh_cfg.installation_id or None,
+        timeout=gh_cfg.timeout_seconds,
+        read_timeout=gh_cfg.read_timeout_seconds,
+    ) as gh:
+        rt = Runtime(config, db, GitHubClient(gh, max_concurrency=gh_cfg.max_concurrency,
+                                              bot_login=gh_cfg.bot_login))
+        rt.health.started_at = utcnow()
+        jc = config.jobs
+        pool = WorkerPool(db, job_handlers(rt), PoolSettings(
+            workers=jc.workers, lease_seconds=jc.lease_seconds, idle_poll_seconds=jc.idle_poll_seconds,
+            backoff_base_seconds=jc.backoff_base_seconds, backoff_cap_seconds=jc.backoff_cap_seconds,
+        ))
+        rt.wake = pool.wake
+        scheduler = AsyncIOScheduler(timezone="UTC")
+        Poller(rt).schedule(scheduler)
+        server = _Server(uvicorn.Config(
+            build_app(rt), host=config.server.host, port=config.server.port, log_config=None,
+            lifespan="off", access_log=False,
+        ))
+        server_task = asyncio.create_task(server.serve())
+        try:
+            while not server.started:
+                if server_task.done():
+                    server_task.result()
+                    raise RuntimeError("the HTTP server stopped during start-up")
+                await asyncio.sleep(0.02)
+            scheduler.start()
+            rt.health.scheduler_running = True
+            pool.start()
+            log.info("server.listening", host=config.server.host, port=server.port)
+            yield rt, server
+        finally:
+            # Stop taking webhooks, stop polling, let running jobs finish (or hand them back).
+            server.should_exit = True
+            if scheduler.running:
+                scheduler.pause()
+            rt.health.scheduler_running = False
+            await pool.stop(config.server.shutdown_grace_seconds)
+            if scheduler.running:
+                scheduler.shutdown(wait=False)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(server_task, timeout=5)
+            await db.dispose()
+            log.info("server.stopped")
+
+
+async def serve(config: Config) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with running(config) as (_rt, server):
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait([stopper], return_when=asyncio.FIRST_COMPLETED)
+        log.info("server.stopping", reason="signal")
+    return 0

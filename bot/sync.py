@@ -1,0 +1,67 @@
+"""Sync jobs: re-read a PR (or the PRs at a ref) from GitHub and record what changed."""
+
+from __future__ import annotations
+
+import json
+
+import structlog
+
+from storage import jobs, prs, runs
+from storage.models import Job, utcnow
+
+from .engine.observe import Observation, observe
+from .github.errors import NotFound, Unavailable
+from .prkey import parse_pr_key
+from .runtime import Runtime
+
+log = structlog.get_logger(__name__)
+
+
+async def read_observation(rt: Runtime, pr_key: str) -> Observation:
+    key = parse_pr_key(pr_key)
+    gh = rt.github
+    pr = await gh.pull(key.owner, key.repo, key.number)
+    head_repo = ((pr.get("head") or {}).get("repo") or {}).get("full_name") or key.full_repo
+    owner, _, repo = head_repo.partition("/")
+    try:
+        head = await gh.branch_head(owner, repo, pr["head"]["ref"])
+    except (NotFound, Unavailable) as e:
+        # Fail open: an unreadable ref is not a reason to act; the PR object's sha stands in.
+        log.warning("sync.head_unreadable", pr_key=pr_key, error=str(e))
+        head = None
+    reviews = await gh.reviews(key.owner, key.repo, key.number)
+    latest = max((r["id"] for r in reviews if isinstance(r.get("id"), int)), default=None)
+    return Observation(pr=pr, head_sha=head, latest_review_id=latest, read_at=utcnow())
+
+
+async def sync_pr(rt: Runtime, job: Job) -> None:
+    view = await prs.get(rt.db, job.pr_key)
+    if view is None or view.resubmittable:
+        return  # not enrolled, or finished: a webhook for it wakes nothing
+    process_key = view.pr.process_key
+    bound = log.bind(pr_key=job.pr_key, process_key=process_key)
+    seen = await read_observation(rt, job.pr_key)
+    outcome = observe(view.pr, seen)
+    # Fenced on the key read above: if the PR was resubmitted meanwhile, this read is stale.
+    if not await prs.fenced_update(rt.db, job.pr_key, process_key, outcome.values):
+        bound.info("sync.stale", why="ownership changed during the read")
+        return
+    if outcome.end_run is not None:
+        await runs.end_run(rt.db, process_key, outcome.end_run, outcome.values["outcome"])
+    if outcome.changes:
+        bound.info("sync.changed", changes=list(outcome.changes), head=seen.head_sha,
+                   latest_review_id=seen.latest_review_id)
+
+
+async def sync_ref(rt: Runtime, job: Job) -> None:
+    """A status, check or push names a sha or branch: wake the enrolled PRs sitting there."""
+    ref = json.loads(job.payload)
+    for view in await prs.list_all(rt.db, active_only=True):
+        pr = view.pr
+        if pr.repo.lower() != ref["repo"]:
+            continue
+        if (ref.get("sha") and pr.head_sha == ref["sha"]) or (
+            ref.get("branch") and pr.head_branch == ref["branch"]
+        ):
+            await jobs.enqueue(rt.db, "sync", f"sync:{pr.pr_key}:{job.key}", pr_key=pr.pr_key)
+    rt.wake_workers()

@@ -1,0 +1,1 @@
+"""HTTP surfaces: /webhook, health, metrics, the API."""

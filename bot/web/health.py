@@ -1,0 +1,50 @@
+"""/livez, /readyz and /metrics."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from storage.models import utcnow
+
+
+async def livez(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> JSONResponse:
+    """503 when the database, the scheduler or the last poll is unhealthy."""
+    rt = request.app.state.runtime
+    problems: list[str] = []
+    try:
+        async with rt.db.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception as e:
+        problems.append(f"database: {type(e).__name__}")
+    h = rt.health
+    if not h.scheduler_running:
+        problems.append("scheduler not running")
+    interval = rt.config.poller.interval_seconds
+    stale_after = timedelta(seconds=3 * interval + rt.config.poller.jitter_seconds + 30)
+    now = utcnow()
+    if h.last_poll_error:
+        problems.append(f"last poll failed: {h.last_poll_error}")
+    elif h.last_poll_at is None:
+        if h.started_at is None or now - h.started_at > stale_after:
+            problems.append("no poll has completed")
+    elif now - h.last_poll_at > stale_after:
+        problems.append(f"last poll {int((now - h.last_poll_at).total_seconds())}s ago")
+    body = {
+        "status": "ok" if not problems else "unavailable",
+        "problems": problems,
+        "last_poll_at": h.last_poll_at.isoformat() if h.last_poll_at else None,
+    }
+    return JSONResponse(body, status_code=200 if not problems else 503)
+
+
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

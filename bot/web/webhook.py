@@ -1,0 +1,83 @@
+"""POST /webhook (DESIGN §8): verify, record once, queue, answer at once."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import structlog
+from githubkit.webhooks import verify
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+
+from bot import metrics
+from bot.webhooks.routing import route
+from storage import deliveries
+
+log = structlog.get_logger(__name__)
+
+MAX_BODY_BYTES = 25 * 1024 * 1024
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+async def _read_body(request: Request) -> bytes | None:
+    """The raw body, or None once it passes the 25 MB GitHub caps payloads at."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            return None
+    return bytes(body)
+
+
+async def receive_webhook(request: Request) -> JSONResponse:
+    rt = request.app.state.runtime
+    try:
+        body = await _read_body(request)
+    except ClientDisconnect:
+        return _error(400, "client disconnected")
+    if body is None:
+        return _error(413, "payload larger than 25 MB")
+
+    # The signature is checked on the raw bytes before anything is parsed or stored.
+    secret = rt.webhook_secret
+    signature = request.headers.get("x-hub-signature-256", "")
+    if not secret or not signature.startswith("sha256=") or not verify(secret, body, signature):
+        log.warning("webhook.bad_signature", delivery_id=request.headers.get("x-github-delivery"))
+        return _error(401, "missing or invalid X-Hub-Signature-256")
+
+    event = request.headers.get("x-github-event", "").strip()
+    delivery_id = request.headers.get("x-github-delivery", "").strip()
+    if not event or not delivery_id or len(delivery_id) > 100:
+        return _error(400, "missing X-GitHub-Event or X-GitHub-Delivery header")
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return _error(400, f"malformed JSON: {e}")
+    if not isinstance(payload, dict):
+        return _error(400, "payload is not a JSON object")
+
+    action = payload.get("action") if isinstance(payload.get("action"), str) else None
+    routed = route(event, payload, delivery_id)
+    bound = log.bind(delivery_id=delivery_id, event=event, action=action)
+    new = await deliveries.record(
+        rt.db, delivery_id, event, action, routed.outcome, None,
+        [{k: v for k, v in asdict(w).items()} for w in routed.wakes],
+    )
+    if not new:
+        bound.info("webhook.duplicate")
+        metrics.WEBHOOKS.labels(event, "duplicate").inc()
+        return JSONResponse({"delivery_id": delivery_id, "outcome": "duplicate"}, status_code=200)
+    if routed.wakes:
+        rt.wake_workers()
+    bound.info("webhook.accepted", outcome=routed.outcome, reason=routed.reason, jobs=len(routed.wakes))
+    metrics.WEBHOOKS.labels(event, routed.outcome).inc()
+    return JSONResponse(
+        {"delivery_id": delivery_id, "outcome": routed.outcome, "reason": routed.reason}, status_code=202
+    )

@@ -1,0 +1,1 @@
+"""Webhook intake: routing raw GitHub events to jobs."""

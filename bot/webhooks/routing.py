@@ -1,0 +1,94 @@
+"""Which work a webhook wakes, decided from the raw JSON alone (pure; no I/O).
+
+A webhook is only a trigger: the jobs it queues re-read the truth from GitHub, so nothing from
+the payload beyond "which PR / which ref" is trusted. Typed parsing is never needed here, so a
+payload shape githubkit's models reject is still routed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.prkey import PrKey, try_parse_pr_key
+
+KNOWN_EVENTS = frozenset({
+    "ping", "pull_request", "pull_request_review", "pull_request_review_comment",
+    "pull_request_review_thread", "issue_comment", "check_suite", "check_run", "status", "push",
+    "installation", "installation_repositories", "installation_target",
+})
+
+
+@dataclass(frozen=True)
+class Wake:
+    """A job to queue: `sync` one PR, or `sync_ref` the enrolled PRs at a sha or branch."""
+
+    kind: str
+    key: str
+    pr_key: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Routed:
+    outcome: str  # queued | ignored
+    reason: str
+    wakes: tuple[Wake, ...] = ()
+
+
+def _repo(payload: dict) -> str | None:
+    repo = payload.get("repository")
+    return repo.get("full_name") if isinstance(repo, dict) else None
+
+
+def _pr_key(repo: str | None, number: Any) -> PrKey | None:
+    if not repo or not isinstance(number, int) or isinstance(number, bool):
+        return None
+    return try_parse_pr_key(f"{repo}#{number}")
+
+
+def _sync(delivery_id: str, *keys: PrKey | None) -> tuple[Wake, ...]:
+    unique = sorted({k for k in keys if k is not None})
+    return tuple(Wake("sync", f"sync:{k}:{delivery_id}", str(k)) for k in unique)
+
+
+def _sync_ref(delivery_id: str, repo: str | None, *, sha: Any = None, branch: Any = None) -> tuple[Wake, ...]:
+    if not repo or not (isinstance(sha, str) or isinstance(branch, str)):
+        return ()
+    payload = {"repo": repo.lower(), "sha": sha if isinstance(sha, str) else None,
+               "branch": branch if isinstance(branch, str) else None}
+    return (Wake("sync_ref", f"sync_ref:{repo.lower()}:{delivery_id}", None, payload),)
+
+
+def route(event: str, payload: dict, delivery_id: str) -> Routed:
+    if event not in KNOWN_EVENTS:
+        return Routed("ignored", f"unhandled event {event!r}")
+    repo = _repo(payload)
+    if event in ("ping", "installation", "installation_repositories", "installation_target"):
+        return Routed("ignored", f"{event}: nothing to do")
+
+    if event.startswith("pull_request"):
+        pr = payload.get("pull_request")
+        key = _pr_key(repo, pr.get("number") if isinstance(pr, dict) else None)
+        wakes = _sync(delivery_id, key)
+    elif event == "issue_comment":
+        issue = payload.get("issue")
+        if not isinstance(issue, dict) or not issue.get("pull_request"):
+            return Routed("ignored", "comment on an issue, not a pull request")
+        wakes = _sync(delivery_id, _pr_key(repo, issue.get("number")))
+    elif event in ("check_suite", "check_run"):
+        obj = payload.get(event)
+        obj = obj if isinstance(obj, dict) else {}
+        prs = obj.get("pull_requests") if isinstance(obj.get("pull_requests"), list) else []
+        keys = [_pr_key(repo, p.get("number")) for p in prs if isinstance(p, dict)]
+        wakes = _sync(delivery_id, *keys) or _sync_ref(delivery_id, repo, sha=obj.get("head_sha"))
+    elif event == "status":
+        wakes = _sync_ref(delivery_id, repo, sha=payload.get("sha"))
+    else:  # push
+        ref = payload.get("ref")
+        branch = ref.removeprefix("refs/heads/") if isinstance(ref, str) and ref.startswith("refs/heads/") else None
+        wakes = _sync_ref(delivery_id, repo, branch=branch) if branch else ()
+
+    if not wakes:
+        return Routed("ignored", f"{event}: no pull request or ref in the payload")
+    return Routed("queued", f"{event}: {len(wakes)} job(s)", wakes)
