@@ -122,6 +122,15 @@ class PullRequest:
     def merged(self) -> bool:
         return self.merged_at is not None
 
+    def mergeability(self) -> tuple[bool | None, str]:
+        """(mergeable, mergeable_state): what a test set, else clean (draft for drafts)."""
+        if self.state != "open":
+            return None, "unknown"
+        state = self.mergeable_state or ("draft" if self.draft else "clean")
+        if state == "unknown":
+            return None, state
+        return state != "dirty", state
+
 
 @dataclass
 class Reaction:

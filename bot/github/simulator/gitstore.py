@@ -1,0 +1,267 @@
+"""Real bare git repositories: the only place branch heads live.
+
+Every call is an asyncio subprocess with a timeout, so a slow disk never wedges the event loop
+that also serves the HTTP API (a `git push` from a test waits on our post-receive endpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ZERO_SHA = "0" * 40
+
+# A machine without any git config must still be able to commit, and a developer's global
+# config (hooks, signing, templates) must not leak into the simulator's repositories.
+_BASE_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+    "LC_ALL": "C",
+}
+
+_HOOK = """#!{python}
+# Installed by the convergebot GitHub simulator: a real `git push` tells the simulator which refs
+# moved, so it can send `push` and `pull_request` `synchronize` webhooks.
+import json, sys, urllib.request
+
+try:
+    with open({url_file!r}) as f:
+        url = f.read().strip()
+except OSError:
+    sys.exit(0)  # no simulator is serving this root right now
+updates = [line.split() for line in sys.stdin if line.strip()]
+body = json.dumps({{"repo": {repo!r}, "pusher": "git",
+                   "updates": [{{"old": o, "new": n, "ref": r}} for o, n, r in updates]}}).encode()
+request = urllib.request.Request(url, data=body, headers={{"Content-Type": "application/json"}})
+try:
+    urllib.request.urlopen(request, timeout=20).read()
+except Exception as e:
+    print(f"simulator post-receive hook: {{e}}", file=sys.stderr)
+"""
+
+
+class GitError(Exception):
+    pass
+
+
+class RefMoved(GitError):
+    """The branch moved between reading it and updating it (a concurrent push won)."""
+
+
+@dataclass(frozen=True)
+class Author:
+    name: str
+    email: str
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    tree: str
+    parents: list[str]
+    author: Author
+    timestamp: str
+    message: str
+
+
+class GitStore:
+    """One bare repository per simulated repo, under `root/owner/name.git`."""
+
+    def __init__(self, root: Path, *, timeout: float = 30.0) -> None:
+        self.root = root
+        self.timeout = timeout
+        self.hook_url_file = root / ".post-receive-url"
+
+    def path(self, full_name: str) -> Path:
+        owner, name = full_name.split("/", 1)
+        return self.root / owner / f"{name}.git"
+
+    async def _exec(self, git_dir: Path, args: tuple[str, ...], input: bytes | None,
+                    env: dict[str, str] | None) -> tuple[int, bytes, bytes]:
+        full_env = {**os.environ, **_BASE_ENV, "GIT_DIR": str(git_dir), **(env or {})}
+        proc = await asyncio.create_subprocess_exec(
+            "git", *args, env=full_env,
+            stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(input), self.timeout)
+        except BaseException:  # timeout or cancellation: never leave a git process behind
+            proc.kill()
+            await proc.wait()
+            raise
+        return proc.returncode, out, err
+
+    async def run(self, git_dir: Path, *args: str, input: bytes | None = None,
+                  env: dict[str, str] | None = None, ok_codes: tuple[int, ...] = (0,)) -> str:
+        code, out, err = await self._exec(git_dir, args, input, env)
+        if code not in ok_codes:
+            raise GitError(f"git {' '.join(args)}: {err.decode(errors='replace').strip()}")
+        return out.decode(errors="replace")
+
+    async def _succeeds(self, git_dir: Path, *args: str) -> bool:
+        code, _, _ = await self._exec(git_dir, args, None, None)
+        return code == 0
+
+    async def init(self, full_name: str, default_branch: str) -> Path:
+        git_dir = self.path(full_name)
+        git_dir.mkdir(parents=True, exist_ok=True)
+        await self.run(git_dir, "init", "--bare", "--quiet", f"--initial-branch={default_branch}",
+                       str(git_dir))
+        hook = git_dir / "hooks" / "post-receive"
+        hook.write_text(_HOOK.format(python=sys.executable, url_file=str(self.hook_url_file),
+                                     repo=full_name))
+        hook.chmod(hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        return git_dir
+
+    def set_hook_url(self, url: str | None) -> None:
+        if url is None:
+            self.hook_url_file.unlink(missing_ok=True)
+        else:
+            self.hook_url_file.write_text(url)
+
+    async def heads(self, git_dir: Path) -> dict[str, str]:
+        """Every branch and its tip, read in one call."""
+        out = await self.run(git_dir, "for-each-ref", "--format=%(refname:lstrip=2) %(objectname)",
+                             "refs/heads")
+        return dict(line.split(" ", 1) for line in out.splitlines() if line)
+
+    async def rev_parse(self, git_dir: Path, rev: str) -> str | None:
+        out = await self.run(git_dir, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}",
+                             ok_codes=(0, 1))
+        return out.strip() or None
+
+    async def branch_sha(self, git_dir: Path, branch: str) -> str | None:
+        return await self.rev_parse(git_dir, f"refs/heads/{branch}")
+
+    async def resolve(self, git_dir: Path, ref: str) -> str | None:
+        """A commit sha from a sha, a branch name or `heads/...`, as GitHub's `{ref}` parameters."""
+        for candidate in (f"refs/heads/{ref}", f"refs/{ref}", ref):
+            sha = await self.rev_parse(git_dir, candidate)
+            if sha:
+                return sha
+        return None
+
+    async def read_blob(self, git_dir: Path, rev: str, path: str) -> tuple[str, bytes] | None:
+        """(blob sha, content) of `path` at `rev`, or None if it is not a file there."""
+        out = await self.run(git_dir, "ls-tree", "-z", rev, "--", path, ok_codes=(0, 128))
+        entry = out.split("\0")[0]
+        if not entry:
+            return None
+        meta, _, _name = entry.partition("\t")
+        _mode, kind, sha = meta.split()
+        if kind != "blob":
+            return None
+        content = await self._bytes(git_dir, "cat-file", "blob", sha)
+        return sha, content
+
+    async def list_dir(self, git_dir: Path, rev: str, path: str) -> list[tuple[str, str, str, int]]:
+        """Entries (type, sha, path, size) of a directory at `rev`; empty if there is none."""
+        target = f"{rev}:{path}" if path else f"{rev}^{{tree}}"
+        out = await self.run(git_dir, "ls-tree", "-l", "-z", target, ok_codes=(0, 128))
+        entries = []
+        for entry in filter(None, out.split("\0")):
+            meta, _, name = entry.partition("\t")
+            _mode, kind, sha, size = meta.split()
+            full = f"{path.rstrip('/')}/{name}" if path else name
+            entries.append(("file" if kind == "blob" else "dir", sha, full,
+                            0 if size == "-" else int(size)))
+        return entries
+
+    async def _bytes(self, git_dir: Path, *args: str) -> bytes:
+        code, out, err = await self._exec(git_dir, args, None, None)
+        if code:
+            raise GitError(err.decode(errors="replace").strip())
+        return out
+
+    async def commit_files(self, git_dir: Path, branch: str, files: dict[str, str | None], *,
+                           message: str, author: Author, start: str | None = None) -> tuple[str, str]:
+        """Commit `files` (None deletes) on top of `branch` (created from `start` if missing).
+
+        Returns (old sha, new sha); old is ZERO_SHA for a new branch. The ref update is a
+        compare-and-set on the old sha, so a concurrent real push is never overwritten.
+        """
+        old = await self.branch_sha(git_dir, branch)
+        parent = old or (await self.resolve(git_dir, start) if start else None)
+        with tempfile.TemporaryDirectory(prefix="sim-index-") as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            if parent:
+                await self.run(git_dir, "read-tree", parent, env=env)
+            lines = []
+            for path, content in files.items():
+                if content is None:
+                    lines.append(f"0 {ZERO_SHA}\t{path}")
+                else:
+                    blob = (await self.run(git_dir, "hash-object", "-w", "--stdin",
+                                           input=content.encode())).strip()
+                    lines.append(f"100644 {blob}\t{path}")
+            if lines:
+                await self.run(git_dir, "update-index", "--index-info",
+                               input=("\n".join(lines) + "\n").encode(), env=env)
+            tree = (await self.run(git_dir, "write-tree", env=env)).strip()
+        new = await self.commit_tree(git_dir, tree, [parent] if parent else [], message, author)
+        await self.update_ref(git_dir, branch, new, old or ZERO_SHA)
+        return old or ZERO_SHA, new
+
+    async def commit_tree(self, git_dir: Path, tree: str, parents: list[str], message: str,
+                          author: Author) -> str:
+        args = ["commit-tree", tree]
+        for parent in parents:
+            args += ["-p", parent]
+        env = {"GIT_AUTHOR_NAME": author.name, "GIT_AUTHOR_EMAIL": author.email,
+               "GIT_COMMITTER_NAME": author.name, "GIT_COMMITTER_EMAIL": author.email}
+        return (await self.run(git_dir, *args, input=message.encode(), env=env)).strip()
+
+    async def update_ref(self, git_dir: Path, branch: str, new: str, old: str) -> None:
+        try:
+            await self.run(git_dir, "update-ref", f"refs/heads/{branch}", new, old)
+        except GitError as e:
+            raise RefMoved(str(e)) from e
+
+    async def merge_tree(self, git_dir: Path, ours: str, theirs: str) -> str | None:
+        """The tree of a three-way merge, or None when the two conflict."""
+        code, out, err = await self._exec(
+            git_dir, ("merge-tree", "--write-tree", "--no-messages", ours, theirs), None, None)
+        if code == 1:
+            return None
+        if code:
+            raise GitError(f"git merge-tree: {err.decode(errors='replace').strip()}")
+        return out.decode().splitlines()[0].strip()
+
+    async def tree_of(self, git_dir: Path, commit: str) -> str:
+        return (await self.run(git_dir, "rev-parse", f"{commit}^{{tree}}")).strip()
+
+    async def is_ancestor(self, git_dir: Path, ancestor: str, descendant: str) -> bool:
+        return await self._succeeds(git_dir, "merge-base", "--is-ancestor", ancestor, descendant)
+
+    async def commits_between(self, git_dir: Path, base: str, head: str) -> list[CommitInfo]:
+        """Commits reachable from head and not from base, oldest first."""
+        if base == ZERO_SHA:
+            spec = [head, "--max-count=20"]
+        else:
+            spec = [f"{base}..{head}"]
+        out = await self.run(git_dir, "log", "--reverse", "-z",
+                             "--format=%H%x1f%T%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%B", *spec)
+        commits = []
+        for record in filter(None, out.split("\0")):
+            sha, tree, parents, name, email, when, body = record.split("\x1f", 6)
+            commits.append(CommitInfo(sha, tree, parents.split(), Author(name, email), when,
+                                      body.strip()))
+        return commits
+
+    async def diff_stats(self, git_dir: Path, base: str, head: str) -> tuple[int, int, int, int]:
+        """(commits, additions, deletions, changed files) of head against its merge base."""
+        count = await self.run(git_dir, "rev-list", "--count", f"{base}..{head}")
+        numstat = await self.run(git_dir, "diff", "--numstat", f"{base}...{head}")
+        adds = dels = files = 0
+        for line in numstat.splitlines():
+            a, d, _ = line.split("\t", 2)
+            adds += int(a) if a.isdigit() else 0
+            dels += int(d) if d.isdigit() else 0
+            files += 1
+        return int(count.strip() or 0), adds, dels, files
