@@ -1,0 +1,69 @@
+"""/readyz, /metrics and /api/prs on the real server."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..serving import make_config, serving
+
+
+async def test_readyz_reports_each_unhealthy_part(db_url):
+    async with serving(make_config(db_url)) as (rt, http):
+        for _ in range(100):
+            if rt.health.last_poll_at:
+                break
+            await asyncio.sleep(0.02)
+        ok = await http.get("/readyz")
+        assert ok.status_code == 200 and ok.json()["problems"] == []
+
+        rt.health.last_poll_error = "RuntimeError: boom"
+        r = await http.get("/readyz")
+        assert r.status_code == 503 and "last poll failed" in r.json()["problems"][0]
+        rt.health.last_poll_error = None
+
+        rt.health.scheduler_running = False
+        r = await http.get("/readyz")
+        assert r.status_code == 503 and r.json()["problems"] == ["scheduler not running"]
+        rt.health.scheduler_running = True
+
+        await rt.db.engine.dispose()
+        original = rt.db.engine
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        rt.db.engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/none")
+        try:
+            r = await http.get("/readyz")
+            assert r.status_code == 503 and r.json()["problems"][0].startswith("database")
+        finally:
+            await rt.db.engine.dispose()
+            rt.db.engine = original
+
+        metrics = await http.get("/metrics")
+        assert metrics.status_code == 200 and "convergebot_polls_total" in metrics.text
+
+
+async def test_api_enrolls_with_a_bearer_token_and_reads_back(db_url):
+    async with serving(make_config(db_url)) as (rt, http):
+        assert (await http.post("/api/prs", json={"pr": "octo/repo#3"})).status_code == 401
+        bad_token = {"Authorization": "Bearer nope"}
+        assert (await http.post("/api/prs", json={"pr": "octo/repo#3"}, headers=bad_token)).status_code == 401
+        auth = {"Authorization": "Bearer api-token"}
+        r = await http.post("/api/prs", json={"pr": "octo/repo"}, headers=auth)
+        assert r.status_code == 400 and "malformed PR key" in r.json()["error"]
+        r = await http.post("/api/prs", content=b"{nope", headers=auth)
+        assert r.status_code == 400
+        r = await http.post("/api/prs", json={"pr": "octo/repo#3", "max_rounds": 0}, headers=auth)
+        assert r.status_code == 400
+
+        first = await http.post("/api/prs", json={"pr": "Octo/Repo#3", "max_rounds": 4}, headers=auth)
+        assert first.status_code == 201 and first.json()["outcome"] == "started"
+        again = await http.post("/api/prs", json={"pr": "octo/repo#3"}, headers=auth)
+        assert again.status_code == 200 and again.json()["outcome"] == "already_running"
+        assert again.json()["process_key"] == first.json()["process_key"]
+
+        one = await http.get("/api/prs/octo/repo/3")
+        assert one.status_code == 200
+        assert (one.json()["status"], one.json()["max_rounds"]) == ("converging", 4)
+        assert (await http.get("/api/prs/octo/repo/4")).status_code == 404
+        assert (await http.get("/api/prs/-bad-/repo/4")).status_code == 400
+        assert [p["pr_key"] for p in (await http.get("/api/prs")).json()] == ["octo/repo#3"]

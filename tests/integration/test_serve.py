@@ -1,0 +1,89 @@
+"""`convergebot serve` as a real process: start, answer, stop on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+from storage import jobs
+from storage.database import Database
+
+from .test_cli import cli_env, convergebot
+
+
+def _wait_for_port(proc: subprocess.Popen, timeout: float = 30) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            if proc.poll() is not None:
+                raise AssertionError(f"serve exited early with {proc.returncode}")
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if event.get("event") == "server.listening":
+            return event["port"]
+    raise AssertionError("serve did not start listening")
+
+
+async def _jobs(db_url: str):
+    db = Database(db_url)
+    try:
+        return await jobs.list_jobs(db)
+    finally:
+        await db.dispose()
+
+
+def test_sigterm_exits_0_quickly_and_hands_back_the_running_job(db_url):
+    # A "GitHub" that accepts connections and never answers: the sync job hangs mid-request.
+    black_hole = socket.socket()
+    black_hole.bind(("127.0.0.1", 0))
+    black_hole.listen(16)
+    try:
+        assert convergebot(db_url, "submit", "octo/repo#1").returncode == 0
+        env = cli_env(db_url) | {
+            "CONVERGEBOT_SERVER_PORT": "0",
+            "CONVERGEBOT_GITHUB_API_URL": f"http://127.0.0.1:{black_hole.getsockname()[1]}/",
+            "CONVERGEBOT_GITHUB_TOKEN": "t",
+            "CONVERGEBOT_GITHUB_READ_TIMEOUT_SECONDS": "120",
+            "CONVERGEBOT_SERVER_SHUTDOWN_GRACE_SECONDS": "1",
+        }
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            port = _wait_for_port(proc)
+            assert httpx.get(f"http://127.0.0.1:{port}/livez").status_code == 200
+            for _ in range(100):  # the first poll queues a sync, a worker claims it and hangs
+                if any(j.status == "running" for j in asyncio.run(_jobs(db_url))):
+                    break
+                time.sleep(0.1)
+            assert [j.status for j in asyncio.run(_jobs(db_url))] == ["running"]
+
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=10) == 0
+            assert time.monotonic() - started < 10
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        (job,) = asyncio.run(_jobs(db_url))
+        assert (job.status, job.lease_owner, job.attempts) == ("queued", None, 0)
+    finally:
+        black_hole.close()
+
+
+def test_serve_refuses_invalid_config_with_the_key_named(tmp_path):
+    env = cli_env(f"sqlite:///{tmp_path / 'x.db'}") | {"CONVERGEBOT_SERVER_PORT": "99999"}
+    p = subprocess.run([sys.executable, "-m", "bot", "serve"], env=env, capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 2 and "server.port" in p.stderr
