@@ -11,7 +11,7 @@ from datetime import timedelta
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from storage import jobs, prs
+from storage import deliveries, jobs, prs
 from storage.models import utcnow
 
 from . import metrics
@@ -62,6 +62,7 @@ class Poller:
                 active += 1
                 await jobs.enqueue(self.rt.db, "sync", f"poll:{pr.pr_key}:{stamp}", pr_key=pr.pr_key)
             await jobs.prune(self.rt.db, utcnow() - RETENTION)
+            await deliveries.prune(self.rt.db, utcnow() - RETENTION)
         except Exception as e:
             self.rt.health.last_poll_error = f"{type(e).__name__}: {e}"
             log.exception("poller.failed")

@@ -52,8 +52,6 @@ def job_handlers(rt: Runtime) -> dict[str, Callable]:
             except RateLimited as e:
                 metrics.GITHUB_RATE_LIMITED.inc()
                 metrics.JOBS.labels(kind, "rate_limited").inc()
-                if e.secondary and e.retry_at is None:
-                    raise
                 raise Reschedule(e.retry_at, str(e)) from e
             except Exception:
                 metrics.JOBS.labels(kind, "error").inc()

@@ -49,3 +49,12 @@ async def get(db: Database, delivery_id: str) -> WebhookDelivery | None:
 async def count(db: Database) -> int:
     async with db.session() as s:
         return len((await s.exec(select(WebhookDelivery.delivery_id))).all())
+
+
+async def prune(db: Database, before) -> int:
+    """Forget deliveries older than `before` (their dedupe window is over)."""
+    from sqlalchemy import delete
+
+    async with db.session() as s:
+        stmt = delete(WebhookDelivery).where(WebhookDelivery.received_at < before)
+        return (await s.exec(stmt)).rowcount

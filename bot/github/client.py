@@ -86,21 +86,28 @@ def open_github(
     )
 
 
-def _retry_at(exc: GitHubException, fallback_seconds: float) -> datetime:
-    delta = getattr(exc, "retry_after", None)
-    seconds = delta.total_seconds() if isinstance(delta, timedelta) else fallback_seconds
-    return datetime.now(UTC) + timedelta(seconds=max(1.0, seconds))
+def _told_retry_at(exc: RequestFailed) -> datetime | None:
+    """When GitHub said to come back (Retry-After, else x-ratelimit-reset), if it said."""
+    headers = exc.response.headers
+    now = datetime.now(UTC)
+    after = headers.get("retry-after", "")
+    if after.isdigit():
+        return now + timedelta(seconds=max(1, int(after)))
+    reset = headers.get("x-ratelimit-reset", "")
+    if reset.isdigit():
+        return max(now + timedelta(seconds=1), datetime.fromtimestamp(int(reset), UTC))
+    return None
 
 
 def _translate(exc: GitHubException, what: str) -> GitHubError:
-    if isinstance(exc, (PrimaryRateLimitExceeded, SecondaryRateLimitExceeded)):
-        secondary = isinstance(exc, SecondaryRateLimitExceeded)
-        return RateLimited(f"{what}: rate limited", _retry_at(exc, 60.0), secondary,
-                           exc.response.status_code)
+    if isinstance(exc, (PrimaryRateLimitExceeded, SecondaryRateLimitExceeded)) or (
+        isinstance(exc, RequestFailed) and exc.response.status_code == 429
+    ):
+        primary = isinstance(exc, PrimaryRateLimitExceeded)
+        return RateLimited(f"{what}: rate limited ({exc.response.status_code})", _told_retry_at(exc),
+                           not primary, exc.response.status_code)
     if isinstance(exc, RequestFailed):
         status = exc.response.status_code
-        if status == 429:
-            return RateLimited(f"{what}: 429", _retry_at(exc, 60.0), True, status)
         if status in (404, 410):
             return NotFound(f"{what}: {status}", status)
         if status in (405, 409, 422):
@@ -122,6 +129,10 @@ def _message(exc: RequestFailed) -> str:
         return ""
 
 
+SECONDARY_BACKOFF_START = 60.0
+SECONDARY_BACKOFF_CAP = 900.0
+
+
 class GitHubClient:
     def __init__(self, gh: GitHub, *, max_concurrency: int = 8, bot_login: str | None = None):
         self.gh = gh
@@ -129,16 +140,46 @@ class GitHubClient:
         self._slots = asyncio.Semaphore(max_concurrency)
         self._pr_mutations = KeyedLocks()
         self._permissions: dict[tuple[str, str, str], tuple[float, str]] = {}
+        self._exhausted_until: datetime | None = None
+        self._secondary_strikes = 0
 
     # -- plumbing -------------------------------------------------------------------------------
 
-    async def _request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+    def _rate_limited(self, err: RateLimited) -> RateLimited:
+        """Fill in when to come back: what GitHub said, else exponential backoff (secondary)."""
+        if not err.secondary:
+            # The primary budget is the token's: no call can succeed before the reset, so
+            # further calls fail fast here instead of spending requests on certain 403s.
+            err.retry_at = err.retry_at or datetime.now(UTC) + timedelta(seconds=60)
+            self._exhausted_until = err.retry_at
+        elif err.retry_at is None:
+            wait = min(SECONDARY_BACKOFF_CAP, SECONDARY_BACKOFF_START * 2**self._secondary_strikes)
+            self._secondary_strikes += 1
+            err.retry_at = datetime.now(UTC) + timedelta(seconds=wait)
+        return err
+
+    async def _call(self, what: str, send) -> Any:
+        if self._exhausted_until is not None:
+            if datetime.now(UTC) < self._exhausted_until:
+                raise RateLimited(f"{what}: rate limit exhausted", self._exhausted_until, False)
+            self._exhausted_until = None
         async with self._slots:
             try:
-                resp = await self.gh.arequest(method, url, **kw)
+                result = await send()
             except GitHubException as exc:
-                raise _translate(exc, f"{method} {url}") from exc
+                err = _translate(exc, what)
+                if isinstance(err, RateLimited):
+                    err = self._rate_limited(err)
+                raise err from exc
+        self._secondary_strikes = 0
+        return result
+
+    async def _request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        resp = await self._call(f"{method} {url}", lambda: self.gh.arequest(method, url, **kw))
         return resp.raw_response
+
+    async def _graphql(self, what: str, query: str, variables: dict) -> dict:
+        return await self._call(f"graphql {what}", lambda: self.gh.async_graphql(query, variables))
 
     async def _json(self, method: str, url: str, **kw: Any) -> Any:
         raw = await self._request(method, url, **kw)
@@ -186,13 +227,9 @@ class GitHubClient:
         threads: list[dict] = []
         after: str | None = None
         while True:
-            async with self._slots:
-                try:
-                    data = await self.gh.async_graphql(
-                        _THREADS_QUERY, {"owner": owner, "name": repo, "number": number, "after": after}
-                    )
-                except GitHubException as exc:
-                    raise _translate(exc, "graphql reviewThreads") from exc
+            data = await self._graphql(
+                "reviewThreads", _THREADS_QUERY, {"owner": owner, "name": repo, "number": number, "after": after}
+            )
             pr = (data.get("repository") or {}).get("pullRequest")
             if pr is None:
                 raise NotFound(f"graphql reviewThreads: {owner}/{repo}#{number} not found")
@@ -289,11 +326,7 @@ class GitHubClient:
         )
 
     async def resolve_thread(self, thread_id: str) -> bool:
-        async with self._slots:
-            try:
-                data = await self.gh.async_graphql(_RESOLVE_MUTATION, {"threadId": thread_id})
-            except GitHubException as exc:
-                raise _translate(exc, "graphql resolveReviewThread") from exc
+        data = await self._graphql("resolveReviewThread", _RESOLVE_MUTATION, {"threadId": thread_id})
         return bool(data["resolveReviewThread"]["thread"]["isResolved"])
 
     async def create_check_run(self, owner: str, repo: str, **fields: Any) -> dict:

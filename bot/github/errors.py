@@ -26,7 +26,9 @@ class Unavailable(GitHubError):
 class RateLimited(GitHubError):
     """403/429 with a limit: the job is re-scheduled for `retry_at`, no worker sleeps on it."""
 
-    def __init__(self, message: str, retry_at: datetime, secondary: bool, status: int | None = None):
+    def __init__(
+        self, message: str, retry_at: datetime | None, secondary: bool, status: int | None = None
+    ):
         super().__init__(message, status)
         self.retry_at = retry_at
         self.secondary = secondary
