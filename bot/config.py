@@ -70,6 +70,29 @@ class PollerConfig(_Section):
 class ConvergenceConfig(_Section):
     max_rounds: int = Field(8, ge=1, le=100)
     merge: bool = True
+    reviewers: list[str] = ["copilot-pull-request-reviewer[bot]"]
+    review_wait_timeout_seconds: float = Field(1800.0, gt=0)
+    nudge_window_seconds: float = Field(600.0, gt=0)
+    required_checks: list[str] = []
+    maintainers: list[str] = []
+    label: str = "converge"
+    auto_enroll_authors: list[str] = []
+    escalation_heal_grace_seconds: float = Field(300.0, ge=0)
+    churn_rounds: int = Field(4, ge=2)
+
+
+class MergeConfig(_Section):
+    method: Literal["squash", "merge", "rebase"] = "squash"
+    require_approval: bool = False
+    update_branch: bool = True
+
+
+class FixerConfig(_Section):
+    kind: Literal["command", "mention", "author", "fake"] = "author"
+    command: list[str] = []
+    timeout_seconds: float = Field(1800.0, gt=0)
+    mention: str = "@copilot"
+    fake_script: list[str] = ["push"]
 
 
 class Config(_Section):
@@ -80,6 +103,8 @@ class Config(_Section):
     server: ServerConfig = ServerConfig()
     poller: PollerConfig = PollerConfig()
     convergence: ConvergenceConfig = ConvergenceConfig()
+    fixer: FixerConfig = FixerConfig()
+    merge: MergeConfig = MergeConfig()
 
 
 def _is_list(annotation: Any) -> bool:

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from storage.database import Database
+from storage.locks import KeyedLocks
 
 from .config import Config
 from .github.client import GitHubClient
@@ -29,6 +30,7 @@ class Runtime:
     health: Health = field(default_factory=Health)
     wake: Callable[[], None] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    step_locks: KeyedLocks = field(default_factory=KeyedLocks)
 
     @property
     def webhook_secret(self) -> str:

@@ -19,12 +19,12 @@ from storage.migrate import migrate
 from storage.models import utcnow
 
 from . import metrics
-from .config import Config
+from .config import Config, ConfigError
 from .github.client import GitHubClient, open_github
 from .github.errors import RateLimited
 from .poller import Poller
 from .runtime import Runtime
-from .sync import sync_pr, sync_ref
+from .sync import sync_ref
 from .web.app import build_app
 from .workers import PoolSettings, Reschedule, WorkerPool
 
@@ -62,7 +62,33 @@ def job_handlers(rt: Runtime) -> dict[str, Callable]:
 
         return handler
 
-    return {"sync": wrap("sync", sync_pr), "sync_ref": wrap("sync_ref", sync_ref)}
+    from .commands.handle import handle_command
+    from .engine.enroll import enroll
+    from .engine.fixing import fix
+    from .engine.progress import progress_check
+    from .engine.step import step
+
+    return {
+        "sync": wrap("sync", step),
+        "sync_ref": wrap("sync_ref", sync_ref),
+        "fix": wrap("fix", fix),
+        "progress_check": wrap("progress_check", progress_check),
+        "command": wrap("command", handle_command),
+        "enroll": wrap("enroll", enroll),
+    }
+
+
+def build_fixer(config: Config):
+    from .fixers.registry import build_fixer as build
+
+    f = config.fixer
+    if f.kind == "command":
+        return build("command", argv=f.command, timeout_seconds=f.timeout_seconds)
+    if f.kind == "mention":
+        return build("mention", mention=f.mention)
+    if f.kind == "fake":
+        return build("fake", script=f.fake_script)
+    return build("author")
 
 
 def _private_key(config: Config) -> str | None:
@@ -71,8 +97,12 @@ def _private_key(config: Config) -> str | None:
 
 
 @asynccontextmanager
-async def running(config: Config) -> AsyncIterator[tuple[Runtime, _Server]]:
-    """Everything `serve` runs, started in order and stopped in reverse; yields once listening."""
+async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime, _Server]]:
+    """Everything `serve` runs, started in order and stopped in reverse; yields once listening.
+
+    `fixer` overrides the configured one (the demo and tests hand in a scripted fixer).
+    """
+    fixer = fixer or build_fixer(config)
     db = Database(config.database.url)
     await migrate(db)
     gh_cfg = config.github
@@ -89,6 +119,7 @@ async def running(config: Config) -> AsyncIterator[tuple[Runtime, _Server]]:
         rt = Runtime(config, db, GitHubClient(gh, max_concurrency=gh_cfg.max_concurrency,
                                               bot_login=gh_cfg.bot_login))
         rt.health.started_at = utcnow()
+        rt.extras["fixer"] = fixer
         jc = config.jobs
         pool = WorkerPool(db, job_handlers(rt), PoolSettings(
             workers=jc.workers, lease_seconds=jc.lease_seconds, idle_poll_seconds=jc.idle_poll_seconds,
@@ -129,6 +160,11 @@ async def running(config: Config) -> AsyncIterator[tuple[Runtime, _Server]]:
 
 
 async def serve(config: Config) -> int:
+    if config.fixer.kind == "fake":
+        # The scripted fixer pushes canned commits: fine for tests and the demo, never for real PRs.
+        raise ConfigError("fixer.kind = \"fake\" exists for tests and the demo only; serve refuses it")
+    if config.fixer.kind == "command" and not config.fixer.command:
+        raise ConfigError("fixer.kind = \"command\" needs fixer.command")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

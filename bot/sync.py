@@ -6,10 +6,10 @@ import json
 
 import structlog
 
-from storage import jobs, prs, runs
+from storage import jobs, prs
 from storage.models import Job, utcnow
 
-from .engine.observe import Observation, observe
+from .engine.observe import Observation
 from .github.errors import NotFound, Unavailable
 from .prkey import parse_pr_key
 from .runtime import Runtime
@@ -32,25 +32,6 @@ async def read_observation(rt: Runtime, pr_key: str) -> Observation:
     reviews = await gh.reviews(key.owner, key.repo, key.number)
     latest = max((r["id"] for r in reviews if isinstance(r.get("id"), int)), default=None)
     return Observation(pr=pr, head_sha=head, latest_review_id=latest, read_at=utcnow())
-
-
-async def sync_pr(rt: Runtime, job: Job) -> None:
-    view = await prs.get(rt.db, job.pr_key)
-    if view is None or view.resubmittable:
-        return  # not enrolled, or finished: a webhook for it wakes nothing
-    process_key = view.pr.process_key
-    bound = log.bind(pr_key=job.pr_key, process_key=process_key)
-    seen = await read_observation(rt, job.pr_key)
-    outcome = observe(view.pr, seen)
-    # Fenced on the key read above: if the PR was resubmitted meanwhile, this read is stale.
-    if not await prs.fenced_update(rt.db, job.pr_key, process_key, outcome.values):
-        bound.info("sync.stale", why="ownership changed during the read")
-        return
-    if outcome.end_run is not None:
-        await runs.end_run(rt.db, process_key, outcome.end_run, outcome.values["outcome"])
-    if outcome.changes:
-        bound.info("sync.changed", changes=list(outcome.changes), head=seen.head_sha,
-                   latest_review_id=seen.latest_review_id)
 
 
 async def sync_ref(rt: Runtime, job: Job) -> None:

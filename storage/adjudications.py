@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from sqlalchemy import update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from .database import Database
 from .models import Adjudication, utcnow
 
 
@@ -16,3 +19,17 @@ async def invalidate_all(session: AsyncSession, pr_key: str) -> int:
         .values(invalidated_at=utcnow())
     )
     return (await session.exec(stmt)).rowcount
+
+
+async def record(session: AsyncSession, pr_key: str, fingerprint: str, answer: str, by: str) -> None:
+    now = utcnow()
+    values = {"answer": answer, "adjudicated_by": by, "adjudicated_at": now, "invalidated_at": None}
+    dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(Adjudication.__table__).values(pr_key=pr_key, fingerprint=fingerprint, **values)
+    await session.exec(stmt.on_conflict_do_update(index_elements=["pr_key", "fingerprint"], set_=values))
+
+
+async def live_for(db: Database, pr_key: str) -> list[Adjudication]:
+    async with db.session() as s:
+        return list(await s.exec(select(Adjudication).where(
+            Adjudication.pr_key == pr_key, Adjudication.invalidated_at.is_(None))))

@@ -67,9 +67,10 @@ async def fenced_update(
     values: Mapping[str, Any],
     *,
     expect_status: str | Collection[str] | None = None,
+    expect_round: int | None = None,
     session: AsyncSession | None = None,
 ) -> bool:
-    """Update the PR row only while `process_key` owns it (and, if given, it is in that status).
+    """Update the PR row only while `process_key` owns it (and, if given, is in that status/round).
 
     The one way every writer changes a PR row. It is a single compare-and-set statement, so a
     straggler from an older run writes nothing; the caller learns whether it won.
@@ -78,6 +79,8 @@ async def fenced_update(
     if expect_status is not None:
         wanted = [expect_status] if isinstance(expect_status, str) else list(expect_status)
         conds.append(PullRequest.status.in_(wanted))
+    if expect_round is not None:
+        conds.append(PullRequest.current_round == expect_round)
     stmt = update(PullRequest).where(*conds).values(**values, updated_at=utcnow())
     if session is not None:
         return (await session.exec(stmt)).rowcount == 1
@@ -127,6 +130,10 @@ def reopen_values(process_key: str, options: Mapping[str, Any]) -> dict[str, Any
         "merge_approved": False,
         "converged_at": None,
         "merged_at": None,
+        "check_run_id": None,
+        "check_run_head": None,
+        "escalated_at": None,
+        "last_action": None,
         "updated_at": now,
     }
 

@@ -47,7 +47,7 @@ def observe(row: Any, seen: Observation) -> Observed:
         changes.append("new_review")
     if pr.get("merged"):
         values |= {"status": Status.MERGED, "merged_at": _parse_ts(pr.get("merged_at")) or seen.read_at,
-                   "outcome": "merged outside convergebot"}
+                   "outcome": "merged" if row.status == Status.MERGING else "merged outside convergebot"}
         return Observed(values, RunState.COMPLETED, (*changes, "merged"))
     if pr.get("state") == "closed":
         values |= {"status": Status.ABANDONED, "outcome": "closed without merging"}

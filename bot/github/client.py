@@ -347,3 +347,7 @@ class GitHubClient:
             await self._json(
                 "PUT", f"/repos/{owner}/{repo}/pulls/{number}/update-branch", json={"expected_head_sha": expected_head}
             )
+
+    async def comment(self, owner: str, repo: str, comment_id: int, *, review_comment: bool = False) -> dict:
+        kind = "pulls" if review_comment else "issues"
+        return await self._json("GET", f"/repos/{owner}/{repo}/{kind}/comments/{comment_id}")

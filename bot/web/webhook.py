@@ -11,7 +11,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from bot import metrics
-from bot.webhooks.routing import route
+from bot.webhooks.routing import EnrollRules, route
 from storage import deliveries
 
 log = structlog.get_logger(__name__)
@@ -64,7 +64,9 @@ async def receive_webhook(request: Request) -> JSONResponse:
         return _error(400, "payload is not a JSON object")
 
     action = payload.get("action") if isinstance(payload.get("action"), str) else None
-    routed = route(event, payload, delivery_id)
+    cfg = rt.config.convergence
+    rules = EnrollRules(cfg.label, frozenset(a.lower() for a in cfg.auto_enroll_authors))
+    routed = route(event, payload, delivery_id, rules)
     bound = log.bind(delivery_id=delivery_id, event=event, action=action)
     new = await deliveries.record(
         rt.db, delivery_id, event, action, routed.outcome, None,

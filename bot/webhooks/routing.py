@@ -30,6 +30,36 @@ class Wake:
 
 
 @dataclass(frozen=True)
+class EnrollRules:
+    label: str = "converge"
+    authors: frozenset[str] = frozenset()
+
+
+def _looks_like_command(body: object) -> bool:
+    return isinstance(body, str) and ("/converge" in body or "convergebot escalation #" in body)
+
+
+def _command(delivery_id: str, key: PrKey | None, comment: object, kind: str) -> tuple[Wake, ...]:
+    if key is None or not isinstance(comment, dict) or not isinstance(comment.get("id"), int):
+        return ()
+    if (comment.get("user") or {}).get("type") == "Bot" or not _looks_like_command(comment.get("body")):
+        return ()
+    return (Wake("command", f"cmd:{comment['id']}", str(key), {"comment_id": comment["id"], "kind": kind}),)
+
+
+def _enroll(delivery_id: str, key: PrKey | None, payload: dict, rules: EnrollRules) -> tuple[Wake, ...]:
+    pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), dict) else {}
+    action = payload.get("action")
+    label = (payload.get("label") or {}).get("name") if isinstance(payload.get("label"), dict) else None
+    author = ((pr.get("user") or {}).get("login") or "").lower()
+    wanted = (action == "labeled" and label == rules.label) or (
+        action in ("opened", "reopened", "ready_for_review") and author in rules.authors)
+    if key is None or not wanted:
+        return ()
+    return (Wake("enroll", f"enroll:{key}:{delivery_id}", str(key)),)
+
+
+@dataclass(frozen=True)
 class Routed:
     outcome: str  # queued | ignored
     reason: str
@@ -60,22 +90,31 @@ def _sync_ref(delivery_id: str, repo: str | None, *, sha: Any = None, branch: An
     return (Wake("sync_ref", f"sync_ref:{repo.lower()}:{delivery_id}", None, payload),)
 
 
-def route(event: str, payload: dict, delivery_id: str) -> Routed:
+def route(event: str, payload: dict, delivery_id: str, rules: EnrollRules = EnrollRules()) -> Routed:
     if event not in KNOWN_EVENTS:
         return Routed("ignored", f"unhandled event {event!r}")
     repo = _repo(payload)
     if event in ("ping", "installation", "installation_repositories", "installation_target"):
         return Routed("ignored", f"{event}: nothing to do")
 
+    action = payload.get("action")
     if event.startswith("pull_request"):
         pr = payload.get("pull_request")
         key = _pr_key(repo, pr.get("number") if isinstance(pr, dict) else None)
         wakes = _sync(delivery_id, key)
+        if event == "pull_request":
+            wakes += _enroll(delivery_id, key, payload, rules)
+        if event == "pull_request_review_comment" and action == "created":
+            wakes += _command(delivery_id, key, payload.get("comment"), "review")
     elif event == "issue_comment":
         issue = payload.get("issue")
         if not isinstance(issue, dict) or not issue.get("pull_request"):
             return Routed("ignored", "comment on an issue, not a pull request")
-        wakes = _sync(delivery_id, _pr_key(repo, issue.get("number")))
+        if action != "created":
+            return Routed("ignored", f"issue_comment {action}: only new comments are commands")
+        wakes = _command(delivery_id, _pr_key(repo, issue.get("number")), payload.get("comment"), "issue")
+        if not wakes:
+            return Routed("ignored", "comment is not a command")
     elif event in ("check_suite", "check_run"):
         obj = payload.get(event)
         obj = obj if isinstance(obj, dict) else {}

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 from bot.engine.observe import Observation, observe
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-ROW = SimpleNamespace(title="old", url="u", head_branch="feat", author="a", head_sha="1" * 40,
+ROW = SimpleNamespace(status="waiting_review", title="old", url="u", head_branch="feat", author="a", head_sha="1" * 40,
                       latest_review_id=10)
 
 

@@ -12,11 +12,40 @@ def test_pull_request_events_wake_a_sync_of_that_pr():
     assert [(w.kind, w.pr_key, w.key) for w in routed.wakes] == [("sync", "octo/repo#7", "sync:octo/repo#7:d1")]
 
 
-def test_issue_comment_on_an_issue_is_ignored_and_on_a_pr_is_routed():
+def test_a_command_comment_on_a_pr_becomes_a_command_job():
     base = {"action": "created", "repository": {"full_name": "o/r"}}
-    assert route("issue_comment", base | {"issue": {"number": 3}}, "d").outcome == "ignored"
-    routed = route("issue_comment", base | {"issue": {"number": 3, "pull_request": {"url": "x"}}}, "d")
-    assert [w.pr_key for w in routed.wakes] == ["o/r#3"]
+    comment = {"id": 55, "body": "/converge stop", "user": {"login": "m", "type": "User"}}
+    assert route("issue_comment", base | {"issue": {"number": 3}, "comment": comment}, "d").outcome == "ignored"
+    on_pr = base | {"issue": {"number": 3, "pull_request": {"url": "x"}}, "comment": comment}
+    (wake,) = route("issue_comment", on_pr, "d").wakes
+    assert (wake.kind, wake.key, wake.pr_key, wake.payload) == (
+        "command", "cmd:55", "o/r#3", {"comment_id": 55, "kind": "issue"})
+
+
+@pytest.mark.parametrize("change", [
+    {"action": "edited"}, {"action": "deleted"},
+    {"comment": {"id": 55, "body": "/converge stop", "user": {"login": "ci[bot]", "type": "Bot"}}},
+    {"comment": {"id": 55, "body": "looks good", "user": {"login": "m", "type": "User"}}},
+])
+def test_edited_deleted_bot_and_plain_comments_are_not_commands(change):
+    payload = {"action": "created", "repository": {"full_name": "o/r"},
+               "issue": {"number": 3, "pull_request": {}},
+               "comment": {"id": 55, "body": "/converge stop", "user": {"login": "m", "type": "User"}}} | change
+    assert route("issue_comment", payload, "d").wakes == ()
+
+
+def test_label_and_listed_author_enroll():
+    from bot.webhooks.routing import EnrollRules
+
+    rules = EnrollRules("converge", frozenset({"agent[bot]"}))
+    labeled = {"action": "labeled", "label": {"name": "converge"}, "pull_request": {"number": 4},
+               "repository": {"full_name": "o/r"}}
+    assert [w.kind for w in route("pull_request", labeled, "d", rules).wakes] == ["sync", "enroll"]
+    other = labeled | {"label": {"name": "bug"}}
+    assert [w.kind for w in route("pull_request", other, "d", rules).wakes] == ["sync"]
+    opened = {"action": "opened", "pull_request": {"number": 4, "user": {"login": "Agent[bot]"}},
+              "repository": {"full_name": "o/r"}}
+    assert [w.kind for w in route("pull_request", opened, "d", rules).wakes] == ["sync", "enroll"]
 
 
 @pytest.mark.parametrize("payload", [

@@ -1,0 +1,162 @@
+"""The command job: one maintainer comment, re-read from GitHub, checked, acted on, acknowledged."""
+
+from __future__ import annotations
+
+import json
+
+import structlog
+
+from bot.engine.dispatch import dispatch_fixer, request_review
+from bot.engine.findings import attribution
+from bot.engine.model import Adjudication
+from bot.enrollment import SubmitOptions, abandon_pr, submit_pr
+from bot.github.errors import NotFound
+from bot.prkey import PrKey, parse_pr_key
+from bot.runtime import Runtime
+from storage import adjudications, commands, escalations, jobs, prs, rounds
+from storage.models import Job, utcnow
+from storage.statuses import Status
+
+from .parse import Command, Refusal, parse_command
+from .resume import ROUND_CAP_EXTENSION, resume_plan
+
+log = structlog.get_logger(__name__)
+
+
+async def handle_command(rt: Runtime, job: Job) -> None:
+    p = json.loads(job.payload)
+    key = parse_pr_key(job.pr_key)
+    review = p.get("kind") == "review"
+    comment_id = int(p["comment_id"])
+    try:
+        comment = await rt.github.comment(key.owner, key.repo, comment_id, review_comment=review)
+    except NotFound:
+        return  # deleted before we got to it
+    user = comment.get("user") or {}
+    author = user.get("login") or ""
+    if user.get("type") == "Bot" or author == rt.config.github.bot_login or author.endswith("[bot]"):
+        return  # never from bots, the bot itself included
+    cmd = parse_command(comment.get("body") or "")
+    if cmd is None:
+        return
+    verb = "invalid" if isinstance(cmd, Refusal) else cmd.verb
+    if not await commands.claim(rt.db, comment_id, str(key), author, verb, comment.get("body", "")[:2000]):
+        return  # this comment was handled already
+    bound = log.bind(pr_key=str(key), comment_id=comment_id, author=author, verb=verb)
+    await rt.github.react(key.owner, key.repo, comment_id, "eyes", review_comment=review)
+
+    if isinstance(cmd, Refusal):
+        accepted, message = False, cmd.why
+    elif not await rt.github.can_write(key.owner, key.repo, author):
+        accepted, message = False, f"@{author}, only collaborators with write access can give convergebot commands."
+    else:
+        accepted, message = await execute(rt, key, cmd, author)
+    if accepted:
+        await rt.github.react(key.owner, key.repo, comment_id, "+1", review_comment=review)
+    if message:
+        await rt.github.comment_once(key.owner, key.repo, key.number, f"convergebot:cmd:{comment_id}", message)
+    await commands.settle(rt.db, comment_id, accepted, message or "done")
+    bound.info("command.handled", accepted=accepted, why=message)
+    if accepted:
+        await jobs.enqueue(rt.db, "sync", f"sync:{key}:cmd:{comment_id}", pr_key=str(key))
+        rt.wake_workers()
+
+
+async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[bool, str | None]:
+    pr_key = str(key)
+    cfg = rt.config.convergence
+    if cmd.verb == "start":
+        result = await submit_pr(rt.db, key, SubmitOptions(
+            max_rounds=cmd.rounds or cfg.max_rounds, converge_only=cmd.no_merge or not cfg.merge,
+            submitted_by=author))
+        if result.outcome == "started":
+            return True, None
+        return True, "convergebot is already working on this PR (`/converge status` shows where)."
+    view = await prs.get(rt.db, pr_key)
+    active = view is not None and not view.resubmittable
+    if cmd.verb == "status":
+        return True, _status_text(view) if view else "This PR is not enrolled. `/converge` enrolls it."
+    if cmd.verb == "forget":
+        async with rt.db.session() as s:
+            n = await adjudications.invalidate_all(s, pr_key)
+        return True, f"Forgot {n} remembered answer(s)." if n else None
+    if not active:
+        return False, "convergebot has no active run on this PR. `/converge` starts one."
+    pr = view.pr
+    if cmd.verb == "stop":
+        await abandon_pr(rt.db, pr_key, f"stopped by @{author}")
+        return True, None
+    if cmd.verb == "merge":
+        await prs.fenced_update(rt.db, pr_key, pr.process_key, {"merge_approved": True,
+                                                                "last_action": f"merge approved by @{author}"})
+        return True, None
+    if cmd.verb == "retry":
+        async with rt.db.session() as s:
+            won = await prs.fenced_update(None, pr_key, pr.process_key, {
+                "status": Status.CONVERGING, "husk_retries": 0, "escalated_at": None,
+                "last_action": f"round {pr.current_round} retried by @{author}",
+            }, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW, Status.ESCALATED), session=s)
+            if won:
+                await escalations.mark_open_stale(s, pr_key)
+                await rounds.update_round(s, pr_key, pr.process_key, pr.current_round,
+                                          {**rounds.VERDICT_FIELDS, "entry_head": None})
+        return (True, None) if won else (False, "The run moved on meanwhile; try again.")
+    return await answer(rt, pr, cmd, author)
+
+
+async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str | None]:
+    open_ = await escalations.open_for(rt.db, pr.pr_key)
+    target = next((e for e in open_ if e.id == cmd.escalation_id), None) if cmd.escalation_id else (
+        open_[-1] if open_ else None)
+    if target is None:
+        return False, "There is no open escalation to answer on this PR."
+    plan = resume_plan(target.kind)
+    now, n = utcnow(), pr.current_round
+    values: dict = {"status": Status.CONVERGING, "escalated_at": None,
+                    "last_action": f"escalation #{target.id} answered by @{author}"}
+    if plan == "review":
+        values |= {"status": Status.WAITING_REVIEW, "waiting_since": now, "last_nudge_at": now}
+    elif plan == "next_round":
+        values |= {"status": Status.WAITING_REVIEW, "current_round": n + 1, "husk_retries": 0,
+                   "waiting_since": now, "last_nudge_at": now, "last_round_head": pr.head_sha}
+        if target.kind == "round_cap":
+            values["max_rounds"] = pr.max_rounds + ROUND_CAP_EXTENSION
+    rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, n)
+    instructions = json.loads(rnd.instructions or "[]") if rnd else []
+    instructions.append(attribution(Adjudication(target.fingerprint, cmd.text, author, now)))
+    attempt = (rnd.attempt + 1) if rnd else 0
+    try:
+        # One transaction: the escalation answered, the answer remembered, the others stale and
+        # the PR resumed, or none of it.
+        async with rt.db.session() as s:
+            if not await escalations.answer(s, target.id, cmd.text, author):
+                return False, "That escalation was answered already."
+            await escalations.mark_open_stale(s, pr.pr_key, except_id=target.id)
+            await adjudications.record(s, pr.pr_key, target.fingerprint, cmd.text, author)
+            if not await prs.fenced_update(None, pr.pr_key, pr.process_key, values,
+                                           expect_status=Status.ESCALATED, expect_round=n, session=s):
+                raise _Lost()
+            if plan == "next_round":
+                await rounds.start(s, pr.pr_key, pr.process_key, n + 1, pr.head_sha or "")
+            elif plan == "rerun" and rnd is not None:
+                await rounds.update_round(s, pr.pr_key, pr.process_key, n, {
+                    **rounds.VERDICT_FIELDS, "attempt": attempt, "fixer_started_at": now,
+                    "instructions": json.dumps(instructions)})
+    except _Lost:
+        return False, "The run moved on meanwhile; nothing was changed."
+    if plan in ("review", "next_round"):
+        await request_review(rt, pr.pr_key)
+    elif rnd is not None:
+        fresh = (await prs.get(rt.db, pr.pr_key)).pr
+        await dispatch_fixer(rt, fresh, n, attempt, rnd.findings or "[]", instructions)
+    return True, None
+
+
+class _Lost(Exception):
+    """The PR left `escalated` meanwhile: the whole answer transaction rolls back."""
+
+
+def _status_text(view) -> str:
+    pr = view.pr
+    return (f"**convergebot status**: {view.derived_status}, round {pr.current_round} of {pr.max_rounds}"
+            f"{f', head {pr.head_sha[:7]}' if pr.head_sha else ''}. Last action: {pr.last_action or '-'}.")

@@ -1,0 +1,21 @@
+"""How a run resumes once a maintainer answers an escalation (pure)."""
+
+from __future__ import annotations
+
+# review: wait for a fresh review again; next_round: the round ended, start the next one;
+# rerun: the fixer runs the same round again with the answer as an instruction.
+RESUME = {
+    "review_stalled": "review",
+    "round_cap": "next_round",
+    "churn": "next_round",
+    "husk": "rerun",
+    "no_advance": "rerun",
+    "needs_input": "rerun",
+    "blocked": "rerun",
+}
+
+ROUND_CAP_EXTENSION = 2
+
+
+def resume_plan(kind: str) -> str:
+    return RESUME.get(kind, "rerun")

@@ -1,0 +1,187 @@
+"""The round rules (DESIGN §6), as pure functions: a snapshot in, a decision out.
+
+Every rule lives here so it can be tested exhaustively without a network or a database; the
+shell (step.py, progress.py) only reads, calls these, and applies the actions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.fixers.base import Finding
+from storage.statuses import TERMINAL, Status
+
+from .findings import apply_adjudications, attribution, fingerprint, from_review_body, from_threads
+from .model import (
+    Adjudication,
+    Converge,
+    Decision,
+    Escalate,
+    Fix,
+    Heal,
+    Nudge,
+    PrState,
+    Review,
+    RoundState,
+    Settings,
+    Snapshot,
+    StartRound,
+    Wait,
+)
+
+
+def _minutes(td) -> int:
+    return int(td.total_seconds() // 60)
+
+
+def fresh_review(s: Snapshot) -> Review | None:
+    """The newest review of the current head submitted after we started waiting.
+
+    All three conditions matter: an older review id would replay the previous round, an older
+    submission time predates the request, and another commit is not the code in front of us.
+    """
+    pr = s.pr
+    candidates = [
+        r for r in s.reviews
+        if r.id > (pr.last_review_id or 0)
+        and r.submitted_at is not None
+        and (pr.waiting_since is None or r.submitted_at > pr.waiting_since)
+        and r.commit_id == s.head
+        and r.state != "PENDING"
+        and r.user != s.settings.bot_login
+    ]
+    return max(candidates, key=lambda r: r.id, default=None)
+
+
+def check_findings(s: Snapshot) -> tuple[Finding, ...]:
+    return tuple(
+        Finding(thread_id=None, comment_id=None, path=None, line=None,
+                body=f"The required check `{name}` failed on {s.head[:7]}.", author=None,
+                fingerprint=fingerprint("check", name))
+        for name in s.checks.failing
+    )
+
+
+def decide_step(s: Snapshot) -> Decision:
+    pr, rnd = s.pr, s.round
+    if pr.status in TERMINAL:
+        return Decision((Wait("finished"),))
+    if pr.status == Status.ESCALATED:
+        if s.open_escalations == 0 and pr.escalated_at and s.now - pr.escalated_at >= s.settings.heal_grace:
+            return Decision((Heal(),))
+        return Decision((Wait("waiting for a maintainer"),))
+    if pr.status not in (Status.CONVERGING, Status.WAITING_REVIEW):
+        return Decision((Wait(f"{pr.status}: merge stage"),))
+    if s.head is None:
+        return Decision((Wait("head unreadable: failing open"),))
+    if rnd is not None and rnd.fixer_started_at is not None and rnd.status is None:
+        return Decision((Wait("the fixer is at work"),))
+    if pr.status == Status.CONVERGING or rnd is None or rnd.entry_head is None:
+        return Decision((StartRound(s.head, f"round {pr.current_round} starts"),))
+    if pr.last_round_head != s.head:
+        return Decision((StartRound(s.head, "the head moved while waiting for a review"),))
+
+    review = fresh_review(s)
+    if review is None:
+        waited = s.now - (pr.waiting_since or s.now)
+        if waited >= s.settings.review_wait_timeout:
+            question = (
+                f"No review of {s.head[:7]} arrived within {_minutes(s.settings.review_wait_timeout)} "
+                "minutes. Request one by hand, or answer to continue."
+            )
+            return Decision((Escalate("review_stalled", question, fingerprint("review_stalled", s.head)),))
+        if pr.last_nudge_at is None or s.now - pr.last_nudge_at >= s.settings.nudge_window:
+            return Decision((Nudge(), Wait("waiting for a review")))
+        return Decision((Wait("waiting for a review"),))
+
+    findings = from_threads(s.threads or ()) or from_review_body(review)
+    keep, instructions, declines = apply_adjudications(findings, s.adjudications)
+    if not keep:
+        keep = check_findings(s)
+        if not keep:
+            if s.checks.state == "pending":
+                return Decision((Wait("review is clean; waiting for required checks"),))
+            if s.open_escalations:
+                return Decision((Wait("an escalation is still open"),))
+            return Decision((*((Fix(review.id, (), instructions, declines),) if declines else ()),
+                             Converge(review.id, s.head)))
+    return Decision((Fix(review.id, keep, instructions, declines),))
+
+
+# -- progress-check -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the progress-check writes: one of advance / rerun / escalate / fail_open."""
+
+    kind: str  # advance | rerun | escalate | fail_open
+    round_status: str | None = None
+    exit_head: str | None = None
+    escalation: Escalate | None = None
+    reason: str = ""
+    instruction: str | None = None  # a remembered answer handed to the rerun
+    remembered: Escalate | None = None  # the question that memory answered
+
+
+def _churn_file(history: tuple[RoundState, ...], current: RoundState, rounds: int) -> str | None:
+    recent = [*history, current][-rounds:]
+    if len(recent) < rounds or any(r.findings is None for r in recent):
+        return None
+    if any(r is not current and r.status != "addressed" for r in recent):
+        return None
+    common = set.intersection(*({f.path for f in r.findings if f.path} for r in recent))
+    return min(common) if common else None
+
+
+def decide_progress(
+    pr: PrState, rnd: RoundState, head: str | None, history: tuple[RoundState, ...], settings: Settings,
+    memory: dict[str, Adjudication] | None = None,
+) -> Progress:
+    """After the fixer: did the branch move? The verdict is never trusted for progress.
+
+    A question a maintainer already answered for this PR is not asked again: the round reruns
+    with the remembered answer, attributed.
+    """
+    outcome = _progress(pr, rnd, head, history, settings)
+    esc = outcome.escalation
+    if esc is not None and esc.fingerprint and memory and esc.fingerprint in memory:
+        return Progress("rerun", reason=f"answered from memory: {esc.kind}",
+                        instruction=attribution(memory[esc.fingerprint]), remembered=esc)
+    return outcome
+
+
+def _progress(
+    pr: PrState, rnd: RoundState, head: str | None, history: tuple[RoundState, ...], settings: Settings
+) -> Progress:
+    if head is None:
+        return Progress("fail_open", reason="head unreadable")
+    if head != rnd.entry_head or rnd.verdict == "converged":
+        churn = _churn_file(history, rnd, settings.churn_rounds)
+        if churn is not None:
+            question = (f"{settings.churn_rounds} rounds in a row were spent on findings in `{churn}`. "
+                        "Is the reviewer asking for something the code should not do?")
+            return Progress("escalate", "addressed", head,
+                            Escalate("churn", question, fingerprint("churn", churn)), "churn")
+        if pr.current_round >= pr.max_rounds:
+            question = (f"The PR did not converge in {pr.max_rounds} rounds. Answer to allow more "
+                        "rounds, or stop it with `/converge stop`.")
+            return Progress("escalate", "addressed", head,
+                            Escalate("round_cap", question, fingerprint("round_cap", str(pr.max_rounds))),
+                            "round cap")
+        return Progress("advance", "addressed", head, reason="head moved" if head != rnd.entry_head else "resolved")
+    if rnd.fixer_finished_at is None or rnd.verdict == "waiting":
+        if pr.husk_retries < settings.max_husk_retries:
+            return Progress("rerun", reason=f"husk {pr.husk_retries + 1}")
+        question = (f"The fixer did not finish round {rnd.round_no} in {settings.max_husk_retries + 1} "
+                    "attempts and nothing was pushed. Answer to retry with guidance.")
+        return Progress("escalate", "blocked", head,
+                        Escalate("husk", question, fingerprint("husk", str(rnd.round_no))), "husk")
+    if rnd.verdict in ("needs_input", "blocked") and rnd.question:
+        return Progress("escalate", rnd.verdict, head,
+                        Escalate(rnd.verdict, rnd.question, fingerprint("question", rnd.question)), rnd.verdict)
+    summary = (rnd.summary or "").strip() or "(no summary)"
+    question = (f"The fixer finished round {rnd.round_no} without changing the branch. "
+                f"Its summary:\n\n> {summary}\n\nHow should it proceed?")
+    return Progress("escalate", "needs_input", head,
+                    Escalate("no_advance", question, fingerprint("no_advance", summary)), "no-advance")

@@ -1,0 +1,27 @@
+"""The enroll job: a label or an auto-enroll author seen in a webhook, confirmed on GitHub."""
+
+from __future__ import annotations
+
+from bot.enrollment import SubmitOptions, submit_pr
+from bot.prkey import parse_pr_key
+from bot.runtime import Runtime
+from storage import jobs
+from storage.models import Job
+
+
+async def enroll(rt: Runtime, job: Job) -> None:
+    key = parse_pr_key(job.pr_key)
+    pr = await rt.github.pull(key.owner, key.repo, key.number)
+    cfg = rt.config.convergence
+    labels = {(label.get("name") or "") for label in pr.get("labels") or []}
+    author = ((pr.get("user") or {}).get("login") or "").lower()
+    wanted = cfg.label in labels or author in {a.lower() for a in cfg.auto_enroll_authors}
+    if pr.get("state") != "open" or not wanted:
+        return
+    result = await submit_pr(rt.db, key, SubmitOptions(
+        max_rounds=cfg.max_rounds, converge_only=not cfg.merge, submitted_by="label" if cfg.label in labels else "auto",
+        title=pr.get("title"), url=pr.get("html_url"), head_branch=(pr.get("head") or {}).get("ref"),
+        author=author or None))
+    if result.outcome == "started":
+        await jobs.enqueue(rt.db, "sync", f"sync:{key}:enrolled:{result.process_key}", pr_key=str(key))
+        rt.wake_workers()

@@ -1,0 +1,126 @@
+"""Reading a PR's snapshot: the database rows and the truth on GitHub at the current head."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from bot.fixers.base import Finding
+from bot.prkey import parse_pr_key
+from bot.runtime import Runtime
+from storage import adjudications, escalations, rounds
+from storage.models import PullRequest, Round, utcnow
+
+from .model import Adjudication, Checks, PrState, Review, RoundState, Settings, Snapshot, Thread
+
+CHECK_RUN_NAME = "convergebot"
+_FAILED = {"failure", "timed_out", "cancelled", "action_required", "startup_failure", "stale"}
+
+
+def settings_of(rt: Runtime) -> Settings:
+    c = rt.config.convergence
+    return Settings(
+        reviewers=tuple(c.reviewers),
+        review_wait_timeout=timedelta(seconds=c.review_wait_timeout_seconds),
+        nudge_window=timedelta(seconds=c.nudge_window_seconds),
+        heal_grace=timedelta(seconds=c.escalation_heal_grace_seconds),
+        fixer_kind=rt.config.fixer.kind,
+        bot_login=rt.config.github.bot_login,
+        churn_rounds=c.churn_rounds,
+    )
+
+
+def _ts(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
+def review_of(raw: dict) -> Review:
+    return Review(id=raw["id"], user=(raw.get("user") or {}).get("login") or "ghost",
+                  state=raw.get("state") or "", commit_id=raw.get("commit_id"),
+                  submitted_at=_ts(raw.get("submitted_at")), body=raw.get("body") or "")
+
+
+def thread_of(raw: dict) -> Thread:
+    comments = (raw.get("comments") or {}).get("nodes") or [{}]
+    first = comments[0]
+    return Thread(id=raw["id"], is_resolved=bool(raw.get("isResolved")), is_outdated=bool(raw.get("isOutdated")),
+                  path=raw.get("path"), line=raw.get("line"), comment_id=first.get("databaseId"),
+                  body=first.get("body") or "", author=(first.get("author") or {}).get("login"))
+
+
+def checks_of(runs: list[dict], status: dict, required: list[str]) -> Checks:
+    """Collapse check runs and commit statuses (ours excluded) into one verdict."""
+    states: dict[str, str] = {}
+    for run in runs:
+        if run.get("name") == CHECK_RUN_NAME:
+            continue
+        if run.get("status") != "completed":
+            states[run["name"]] = "pending"
+        else:
+            states[run["name"]] = "failure" if run.get("conclusion") in _FAILED else "success"
+    for st in (status or {}).get("statuses") or []:
+        ctx, state = st.get("context"), st.get("state")
+        states[ctx] = {"success": "success", "pending": "pending"}.get(state, "failure")
+    if required:
+        for name in required:
+            states.setdefault(name, "pending")
+        states = {k: v for k, v in states.items() if k in required}
+    failing = tuple(sorted(k for k, v in states.items() if v == "failure"))
+    pending = tuple(sorted(k for k, v in states.items() if v == "pending"))
+    return Checks("failure" if failing else "pending" if pending else "success", failing, pending)
+
+
+def findings_of(text: str | None) -> tuple[Finding, ...] | None:
+    if text is None:
+        return None
+    return tuple(Finding(**f) for f in json.loads(text))
+
+
+def findings_json(findings) -> str:
+    return json.dumps([f.__dict__ for f in findings])
+
+
+def round_state(r: Round | None) -> RoundState | None:
+    if r is None:
+        return None
+    return RoundState(round_no=r.round_no, entry_head=r.entry_head, review_id=r.review_id,
+                      findings=findings_of(r.findings), fixer_started_at=r.fixer_started_at,
+                      fixer_finished_at=r.fixer_finished_at, verdict=r.verdict, summary=r.summary,
+                      question=r.question, status=r.status)
+
+
+def pr_state(pr: PullRequest) -> PrState:
+    return PrState(pr_key=pr.pr_key, status=pr.status, current_round=pr.current_round,
+                   max_rounds=pr.max_rounds, waiting_since=pr.waiting_since,
+                   last_review_id=pr.last_review_id, last_nudge_at=pr.last_nudge_at,
+                   last_round_head=pr.last_round_head, husk_retries=pr.husk_retries,
+                   escalated_at=pr.escalated_at)
+
+
+async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_reviews: list[dict]) -> Snapshot:
+    key = parse_pr_key(pr.pr_key)
+    history = await rounds.history(rt.db, pr.pr_key, pr.process_key)
+    current = next((r for r in history if r.round_no == pr.current_round), None)
+    settings = settings_of(rt)
+    reviews = tuple(review_of(r) for r in raw_reviews if isinstance(r.get("id"), int))
+    snap = Snapshot(
+        pr=pr_state(pr), round=round_state(current), head=head, reviews=reviews, threads=None,
+        checks=Checks("success"),
+        open_escalations=len(await escalations.open_for(rt.db, pr.pr_key)),
+        adjudications={a.fingerprint: Adjudication(a.fingerprint, a.answer, a.adjudicated_by, a.adjudicated_at)
+                       for a in await adjudications.live_for(rt.db, pr.pr_key)},
+        now=utcnow(), settings=settings,
+        history=tuple(round_state(r) for r in history if r.round_no < pr.current_round),
+    )
+    from .decide import fresh_review
+
+    if head is None or pr.status != "waiting_review" or fresh_review(snap) is None:
+        return snap
+    # Only a fresh review needs threads and checks: that keeps the unchanged-PR poll free.
+    gh = rt.github
+    threads = tuple(thread_of(t) for t in await gh.review_threads(key.owner, key.repo, key.number))
+    checks = checks_of(await gh.check_runs(key.owner, key.repo, head),
+                       await gh.combined_status(key.owner, key.repo, head),
+                       rt.config.convergence.required_checks)
+    return replace(snap, threads=threads, checks=checks)

@@ -1,0 +1,77 @@
+"""The fixer contract: what the engine hands a fixer, and the verdict it gets back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, get_args, runtime_checkable
+
+ADDRESSED = "addressed"
+NEEDS_INPUT = "needs_input"
+BLOCKED = "blocked"
+WAITING = "waiting"
+CONVERGED = "converged"
+VERDICT_STATUSES = frozenset({ADDRESSED, NEEDS_INPUT, BLOCKED, WAITING, CONVERGED})
+QUESTION_STATUSES = frozenset({NEEDS_INPUT, BLOCKED})
+
+ThreadActionKind = Literal["fixed", "declined", "needs_human"]
+THREAD_ACTIONS: frozenset[str] = frozenset(get_args(ThreadActionKind))
+
+
+@dataclass(frozen=True)
+class Finding:
+    thread_id: str | None  # GraphQL review thread node id (None for review-body items)
+    comment_id: int | None  # databaseId of the thread's first comment (reply target)
+    path: str | None
+    line: int | None
+    body: str
+    author: str | None
+    fingerprint: str  # stable id of this finding's question (given by the engine)
+
+
+@dataclass(frozen=True)
+class FixRequest:
+    pr_key: str  # "owner/repo#N"
+    round_no: int
+    attempt: int  # 0 for the first run of a round, 1-2 for husk reruns
+    title: str
+    description: str  # PR body
+    head_branch: str
+    entry_head: str  # sha captured at round entry: the push lease
+    clone_url: str  # file:// (simulator/tests) or https:// (GitHub)
+    # repr=False: a request that ends up in a log line or a traceback must not carry the token.
+    token: str | None = field(repr=False)
+    findings: tuple[Finding, ...]
+    instructions: tuple[str, ...]  # maintainer answers / adjudications to apply, attributed text
+    pr_author: str | None = None  # login of the PR author, for the `author` fixer's comment
+
+
+@dataclass(frozen=True)
+class ThreadAction:
+    thread_id: str
+    action: ThreadActionKind
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # addressed | needs_input | blocked | waiting | converged (normalized)
+    summary: str = ""
+    question: str | None = None
+    thread_actions: tuple[ThreadAction, ...] = ()
+    finished: bool = True  # False = the fixer never finished (crash, timeout, killed): a "husk"
+    pushed_head: str | None = None  # sha the bot pushed, if it pushed
+    push_rejected: bool = False  # the lease failed: someone else pushed; nothing overwritten
+    comment: str | None = None  # for ask-style fixers: the comment the engine should post
+    detail: str | None = None  # short diagnostic (exit code, timeout...), no secrets
+
+
+def husk(detail: str) -> Verdict:
+    """A fixer run that never finished: the engine reruns the round if the head did not move."""
+    return Verdict(status=ADDRESSED, finished=False, detail=detail)
+
+
+@runtime_checkable
+class Fixer(Protocol):
+    kind: str
+
+    async def run(self, req: FixRequest) -> Verdict: ...

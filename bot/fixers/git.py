@@ -1,0 +1,39 @@
+"""Running git: asyncio subprocesses with a deadline, errors that carry no secret."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .environment import scrub
+from .process import ProcessResult, run_process
+
+
+class GitError(Exception):
+    """A git step failed; the message is short and free of credentials."""
+
+
+@dataclass(frozen=True)
+class Git:
+    env: Mapping[str, str] = field(repr=False)
+    timeout: float
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    async def call(self, *args: str, cwd: Path) -> ProcessResult:
+        try:
+            return await run_process(["git", *args], cwd=cwd, env=self.env, timeout=self.timeout)
+        except OSError as e:
+            raise GitError(f"git could not start: {e.strerror or e}") from None
+
+    async def run(self, *args: str, cwd: Path) -> str:
+        """Stdout, stripped; GitError when git fails or overruns its deadline."""
+        result = await self.call(*args, cwd=cwd)
+        if not result.ok:
+            raise GitError(self.failure(args[0], result))
+        return result.stdout.strip()
+
+    def failure(self, step: str, result: ProcessResult) -> str:
+        lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+        why = scrub(lines[-1], self.secrets)[:300] if lines else ""
+        return f"git {step} failed ({result.describe()})" + (f": {why}" if why else "")

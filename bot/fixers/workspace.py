@@ -1,0 +1,207 @@
+"""A fixer's workspace: a fresh clone of the head branch at the entry head, published under a lease.
+
+Layout of the temporary directory (removed when the context exits):
+    repo/           the clone the fixer works in
+    prompt.md       the prompt, outside the work tree so it is never committed
+    findings.json   the findings, likewise
+    publish.git     created only after the fixer exited; the only repository a push runs in
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .base import FixRequest, Verdict
+from .environment import GitIdentity, check_clone_url, git_env, secret_forms
+from .git import Git, GitError
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}", "-c", "commit.gpgsign=false")
+
+
+def commit_message(req: FixRequest) -> str:
+    return f"convergebot: address review (round {req.round_no})"
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What became of the work after the fixer exited."""
+
+    pushed_head: str | None = None
+    rejected: bool = False  # the lease failed: the branch is no longer at the entry head
+
+    def apply(self, verdict: Verdict) -> Verdict:
+        if not self.rejected:
+            return replace(verdict, pushed_head=self.pushed_head)
+        # The fix never reached the branch, so no thread may be answered "fixed".
+        kept = tuple(a for a in verdict.thread_actions if a.action != "fixed")
+        return replace(
+            verdict,
+            thread_actions=kept,
+            pushed_head=None,
+            push_rejected=True,
+            detail=verdict.detail or "push rejected: the branch moved since the round began",
+        )
+
+
+class Workspace:
+    def __init__(self, root: Path, req: FixRequest, identity: GitIdentity, git_timeout: float):
+        self.root = root
+        self.repo = root / "repo"
+        self.prompt_file = root / "prompt.md"
+        self.findings_file = root / "findings.json"
+        self.req = req
+        self.identity = identity
+        secrets = secret_forms(req.token)
+        # `remote` carries the token; it only ever runs in repositories the fixer never touched
+        # (the fresh clone before the fixer starts, publish.git after it exited), so a hook or
+        # config the fixer planted cannot read the token from git's environment.
+        self.remote = Git(git_env(identity, req.clone_url, req.token), git_timeout, secrets)
+        self.local = Git(git_env(identity, req.clone_url, None), git_timeout, secrets)
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls,
+        req: FixRequest,
+        *,
+        identity: GitIdentity,
+        git_timeout: float,
+        workdir_root: Path | None = None,
+    ) -> AsyncIterator[Workspace]:
+        """A clone of `req.head_branch` checked out at `req.entry_head`; raises GitError."""
+        _check_request(req)
+        if workdir_root is not None:
+            workdir_root.mkdir(parents=True, exist_ok=True)
+        root = Path(tempfile.mkdtemp(prefix="convergebot-fix-", dir=workdir_root))
+        try:
+            ws = cls(root, req, identity, git_timeout)
+            await ws._checkout()
+            yield ws
+        finally:
+            await asyncio.to_thread(remove_tree, root)
+
+    async def _checkout(self) -> None:
+        branch, entry = self.req.head_branch, self.req.entry_head
+        ref_format = await self.local.call("check-ref-format", f"refs/heads/{branch}", cwd=self.root)
+        if not ref_format.ok:
+            raise GitError(f"refusing branch name {branch!r}")
+        await self.remote.run(
+            "clone", "--quiet", "--no-tags", "--single-branch", f"--branch={branch}",
+            "--", self.req.clone_url, str(self.repo), cwd=self.root,
+        )
+        if await self.head() == entry:
+            return
+        # The branch moved after the round began: work on what the round saw. The push lease
+        # names the entry head, so the later push is refused rather than overwriting that move.
+        if not (await self.local.call("cat-file", "-e", f"{entry}^{{commit}}", cwd=self.repo)).ok:
+            await self.remote.run("fetch", "--quiet", "--no-tags", "origin", entry, cwd=self.repo)
+        await self.local.run("checkout", "--quiet", "-B", branch, entry, cwd=self.repo)
+
+    def write_inputs(self, prompt: str, findings: str) -> None:
+        self.prompt_file.write_text(prompt, encoding="utf-8")
+        self.findings_file.write_text(findings, encoding="utf-8")
+
+    async def head(self) -> str:
+        return await self.local.run("rev-parse", "--verify", "HEAD^{commit}", cwd=self.repo)
+
+    async def commit_pending(self, message: str) -> bool:
+        """Commit everything the fixer left uncommitted (untracked files too); True if it did."""
+        status = await self.local.run(
+            *_NO_HOOKS, "status", "--porcelain", "--untracked-files=all", cwd=self.repo
+        )
+        if not status:
+            return False
+        await self.local.run(*_NO_HOOKS, "add", "--all", cwd=self.repo)
+        await self.local.run(
+            *_NO_HOOKS, "commit", "--quiet", "--no-verify", "-m", message, cwd=self.repo
+        )
+        return True
+
+    async def publish(self, message: str) -> Publication:
+        """Commit leftovers, then push HEAD to the branch if it moved, leased on the entry head.
+
+        `--force-with-lease=<branch>:<entry_head>` lets the push replace the entry head (a fixer
+        may rebase) and nothing else: a commit someone pushed meanwhile is never overwritten.
+        """
+        await self.commit_pending(message)
+        head = await self.head()
+        if head == self.req.entry_head:
+            return Publication()
+        publish = await self._publish_repo()
+        branch = self.req.head_branch
+        result = await self.remote.call(
+            "push", "--porcelain", "--no-verify",
+            f"--force-with-lease=refs/heads/{branch}:{self.req.entry_head}",
+            "--", self.req.clone_url, f"{head}:refs/heads/{branch}", cwd=publish,
+        )
+        if result.ok:
+            return Publication(pushed_head=head)
+        if not _lease_refused(result.stdout):
+            raise GitError(self.remote.failure("push", result))
+        if await self._remote_head(publish) == head:
+            return Publication(pushed_head=head)  # the fixer pushed this very commit itself
+        return Publication(rejected=True)
+
+    async def _publish_repo(self) -> Path:
+        """A bare repository with only the bot's config, borrowing the clone's objects."""
+        objects = await self.local.run(
+            "rev-parse", "--path-format=absolute", "--git-path", "objects", cwd=self.repo
+        )
+        publish = self.root / "publish.git"
+        await self.local.run("init", "--quiet", "--bare", str(publish), cwd=self.root)
+        (publish / "objects" / "info" / "alternates").write_text(objects + "\n")
+        return publish
+
+    async def _remote_head(self, cwd: Path) -> str | None:
+        out = await self.remote.run(
+            "ls-remote", "--", self.req.clone_url, f"refs/heads/{self.req.head_branch}", cwd=cwd
+        )
+        return out.split()[0] if out else None
+
+
+def _lease_refused(porcelain: str) -> bool:
+    """`!<TAB>src:dst<TAB>[rejected] (stale info)` and kin: the remote ref was not what we leased.
+
+    A `[remote rejected]` line (a protected branch, a declined hook) is a failure, not a lease.
+    """
+    return any(
+        line.startswith("!") and "\t[rejected]" in line for line in porcelain.splitlines()
+    )
+
+
+def _check_request(req: FixRequest) -> None:
+    try:
+        check_clone_url(req.clone_url)
+    except ValueError as e:
+        raise GitError(str(e)) from None
+    if not _SHA.fullmatch(req.entry_head):
+        raise GitError("entry head is not a full commit sha")
+    if not req.head_branch or req.head_branch.startswith("-"):
+        raise GitError(f"refusing branch name {req.head_branch!r}")
+
+
+def remove_tree(root: Path) -> None:
+    """Delete a workspace, even where the fixer left unwritable directories behind."""
+    try:
+        shutil.rmtree(root)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    for dirpath, dirnames, _ in os.walk(root):
+        for path in (dirpath, *(os.path.join(dirpath, d) for d in dirnames)):
+            if not os.path.islink(path):  # chmod follows links: never touch what lies outside
+                with contextlib.suppress(OSError):
+                    os.chmod(path, stat.S_IRWXU)
+    shutil.rmtree(root, ignore_errors=True)

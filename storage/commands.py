@@ -1,0 +1,38 @@
+"""The commands aggregate: an audit row per maintainer command, one per comment id."""
+
+from __future__ import annotations
+
+from sqlalchemy import update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import select
+
+from .database import Database
+from .models import Command, utcnow
+
+
+async def claim(db: Database, comment_id: int, pr_key: str, author: str, verb: str, args: str | None) -> bool:
+    """Record the command before acting on it; False if this comment was settled already.
+
+    A row still marked `received` belongs to an attempt that died midway: a retry may go on,
+    because every action a command takes is itself idempotent.
+    """
+    dialect = postgresql if db.is_postgres else sqlite
+    async with db.session() as s:
+        stmt = dialect.insert(Command.__table__).values(
+            comment_id=comment_id, pr_key=pr_key, author=author, verb=verb, args=args,
+            accepted=False, why="received", created_at=utcnow(),
+        ).on_conflict_do_nothing(index_elements=["comment_id"])
+        if (await s.exec(stmt)).rowcount == 1:
+            return True
+        row = (await s.exec(select(Command).where(Command.comment_id == comment_id))).one()
+        return row.why == "received"
+
+
+async def settle(db: Database, comment_id: int, accepted: bool, why: str) -> None:
+    async with db.session() as s:
+        await s.exec(update(Command).where(Command.comment_id == comment_id).values(accepted=accepted, why=why))
+
+
+async def for_pr(db: Database, pr_key: str) -> list[Command]:
+    async with db.session() as s:
+        return list(await s.exec(select(Command).where(Command.pr_key == pr_key).order_by(Command.id)))

@@ -1,0 +1,25 @@
+"""The dependencies aggregate: `Depends-on:` edges between PRs."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete
+from sqlmodel import select
+
+from .database import Database
+from .models import Dependency
+
+
+async def replace_for(db: Database, pr_key: str, depends_on: list[str]) -> None:
+    async with db.session() as s:
+        await s.exec(delete(Dependency).where(Dependency.pr_key == pr_key))
+        for dep in depends_on:
+            s.add(Dependency(pr_key=pr_key, depends_on_key=dep))
+
+
+async def edges(db: Database) -> dict[str, list[str]]:
+    async with db.session() as s:
+        rows = (await s.exec(select(Dependency))).all()
+    out: dict[str, list[str]] = {}
+    for row in rows:
+        out.setdefault(row.pr_key, []).append(row.depends_on_key)
+    return out

@@ -1,0 +1,60 @@
+"""The rounds aggregate: one row per (pr_key, process_key, round_no)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from .database import Database
+from .models import Round, utcnow
+
+# A rerun (husk, retry, resume after an answer) clears these, so a round without a result can
+# never be read as having the previous attempt's result.
+VERDICT_FIELDS = {
+    "fixer_started_at": None, "fixer_finished_at": None, "verdict": None, "summary": None,
+    "question": None, "status": None, "exit_head": None, "ended_at": None,
+}
+
+
+async def get(db: Database, pr_key: str, process_key: str, round_no: int) -> Round | None:
+    async with db.session() as s:
+        return (await s.exec(select(Round).where(
+            Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no
+        ))).first()
+
+
+async def history(db: Database, pr_key: str, process_key: str) -> list[Round]:
+    async with db.session() as s:
+        return list(await s.exec(select(Round).where(
+            Round.pr_key == pr_key, Round.process_key == process_key
+        ).order_by(Round.round_no)))
+
+
+async def for_pr(db: Database, pr_key: str) -> list[Round]:
+    async with db.session() as s:
+        return list(await s.exec(select(Round).where(Round.pr_key == pr_key).order_by(Round.id)))
+
+
+async def start(session: AsyncSession, pr_key: str, process_key: str, round_no: int, entry_head: str) -> None:
+    """Create the round, or restart it at a new entry head with its verdict fields cleared."""
+    now = utcnow()
+    values = {**VERDICT_FIELDS, "entry_head": entry_head, "review_id": None, "findings": None,
+              "started_at": now}
+    dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(Round.__table__).values(
+        pr_key=pr_key, process_key=process_key, round_no=round_no, attempt=0, **values
+    ).on_conflict_do_update(index_elements=["pr_key", "process_key", "round_no"], set_=values)
+    await session.exec(stmt)
+
+
+async def update_round(
+    session: AsyncSession, pr_key: str, process_key: str, round_no: int, values: dict[str, Any]
+) -> bool:
+    stmt = update(Round).where(
+        Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no
+    ).values(**values)
+    return (await session.exec(stmt)).rowcount == 1
