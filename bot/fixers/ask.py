@@ -24,16 +24,22 @@ def render_request(req: FixRequest, addressee: str) -> str:
         body = finding.body.strip()
         if len(body) > BODY_CAP:
             body = body[:BODY_CAP].rstrip() + " …"
-        lines += [f"{n}. `{location(finding)}`{by}", "", _indent(fenced(body)), ""]
+        lines += [f"{n}. `{location(finding)}`{by}", "", _indent(fenced(_defuse(body))), ""]
     if not req.findings:
         lines += ["There are no open review threads; apply the answers below.", ""]
     if req.instructions:
         lines += ["**Maintainer answers to apply:**", ""]
-        lines += [_indent(fenced(text), "- ", "  ") + "\n" for text in req.instructions]
+        lines += [_indent(fenced(_defuse(t)), "- ", "  ") + "\n" for t in req.instructions]
     lines.append(
         "Reply on a thread if you disagree with a finding instead of changing the code for it."
     )
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _defuse(text: str) -> str:
+    """Break `<!--` in quoted text: the bot finds its own comments by hidden `<!-- ... -->`
+    markers, and a quoted review comment carrying one would pass for a comment already posted."""
+    return text.replace("<!--", "<!\u200b--")
 
 
 def _indent(text: str, first: str = "   ", rest: str = "   ") -> str:

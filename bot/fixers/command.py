@@ -1,10 +1,10 @@
-"""The `command` fixer: a configured CLI (a coding agent) run in a fresh clone of the head branch."""
+"""The `command` fixer: a configured CLI (a coding agent) run in a fresh clone of the PR branch."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from bot.logs import get_logger
@@ -48,7 +48,9 @@ class CommandFixer:
         self.git_timeout_seconds = float(git_timeout_seconds)
 
     async def run(self, req: FixRequest) -> Verdict:
-        bound = log.bind(pr_key=req.pr_key, round=req.round_no, attempt=req.attempt, fixer=self.kind)
+        bound = log.bind(
+            pr_key=req.pr_key, round=req.round_no, attempt=req.attempt, fixer=self.kind
+        )
         bound.info("fixer.started", program=self.argv[0], findings=len(req.findings))
         started = time.monotonic()
         try:
@@ -120,5 +122,3 @@ def _substitute(item: str, places: dict[str, str]) -> str:
     for placeholder, value in places.items():
         item = item.replace(placeholder, value)
     return item
-
-

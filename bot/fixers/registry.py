@@ -28,7 +28,8 @@ def build_fixer(kind: str, **settings: Any) -> Fixer:
     """
     cls = FIXER_KINDS.get(kind)
     if cls is None:
-        raise ValueError(f"unknown fixer kind {kind!r}: expected one of {', '.join(sorted(FIXER_KINDS))}")
+        known = ", ".join(sorted(FIXER_KINDS))
+        raise ValueError(f"unknown fixer kind {kind!r}: expected one of {known}")
     if kind == "command" and isinstance(settings.get("argv"), str):
         settings["argv"] = shlex.split(settings["argv"])
     params = inspect.signature(cls).parameters

@@ -15,7 +15,9 @@ from .git import GitError
 from .verdict import normalize
 from .workspace import Workspace, commit_message
 
-BEHAVIOURS = ("push", "husk", "noop", "ask:<question>", "blocked:<question>", "decline", "converged")
+BEHAVIOURS = (
+    "push", "husk", "noop", "ask:<question>", "blocked:<question>", "decline", "converged"
+)
 FALLBACK_FILE = "CHANGES.md"
 ANY_PR = "*"
 

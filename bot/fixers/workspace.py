@@ -92,8 +92,8 @@ class Workspace:
 
     async def _checkout(self) -> None:
         branch, entry = self.req.head_branch, self.req.entry_head
-        ref_format = await self.local.call("check-ref-format", f"refs/heads/{branch}", cwd=self.root)
-        if not ref_format.ok:
+        ref = await self.local.call("check-ref-format", f"refs/heads/{branch}", cwd=self.root)
+        if not ref.ok:
             raise GitError(f"refusing branch name {branch!r}")
         await self.remote.run(
             "clone", "--quiet", "--no-tags", "--single-branch", f"--branch={branch}",
@@ -163,10 +163,10 @@ class Workspace:
         return publish
 
     async def _remote_head(self, cwd: Path) -> str | None:
-        out = await self.remote.run(
-            "ls-remote", "--", self.req.clone_url, f"refs/heads/{self.req.head_branch}", cwd=cwd
-        )
-        return out.split()[0] if out else None
+        ref = f"refs/heads/{self.req.head_branch}"
+        result = await self.remote.call("ls-remote", "--", self.req.clone_url, ref, cwd=cwd)
+        words = result.stdout.split() if result.ok else []
+        return words[0] if words else None
 
 
 def _lease_refused(porcelain: str) -> bool:
