@@ -44,6 +44,13 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("serve", help="run the bot: webhooks, poller, job workers")
 
+    sim = sub.add_parser("simulator", help="run the built-in GitHub simulator alone")
+    sim.add_argument("--port", type=int, default=8765)
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--scenario", help="scenario TOML file (see docs/simulator.md)")
+    sim.add_argument("--webhook-url", help="deliver signed webhooks here")
+    sim.add_argument("--webhook-secret", help="secret for X-Hub-Signature-256")
+
     a = sub.add_parser("abandon", help="abandon a PR's active run")
     a.add_argument("pr", metavar="OWNER/REPO#N")
     a.add_argument("--reason", default="abandoned from the command line")
@@ -70,6 +77,17 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         from .serve import serve
 
         return await serve(config)
+    if args.command == "simulator":
+        from pathlib import Path
+
+        from .github.simulator import ScenarioError, run_simulator
+
+        try:
+            await run_simulator(args.port, Path(args.scenario) if args.scenario else None,
+                                args.webhook_url, args.webhook_secret, host=args.host)
+        except (ScenarioError, FileNotFoundError) as e:
+            raise UsageError(str(e)) from None
+        return 0
     db = Database(config.database.url)
     try:
         await migrate(db)

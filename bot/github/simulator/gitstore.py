@@ -28,7 +28,7 @@ _BASE_ENV = {
 _HOOK = """#!{python}
 # Installed by the convergebot GitHub simulator: a real `git push` tells the simulator which refs
 # moved, so it can send `push` and `pull_request` `synchronize` webhooks.
-import json, sys, urllib.request
+import json, os, sys, urllib.request
 
 try:
     with open({url_file!r}) as f:
@@ -36,7 +36,7 @@ try:
 except OSError:
     sys.exit(0)  # no simulator is serving this root right now
 updates = [line.split() for line in sys.stdin if line.strip()]
-body = json.dumps({{"repo": {repo!r}, "pusher": "git",
+body = json.dumps({{"repo": {repo!r}, "pusher": os.environ.get("SIMULATOR_PUSHER", ""),
                    "updates": [{{"old": o, "new": n, "ref": r}} for o, n, r in updates]}}).encode()
 request = urllib.request.Request(url, data=body, headers={{"Content-Type": "application/json"}})
 try:
@@ -68,6 +68,14 @@ class CommitInfo:
     author: Author
     timestamp: str
     message: str
+
+
+_LOG_FORMAT = "--format=%H%x1f%T%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%B"
+
+
+def _commit(record: str) -> CommitInfo:
+    sha, tree, parents, name, email, when, body = record.split("\x1f", 6)
+    return CommitInfo(sha, tree, parents.split(), Author(name, email), when, body.strip())
 
 
 class GitStore:
@@ -245,14 +253,12 @@ class GitStore:
             spec = [head, "--max-count=20"]
         else:
             spec = [f"{base}..{head}"]
-        out = await self.run(git_dir, "log", "--reverse", "-z",
-                             "--format=%H%x1f%T%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%B", *spec)
-        commits = []
-        for record in filter(None, out.split("\0")):
-            sha, tree, parents, name, email, when, body = record.split("\x1f", 6)
-            commits.append(CommitInfo(sha, tree, parents.split(), Author(name, email), when,
-                                      body.strip()))
-        return commits
+        out = await self.run(git_dir, "log", "--reverse", "-z", _LOG_FORMAT, *spec)
+        return [_commit(record) for record in filter(None, out.split("\0"))]
+
+    async def commit_info(self, git_dir: Path, sha: str) -> CommitInfo:
+        out = await self.run(git_dir, "log", "-1", "-z", _LOG_FORMAT, sha)
+        return _commit(out.rstrip("\0"))
 
     async def diff_stats(self, git_dir: Path, base: str, head: str) -> tuple[int, int, int, int]:
         """(commits, additions, deletions, changed files) of head against its merge base."""

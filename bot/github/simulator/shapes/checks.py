@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ..gitstore import CommitInfo
 from ..ids import iso, node_id
 from ..state import CheckRun, CheckSuite, CommitStatus, PullRequest, Repo
+from .commits import head_commit
 from .context import RenderContext
 from .repos import repository
 from .users import user
@@ -79,7 +81,7 @@ def suite_state(runs: list[CheckRun]) -> tuple[str, str | None]:
 
 
 def check_suite(ctx: RenderContext, repo: Repo, suite: CheckSuite, runs: list[CheckRun],
-                prs: list[tuple[PullRequest, str, str]]) -> dict:
+                prs: list[tuple[PullRequest, str, str]], head: CommitInfo) -> dict:
     status, conclusion = suite_state(runs)
     return {
         "id": suite.id,
@@ -99,6 +101,7 @@ def check_suite(ctx: RenderContext, repo: Repo, suite: CheckSuite, runs: list[Ch
         "check_runs_url": ctx.api(f"repos/{repo.full_name}/check-suites/{suite.id}/check-runs"),
         "rerequestable": True,
         "runs_rerequestable": True,
+        "head_commit": head_commit(head),
     }
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ..ids import iso, node_id
 from ..state import PullRequest, Repo
 from .context import RenderContext
+from .reactions import rollup
 from .repos import repository
 from .users import user
 
@@ -39,6 +40,8 @@ def label(ctx: RenderContext, repo: Repo, name: str) -> dict:
         "color": "ededed",
         "default": False,
         "description": None,
+        "archived_by": None,  # REST and webhook schemas name the archive field differently
+        "archived_at": None,
     }
 
 
@@ -161,4 +164,5 @@ def issue_of(ctx: RenderContext, repo: Repo, pr: PullRequest) -> dict:
         },
         "body": pr.body,
         "state_reason": None,
+        "reactions": rollup(api, []),
     }

@@ -1,0 +1,280 @@
+"""The control API under /_sim/: drive the fake GitHub out of band and inspect what happened.
+
+Never counted, rate limited or faulted: tests must be able to set up and observe even while
+the GitHub API is failing on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .errors import ApiError
+from .scenario import ScenarioError, parse_reviewer
+from .shapes.comments import issue_comment
+from .shapes.reviews import review
+from .webhooks import WebhookFaults
+
+if TYPE_CHECKING:
+    from .simulator import Simulator
+
+Control = Callable[["Simulator", Request, dict], Awaitable[Any]]
+
+
+def _respond(data: Any, status: int = 200) -> Response:
+    return Response(json.dumps(data), status, media_type="application/json")
+
+
+def _wrap(sim: Simulator, handler: Control, status: int) -> Callable:
+    async def endpoint(request: Request) -> Response:
+        raw = await request.body()
+        try:
+            body = json.loads(raw) if raw.strip() else {}
+        except ValueError as e:
+            return _respond({"message": f"body is not JSON: {e}"}, 400)
+        if not isinstance(body, dict):
+            return _respond({"message": "body must be a JSON object"}, 400)
+        try:
+            return _respond(await handler(sim, request, body), status)
+        except ApiError as e:
+            return _respond(e.body(), e.status)
+        except KeyError as e:
+            return _respond({"message": f"missing field {e}"}, 422)
+        except (ScenarioError, TypeError, ValueError) as e:
+            return _respond({"message": f"bad control request: {e}"}, 422)
+
+    return endpoint
+
+
+def _repo(request: Request) -> str:
+    return f"{request.path_params['owner']}/{request.path_params['repo']}"
+
+
+def _number(request: Request) -> int:
+    return int(request.path_params["number"])
+
+
+# -- handlers ------------------------------------------------------------------------------
+
+
+async def create_repo(sim, request, body):
+    repo = await sim.create_repo(body["name"], default_branch=body.get("default_branch", "main"),
+                                 files=body.get("files"), collaborators=body.get("collaborators"),
+                                 description=body.get("description"))
+    return {"full_name": repo.full_name, "clone_url": repo.git_dir.as_uri()}
+
+
+async def set_permission(sim, request, body):
+    await sim.set_permission(_repo(request), request.path_params["user"], body.get("permission"))
+    return {"login": request.path_params["user"], "permission": body.get("permission")}
+
+
+async def push(sim, request, body):
+    sha = await sim.push(_repo(request), body["branch"], body.get("files") or {},
+                         message=body.get("message", "Update files"), author=body.get("author"),
+                         start=body.get("start"))
+    return {"sha": sha}
+
+
+async def open_pr(sim, request, body):
+    scripts = [parse_reviewer(r, f"reviewers[{i}]") for i, r in enumerate(body.get("reviewers", []))]
+    pr = await sim.open_pr(_repo(request), title=body["title"], head=body["head"],
+                           base=body.get("base"), files=body.get("files"),
+                           body=body.get("body", ""), author=body.get("author", "octocat"),
+                           labels=body.get("labels", ()), draft=body.get("draft", False),
+                           reviewers=scripts)
+    repo = sim.repo(_repo(request))
+    return await sim.pr_json(repo, pr)
+
+
+async def submit_review(sim, request, body):
+    r = await sim.submit_review(_repo(request), _number(request), user=body["user"],
+                                body=body.get("body", ""), state=body.get("state", "COMMENTED"),
+                                threads=body.get("threads", []), commit_id=body.get("commit_id"))
+    return review(sim.ctx, sim.repo(_repo(request)), r)
+
+
+async def comment(sim, request, body):
+    c = await sim.comment(_repo(request), _number(request), body["body"], user=body["user"])
+    return issue_comment(sim.ctx, sim.repo(_repo(request)), c)
+
+
+async def edit_comment(sim, request, body):
+    c = await sim.edit_comment(_repo(request), int(request.path_params["id"]), body["body"],
+                               user=body.get("user"))
+    return issue_comment(sim.ctx, sim.repo(_repo(request)), c)
+
+
+async def delete_comment(sim, request, body):
+    await sim.delete_comment(_repo(request), int(request.path_params["id"]),
+                             user=body.get("user") or request.query_params.get("user"))
+    return {"deleted": int(request.path_params["id"])}
+
+
+async def reply(sim, request, body):
+    c = await sim.reply(_repo(request), _number(request), int(body["comment_id"]),
+                        body=body["body"], user=body["user"])
+    return {"id": c.id, "in_reply_to_id": c.in_reply_to_id}
+
+
+async def resolve_thread(sim, request, body):
+    thread = await sim.resolve_thread(request.path_params["node_id"], user=body["user"],
+                                      resolved=body.get("resolved", True))
+    return {"id": thread.node_id, "isResolved": thread.is_resolved}
+
+
+async def close_pr(sim, request, body):
+    await sim.close_pr(_repo(request), _number(request), actor=body.get("user"))
+    return {"state": "closed"}
+
+
+async def reopen_pr(sim, request, body):
+    await sim.reopen_pr(_repo(request), _number(request), actor=body.get("user"))
+    return {"state": "open"}
+
+
+async def merge_pr(sim, request, body):
+    return await sim.merge_pr(_repo(request), _number(request),
+                              method=body.get("method", "merge"), sha=body.get("sha"),
+                              actor=body.get("user"), commit_title=body.get("commit_title"))
+
+
+async def add_labels(sim, request, body):
+    labels = await sim.add_labels(_repo(request), _number(request), body["labels"],
+                                  actor=body.get("user", "octocat"))
+    return {"labels": labels}
+
+
+async def set_mergeable(sim, request, body):
+    await sim.set_mergeable(_repo(request), _number(request), body.get("mergeable_state"))
+    return {"mergeable_state": body.get("mergeable_state")}
+
+
+async def request_review(sim, request, body):
+    pr = await sim.request_reviewers(_repo(request), _number(request), body["reviewers"],
+                                     actor=body.get("user", "octocat"))
+    return {"requested_reviewers": pr.requested_reviewers}
+
+
+async def set_reviewer(sim, request, body):
+    number = body.pop("number", None)
+    script = parse_reviewer(body, "reviewer")
+    sim.set_reviewer(_repo(request), script, number)
+    return {"login": script.login, "steps": len(script.steps), "number": number}
+
+
+async def set_check_run(sim, request, body):
+    run = await sim.set_check_run(_repo(request), body.get("sha") or body["ref"], body["name"],
+                                  status=body.get("status", "completed"),
+                                  conclusion=body.get("conclusion", "success"),
+                                  app=body.get("app", "github-actions"),
+                                  output=body.get("output"))
+    return {"id": run.id, "head_sha": run.head_sha, "status": run.status,
+            "conclusion": run.conclusion}
+
+
+async def set_status(sim, request, body):
+    s = await sim.set_status(_repo(request), body.get("sha") or body["ref"], body["state"],
+                             context=body.get("context", "default"),
+                             description=body.get("description"),
+                             target_url=body.get("target_url"),
+                             user=body.get("user", "github-actions[bot]"))
+    return {"id": s.id, "sha": s.sha, "state": s.state, "context": s.context}
+
+
+async def webhooks(sim, request, body):
+    if request.method == "PUT":
+        sim.configure_webhooks(body.get("url"), body.get("secret"))
+    return {"url": sim.webhooks.url, "secret_set": bool(sim.webhooks.secret)}
+
+
+async def webhook_faults(sim, request, body):
+    if request.method == "PUT":
+        sim.webhooks.faults = WebhookFaults()
+        sim.webhook_faults(**body)
+    return sim.webhooks.faults.to_dict()
+
+
+async def deliveries(sim, request, body):
+    q = request.query_params
+    found = sim.webhooks.find(q.get("event"), q.get("action"))
+    return [d.to_dict(with_payload=q.get("payload") in ("1", "true")) for d in found]
+
+
+async def faults(sim, request, body):
+    if request.method == "POST":
+        return sim.inject_fault(body.pop("path"), **body).to_dict()
+    if request.method == "DELETE":
+        fault_id = request.query_params.get("id")
+        sim.clear_faults(int(fault_id) if fault_id else None)
+    return [f.to_dict() for f in sim.faults.rules]
+
+
+async def counters(sim, request, body):
+    if request.method == "DELETE":
+        sim.counters.reset()
+    return sim.counters.snapshot()
+
+
+async def side_effects(sim, request, body):
+    if request.method == "DELETE":
+        sim.side_effects.clear()
+    return sim.effects(request.query_params.get("kind"))
+
+
+async def post_receive(sim, request, body):
+    """Called by the post-receive hook that a real `git push` runs in the bare repository."""
+    updates = [(u["old"], u["new"], u["ref"]) for u in body.get("updates", [])]
+    await sim.refs_pushed(body["repo"], updates, body.get("pusher") or None)
+    return {"ok": True}
+
+
+async def state(sim, request, body):
+    return await sim.dump_state()
+
+
+async def settle(sim, request, body):
+    await sim.settle(float(body.get("timeout", 15)))
+    return {"ok": True}
+
+
+def routes(sim: Simulator) -> list[Route]:
+    repo = "/_sim/repos/{owner}/{repo}"
+    pull = repo + "/pulls/{number:int}"
+    table: list[tuple[str, list[str], Control, int]] = [
+        ("/_sim/state", ["GET"], state, 200),
+        ("/_sim/settle", ["POST"], settle, 200),
+        ("/_sim/repos", ["POST"], create_repo, 201),
+        (repo + "/collaborators/{user}", ["PUT"], set_permission, 200),
+        (repo + "/push", ["POST"], push, 201),
+        (repo + "/pulls", ["POST"], open_pr, 201),
+        (repo + "/reviewer", ["PUT"], set_reviewer, 200),
+        (repo + "/check-runs", ["POST"], set_check_run, 201),
+        (repo + "/statuses", ["POST"], set_status, 201),
+        (repo + "/comments/{id:int}", ["PATCH"], edit_comment, 200),
+        (repo + "/comments/{id:int}", ["DELETE"], delete_comment, 200),
+        (repo + "/threads/{node_id}/resolve", ["POST"], resolve_thread, 200),
+        (pull + "/reviews", ["POST"], submit_review, 201),
+        (pull + "/comments", ["POST"], comment, 201),
+        (pull + "/replies", ["POST"], reply, 201),
+        (pull + "/close", ["POST"], close_pr, 200),
+        (pull + "/reopen", ["POST"], reopen_pr, 200),
+        (pull + "/merge", ["POST"], merge_pr, 200),
+        (pull + "/labels", ["POST"], add_labels, 200),
+        (pull + "/mergeable", ["PUT"], set_mergeable, 200),
+        (pull + "/request-review", ["POST"], request_review, 200),
+        ("/_sim/webhooks", ["GET", "PUT"], webhooks, 200),
+        ("/_sim/webhooks/faults", ["GET", "PUT"], webhook_faults, 200),
+        ("/_sim/deliveries", ["GET"], deliveries, 200),
+        ("/_sim/faults", ["GET", "POST", "DELETE"], faults, 200),
+        ("/_sim/counters", ["GET", "DELETE"], counters, 200),
+        ("/_sim/side-effects", ["GET", "DELETE"], side_effects, 200),
+        ("/_sim/hooks/post-receive", ["POST"], post_receive, 200),
+    ]
+    return [Route(path, _wrap(sim, handler, status), methods=methods)
+            for path, methods, handler, status in table]

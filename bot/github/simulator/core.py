@@ -1,0 +1,134 @@
+"""The parts every simulator operation shares: state, git, rendering, webhook emission.
+
+Operations (ops/*.py) are mixins over this base; each public operation takes `self.lock` for its
+mutation so a REST write, a control-API call, a real `git push` and a scripted reviewer never
+interleave half-way through one another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .gitstore import Author, GitStore
+from .ids import iso, now
+from .shapes import RenderContext
+from .shapes.pulls import DiffStats, Heads, pull_request
+from .shapes.repos import repository
+from .shapes.users import user
+from .state import PullRequest, Repo, State
+from .webhooks import WebhookDispatcher
+
+if TYPE_CHECKING:
+    from .reviewer import ReviewerRunner
+
+DEFAULT_TOKEN_USER = "convergebot[bot]"
+
+
+class SimulatorCore:
+    def __init__(self, *, root: Path, webhook_url: str | None, webhook_secret: str | None,
+                 token_user: str) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.state = State()
+        self.git = GitStore(self.root)
+        self.ctx = RenderContext(self.state, "http://127.0.0.1/")
+        self.webhooks = WebhookDispatcher(webhook_url, webhook_secret)
+        self.token_user = token_user
+        self.lock = asyncio.Lock()
+        self.side_effects: list[dict[str, Any]] = []
+        self._stats: dict[tuple[str, str], DiffStats] = {}
+        self._outdated_cache: dict[tuple[str, str, str, int], bool] = {}
+
+    @property
+    def base_url(self) -> str:
+        return self.ctx.base_url
+
+    @base_url.setter
+    def base_url(self, url: str) -> None:
+        self.ctx.base_url = url if url.endswith("/") else url + "/"
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def repo(self, full_name: str) -> Repo:
+        owner, _, name = full_name.partition("/")
+        return self.state.repo(owner, name)
+
+    def pr(self, full_name: str, number: int) -> tuple[Repo, PullRequest]:
+        repo = self.repo(full_name)
+        return repo, self.state.pr(repo, number)
+
+    def author(self, login: str) -> Author:
+        u = self.state.user(login)
+        return Author(login, f"{u.id}+{login}@users.noreply.simulator")
+
+    # -- git reads (never cached: a real push must be visible at once) ---------------------
+
+    async def heads(self, repo: Repo, pr: PullRequest,
+                    branches: dict[str, str] | None = None) -> Heads:
+        """A PR's current head and base shas; a closed PR keeps the ones it closed with."""
+        if pr.state != "open":
+            return Heads(pr.last_head, pr.last_base)
+        if branches is None:
+            branches = await self.git.heads(repo.git_dir)
+        return Heads(branches.get(pr.head_ref, pr.last_head),
+                     branches.get(pr.base_ref, pr.last_base))
+
+    async def head_sha(self, repo: Repo, pr: PullRequest) -> str:
+        return (await self.heads(repo, pr)).head
+
+    async def diff_stats(self, repo: Repo, heads: Heads) -> DiffStats:
+        key = (heads.base, heads.head)
+        if key not in self._stats:  # commits are immutable, so the numbers are too
+            try:
+                self._stats[key] = DiffStats(*await self.git.diff_stats(repo.git_dir, *key))
+            except Exception:
+                self._stats[key] = DiffStats()
+        return self._stats[key]
+
+    async def pr_json(self, repo: Repo, pr: PullRequest, *, full: bool = True,
+                      branches: dict[str, str] | None = None) -> dict:
+        heads = await self.heads(repo, pr, branches)
+        stats = await self.diff_stats(repo, heads) if full else None
+        return pull_request(self.ctx, repo, pr, heads, full=full, stats=stats)
+
+    def open_prs_at(self, repo: Repo, sha: str,
+                    branches: dict[str, str]) -> list[tuple[PullRequest, str, str]]:
+        """Open PRs whose head is `sha` (what check runs and suites list as pull_requests)."""
+        found = []
+        for pr in self.state.prs_of(repo):
+            if pr.state == "open" and branches.get(pr.head_ref) == sha:
+                found.append((pr, sha, branches.get(pr.base_ref, pr.last_base)))
+        return found
+
+    # -- webhooks --------------------------------------------------------------------------
+
+    def emit(self, event: str, repo: Repo, sender: str, action: str | None = None,
+             **fields: Any) -> None:
+        payload: dict[str, Any] = {"action": action} if action else {}
+        payload.update(fields)
+        payload["repository"] = repository(self.ctx, repo)
+        payload["sender"] = user(self.ctx, sender)
+        self.webhooks.emit(event, payload)
+
+    async def emit_pr(self, action: str, repo: Repo, pr: PullRequest, sender: str,
+                      **extra: Any) -> None:
+        self.emit("pull_request", repo, sender, action, number=pr.number,
+                  pull_request=await self.pr_json(repo, pr), **extra)
+
+    # -- provided by the ops mixins (ops/repos.py, reviewer.py), declared for the others ----
+
+    reviewer: "ReviewerRunner"
+
+    async def _ref_moved(self, repo: Repo, ref: str, old: str, new: str,
+                         pusher: str | None) -> None:
+        raise NotImplementedError
+
+    async def _emit_push(self, repo: Repo, ref: str, old: str, new: str, pusher: str) -> None:
+        raise NotImplementedError
+
+    # -- side effects: what API clients (the bot) changed, for tests to assert on -------------
+
+    def record(self, kind: str, actor: str, **fields: Any) -> None:
+        self.side_effects.append({"kind": kind, "actor": actor, "at": iso(now()), **fields})

@@ -1,0 +1,217 @@
+"""The path every REST and GraphQL request takes: faults, auth, rate limit, ETag, counters.
+
+Handlers stay plain: they take an `ApiRequest` and return a `Reply` (or raise `ApiError`);
+everything GitHub does around them (401, 304, x-ratelimit-*, Retry-After) happens here once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .counters import DROPPED
+from .errors import ApiError
+from .faults import Fault
+from .pagination import paginate
+
+if TYPE_CHECKING:
+    from .simulator import Simulator
+
+log = structlog.get_logger("simulator.gateway")
+
+JSON = "application/json; charset=utf-8"
+# Path parameters that Starlette must convert (ids) or let span slashes (refs, file paths); the
+# GitHub-style template without converters is what counters report.
+CONVERTERS = {"number": "int", "comment_id": "int", "check_run_id": "int", "review_id": "int",
+              "ref": "path", "path": "path"}
+# Seconds a `drop` fault holds a request open when the client never gives up.
+DROP_HOLD_SECONDS = 60.0
+
+
+@dataclass
+class Reply:
+    data: Any
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ApiRequest:
+    request: Request
+    actor: str  # the login the token acts as
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.request.path_params
+
+    @property
+    def repo(self) -> str:
+        return f"{self.params['owner']}/{self.params['repo']}"
+
+    def number(self, name: str = "number") -> int:
+        return int(self.params[name])
+
+    @property
+    def query(self):
+        return self.request.query_params
+
+    async def json(self) -> dict:
+        raw = await self.request.body()
+        if not raw:
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise ApiError(400, "Problems parsing JSON") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "Body should be a JSON object")
+        return data
+
+    def page(self, items: list) -> tuple[list, dict[str, str]]:
+        chunk, link = paginate(self.request.url, items)
+        return chunk, ({"Link": link} if link else {})
+
+
+Handler = Callable[["Simulator", ApiRequest], Awaitable[Reply]]
+
+
+def _etag(body: bytes) -> str:
+    return f'W/"{hashlib.sha256(body).hexdigest()[:40]}"'
+
+
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    if not if_none_match:
+        return False
+    wanted = etag.removeprefix("W/")
+    tags = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
+    return "*" in tags or wanted in tags
+
+
+def token_of(request: Request) -> str | None:
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    return value.strip() if scheme.lower() in ("token", "bearer") and value.strip() else None
+
+
+class Gateway:
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+
+    def route(self, method: str, template: str, handler: Handler, resource: str = "core",
+              counted: bool = True, app_jwt: bool = False) -> Route:
+        """A Starlette route whose request goes through the whole GitHub pipeline.
+
+        `counted=False` marks endpoints GitHub exempts from the rate limit (GET /rate_limit);
+        `app_jwt` ones authenticate as the App (its JWT), not with an API token.
+        """
+        async def endpoint(request: Request) -> Response:
+            return await self.handle(request, method, template, handler, resource, counted,
+                                     app_jwt)
+
+        pattern = template
+        for name, kind in CONVERTERS.items():
+            pattern = pattern.replace(f"{{{name}}}", f"{{{name}:{kind}}}")
+        return Route(pattern, endpoint, methods=[method], name=f"{method} {template}")
+
+    async def handle(self, request: Request, method: str, template: str, handler: Handler,
+                     resource: str, counted: bool, app_jwt: bool = False) -> Response:
+        sim = self.sim
+        fault = sim.faults.take(method, request.url.path)
+        if fault is not None:
+            answer = await self._fault(request, fault, resource)
+            if answer is not None or fault.drop:
+                sim.counters.add(method, template, answer.status_code if answer else DROPPED)
+                return answer or Response(status_code=499)
+        token = token_of(request)
+        actor = "app" if app_jwt else sim.token_actor(token)
+        if actor is None:
+            sim.counters.add(method, template, 401)
+            return self._json(401, {"message": "Bad credentials",
+                                    "documentation_url": "https://docs.github.com/rest"})
+        key = token or "anonymous"
+        bucket = sim.rate_limits.bucket(resource, key)
+        if counted and bucket.remaining == 0:
+            sim.counters.add(method, template, 403)
+            return self._json(403, {"message": f"API rate limit exceeded for {actor}.",
+                                    "documentation_url": "https://docs.github.com/rest"},
+                              sim.rate_limits.headers(bucket, resource))
+        try:
+            reply = await handler(sim, ApiRequest(request, actor))
+            status, data, headers = reply.status, reply.data, dict(reply.headers)
+        except ApiError as e:
+            status, data, headers = e.status, e.body(), dict(e.headers)
+        except Exception:
+            log.exception("simulator handler failed", route=f"{method} {template}")
+            status, data, headers = 500, {"message": "Server Error"}, {}
+        body = b"" if status == 204 else json.dumps(data).encode()
+        if method == "GET" and status == 200:
+            headers["ETag"] = _etag(body)
+            if _matches(request.headers.get("if-none-match"), headers["ETag"]):
+                # A revalidation that hits costs nothing against the rate limit, as on GitHub.
+                sim.counters.add(method, template, 304)
+                headers.update(sim.rate_limits.headers(bucket, resource))
+                return Response(status_code=304, headers=headers)
+            headers["Cache-Control"] = "private, max-age=60, s-maxage=60"
+        if counted:
+            bucket = sim.rate_limits.consume(resource, key)
+        headers.update(sim.rate_limits.headers(bucket, resource))
+        sim.counters.add(method, template, status)
+        if status == 204:
+            return Response(status_code=204, headers=self._common(headers))
+        return Response(body, status_code=status, headers=self._common(headers), media_type=JSON)
+
+    @staticmethod
+    def _common(headers: dict[str, str]) -> dict[str, str]:
+        return {"X-GitHub-Media-Type": "github.v3; format=json",
+                "X-GitHub-Request-Id": uuid.uuid4().hex[:20].upper(),
+                "X-GitHub-Api-Version-Selected": "2022-11-28", **headers}
+
+    def _json(self, status: int, data: dict, headers: dict[str, str] | None = None) -> Response:
+        return Response(json.dumps(data).encode(), status_code=status,
+                        headers=self._common(headers or {}), media_type=JSON)
+
+    async def _fault(self, request: Request, fault: Fault, resource: str) -> Response | None:
+        """The injected answer, or None to go on (a pure delay). A drop never answers."""
+        if fault.delay > 0:
+            await asyncio.sleep(fault.delay)
+        if fault.drop:
+            await self._hold(request)
+            return None
+        if fault.status is None:
+            return None
+        if fault.status in (403, 429):
+            reset = int(time.time()) + fault.retry_after
+            headers = {"Retry-After": str(fault.retry_after), "x-ratelimit-limit": "5000",
+                       "x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset),
+                       "x-ratelimit-used": "5000", "x-ratelimit-resource": resource}
+            message = ("API rate limit exceeded" if fault.status == 403 else
+                       "You have exceeded a secondary rate limit. Please wait a few minutes "
+                       "before you try again.")
+            return self._json(fault.status, {"message": message}, headers)
+        messages = {500: "Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
+        return self._json(fault.status, {"message": messages[fault.status]})
+
+    async def _hold(self, request: Request) -> None:
+        """Keep the request open until the client disconnects (its timeout) or we shut down."""
+        async def disconnected() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+
+        waiters = [asyncio.ensure_future(disconnected()),
+                   asyncio.ensure_future(self.sim.closing.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=DROP_HOLD_SECONDS,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()

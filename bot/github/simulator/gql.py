@@ -1,0 +1,275 @@
+"""POST /graphql: review threads of a PR and their resolution, through graphql-core.
+
+Objects are small node classes whose attributes and methods are the GraphQL fields (graphql-core
+calls a callable attribute with the field arguments). Like GitHub, a bot's GraphQL `login` has no
+`[bot]` suffix (`copilot-pull-request-reviewer`), while REST says `copilot-pull-request-reviewer[bot]`.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime, timezone
+from typing import Any
+
+from graphql import GraphQLError, build_schema, graphql
+
+from .errors import NotFound
+from .gateway import ApiRequest, Gateway, Reply, token_of
+from .gql_schema import SDL
+from .ids import iso
+from .state import PullRequest, Repo, Review, ReviewComment, ReviewThread
+
+MAX_PAGE = 100
+
+
+class NotFoundError(GraphQLError):
+    """Rendered with GitHub's `"type": "NOT_FOUND"` next to the message."""
+
+
+def _cursor(index: int) -> str:
+    return base64.b64encode(f"cursor:{index}".encode()).decode()
+
+
+def _index(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    try:
+        return int(base64.b64decode(cursor).decode().removeprefix("cursor:"))
+    except ValueError:
+        raise GraphQLError(f"`{cursor}` does not appear to be a valid cursor.") from None
+
+
+def connection(items: list, first: int | None, after: str | None, last: int | None = None,
+               before: str | None = None) -> dict:
+    """Relay cursor pagination with GitHub's rule that `first` or `last` is required (<= 100)."""
+    if first is None and last is None:
+        raise GraphQLError("You must provide a `first` or `last` value to properly paginate.")
+    for name, value in (("first", first), ("last", last)):
+        if value is not None and not 0 <= value <= MAX_PAGE:
+            raise GraphQLError(f"Requesting {value} records on the connection exceeds the "
+                               f"`{name}` limit of {MAX_PAGE} records.")
+    start, end = _index(after), len(items)
+    if before is not None:
+        end = min(end, _index(before) - 1)
+    if first is not None:
+        end = min(end, start + first)
+    if last is not None:
+        start = max(start, end - last)
+    window = list(enumerate(items[start:end], start + 1))
+    return {
+        "totalCount": len(items),
+        "pageInfo": {"hasNextPage": end < len(items), "hasPreviousPage": start > 0,
+                     "startCursor": _cursor(window[0][0]) if window else None,
+                     "endCursor": _cursor(window[-1][0]) if window else None},
+        "nodes": [node for _, node in window],
+        "edges": [{"cursor": _cursor(i), "node": node} for i, node in window],
+    }
+
+
+class ActorNode:
+    def __init__(self, sim, login: str) -> None:
+        u = sim.state.user(login)
+        self.typename = u.type
+        self.id = u.node_id
+        self.databaseId = u.id
+        self.login = login.removesuffix("[bot]")
+        self.avatarUrl = sim.ctx.html(f"avatars/{login}")
+        self.url = sim.ctx.html(self.login)
+
+
+class ReviewNode:
+    def __init__(self, sim, review: Review) -> None:
+        self.id, self.databaseId = review.node_id, review.id
+        self.state, self.body = review.state, review.body
+        self.author = ActorNode(sim, review.user)
+        self.submittedAt = iso(review.submitted_at)
+        self.commit = {"oid": review.commit_id}
+
+
+class CommentNode:
+    def __init__(self, sim, repo: Repo, c: ReviewComment, outdated: bool, head: str) -> None:
+        self._sim, self._c = sim, c
+        self.id, self.databaseId = c.node_id, c.id
+        self.body = self.bodyText = c.body
+        self.author = ActorNode(sim, c.user)
+        self.createdAt, self.updatedAt = iso(c.created_at), iso(c.updated_at)
+        self.url = sim.ctx.html(f"{repo.full_name}/pull/{c.number}#discussion_r{c.id}")
+        self.path, self.originalLine = c.path, c.line
+        self.line = None if outdated else c.line
+        self.outdated = outdated
+        self.commit = {"oid": c.commit_id if outdated else head}
+        self.originalCommit = {"oid": c.commit_id}
+        self._repo, self._head = repo, head
+
+    def replyTo(self, info) -> CommentNode | None:
+        if self._c.in_reply_to_id is None:
+            return None
+        parent = self._sim.state.review_comments[self._c.in_reply_to_id]
+        return CommentNode(self._sim, self._repo, parent, self.outdated, self._head)
+
+    def pullRequestReview(self, info) -> ReviewNode | None:
+        review = self._sim.state.reviews.get(self._c.review_id)
+        return ReviewNode(self._sim, review) if review else None
+
+
+class ThreadNode:
+    def __init__(self, sim, repo: Repo, thread: ReviewThread, outdated: bool, head: str) -> None:
+        self._sim, self._repo, self._thread, self._head = sim, repo, thread, head
+        self.id = thread.node_id
+        self.isResolved, self.isOutdated = thread.is_resolved, outdated
+        self.isCollapsed = thread.is_resolved
+        self.path, self.originalLine = thread.path, thread.line
+        self.line = None if outdated else thread.line
+        self.startLine, self.diffSide = None, "RIGHT"
+        self.resolvedBy = ActorNode(sim, thread.resolved_by) if thread.resolved_by else None
+        self.viewerCanResolve = not thread.is_resolved
+        self.viewerCanUnresolve = thread.is_resolved
+
+    def comments(self, info, first=None, after=None, last=None, before=None) -> dict:
+        nodes = [CommentNode(self._sim, self._repo, self._sim.state.review_comments[c],
+                             self.isOutdated, self._head) for c in self._thread.comment_ids]
+        return connection(nodes, first, after, last, before)
+
+
+class PullRequestNode:
+    def __init__(self, sim, repo: Repo, pr: PullRequest) -> None:
+        self._sim, self._repo, self._pr = sim, repo, pr
+        self.id, self.databaseId, self.number = pr.node_id, pr.id, pr.number
+        self.title, self.body = pr.title, pr.body or ""
+        self.url = sim.ctx.html(f"{repo.full_name}/pull/{pr.number}")
+        self.state = "MERGED" if pr.merged else pr.state.upper()
+        self.isDraft, self.merged = pr.draft, pr.merged
+        mergeable, _ = pr.mergeability()
+        self.mergeable = {True: "MERGEABLE", False: "CONFLICTING", None: "UNKNOWN"}[mergeable]
+        self.headRefName, self.baseRefName = pr.head_ref, pr.base_ref
+        self.author = ActorNode(sim, pr.user)
+
+    async def headRefOid(self, info) -> str:
+        return (await self._sim.heads(self._repo, self._pr)).head
+
+    async def baseRefOid(self, info) -> str:
+        return (await self._sim.heads(self._repo, self._pr)).base
+
+    async def reviewThreads(self, info, first=None, after=None, last=None, before=None) -> dict:
+        head = await self._sim.head_sha(self._repo, self._pr)
+        threads = await self._sim.threads_of(self._repo, self._pr)
+        nodes = [ThreadNode(self._sim, self._repo, t, outdated, head) for t, outdated in threads]
+        return connection(nodes, first, after, last, before)
+
+    def reviews(self, info, first=None, after=None, last=None, before=None) -> dict:
+        nodes = [ReviewNode(self._sim, self._sim.state.reviews[r]) for r in self._pr.review_ids]
+        return connection(nodes, first, after, last, before)
+
+
+class RepositoryNode:
+    def __init__(self, sim, repo: Repo) -> None:
+        self._sim, self._repo = sim, repo
+        self.id, self.databaseId = repo.node_id, repo.id
+        self.name, self.nameWithOwner = repo.name, repo.full_name
+        self.url = sim.ctx.html(repo.full_name)
+        self.owner = ActorNode(sim, repo.owner)
+
+    def pullRequest(self, info, number: int) -> PullRequestNode:
+        try:
+            return PullRequestNode(self._sim, self._repo, self._sim.state.pr(self._repo, number))
+        except NotFound:
+            raise NotFoundError(f"Could not resolve to a PullRequest with the number of {number}.")
+
+
+class QueryRoot:
+    def repository(self, info, owner: str, name: str, followRenames=None) -> RepositoryNode:
+        sim = info.context["sim"]
+        try:
+            return RepositoryNode(sim, sim.state.repo(owner, name))
+        except NotFound:
+            raise NotFoundError(f"Could not resolve to a Repository with the name '{owner}/{name}'.")
+
+    def rateLimit(self, info, dryRun=None) -> dict:
+        bucket = info.context["bucket"]
+        reset = datetime.fromtimestamp(bucket.reset, timezone.utc)
+        # The gateway charges this query after it runs; GitHub reports the balance after it.
+        return {"cost": 1, "limit": bucket.limit, "nodeCount": 0,
+                "remaining": max(0, bucket.remaining - 1), "resetAt": iso(reset),
+                "used": bucket.used + 1}
+
+    def viewer(self, info) -> ActorNode:
+        return ActorNode(info.context["sim"], info.context["actor"])
+
+
+class MutationRoot:
+    async def _thread(self, info, thread_id: str, resolved: bool) -> dict:
+        sim = info.context["sim"]
+        try:
+            thread = await sim.resolve_thread(thread_id, user=info.context["actor"],
+                                              resolved=resolved)
+        except NotFound:
+            raise NotFoundError(f"Could not resolve to a node with the global id of '{thread_id}'.")
+        repo, pr = sim.pr(thread.repo, thread.number)
+        head = await sim.head_sha(repo, pr)
+        outdated = await sim.is_outdated(repo, thread, head)
+        sim.record("thread_resolved" if resolved else "thread_unresolved", info.context["actor"],
+                   repo=repo.full_name, number=pr.number, thread_id=thread_id)
+        return ThreadNode(sim, repo, thread, outdated, head)
+
+    async def resolveReviewThread(self, info, input: dict) -> dict:
+        return {"clientMutationId": input.get("clientMutationId"),
+                "thread": await self._thread(info, input["threadId"], True)}
+
+    async def unresolveReviewThread(self, info, input: dict) -> dict:
+        return {"clientMutationId": input.get("clientMutationId"),
+                "thread": await self._thread(info, input["threadId"], False)}
+
+    async def addPullRequestReviewThreadReply(self, info, input: dict) -> dict:
+        sim = info.context["sim"]
+        node = input["pullRequestReviewThreadId"]
+        try:
+            thread = sim.state.thread_by_node(node)
+        except NotFound:
+            raise NotFoundError(f"Could not resolve to a node with the global id of '{node}'.")
+        c = await sim.reply(thread.repo, thread.number, thread.comment_ids[0],
+                            body=input["body"], user=info.context["actor"])
+        sim.record("review_reply", info.context["actor"], repo=thread.repo, number=thread.number,
+                   id=c.id, in_reply_to=c.in_reply_to_id, body=c.body)
+        repo, pr = sim.pr(thread.repo, thread.number)
+        head = await sim.head_sha(repo, pr)
+        return {"clientMutationId": input.get("clientMutationId"),
+                "comment": CommentNode(sim, repo, c, await sim.is_outdated(repo, thread, head),
+                                       head)}
+
+
+SCHEMA = build_schema(SDL)
+SCHEMA.type_map["Actor"].resolve_type = lambda value, info, abstract: value.typename
+
+
+def _error(error: GraphQLError) -> dict[str, Any]:
+    data = error.formatted
+    if isinstance(error.original_error, NotFoundError) or isinstance(error, NotFoundError):
+        data = {"type": "NOT_FOUND", **data}
+    return data
+
+
+async def endpoint(sim, req: ApiRequest) -> Reply:
+    body = await req.json()
+    query = body.get("query")
+    if not isinstance(query, str) or not query.strip():
+        return Reply({"errors": [{"message": "A query attribute must be specified and must be a string."}]})
+    key = token_of(req.request) or "anonymous"
+    context = {"sim": sim, "actor": req.actor,
+               "bucket": sim.rate_limits.bucket("graphql", key)}
+    result = await graphql(SCHEMA, query, root_value=_Root(), context_value=context,
+                           variable_values=body.get("variables"),
+                           operation_name=body.get("operationName"))
+    data: dict[str, Any] = {"data": result.data}
+    if result.errors:
+        data["errors"] = [_error(e) for e in result.errors]
+        if result.data is None:
+            data.pop("data")
+    return Reply(data)
+
+
+class _Root(QueryRoot, MutationRoot):
+    """One root object serves queries and mutations: graphql-core reads fields off it by name."""
+
+
+def routes(gw: Gateway):
+    return [gw.route("POST", "/graphql", endpoint, resource="graphql")]

@@ -1,0 +1,197 @@
+"""The GraphQL schema subset the simulator serves (GitHub's names and nullability)."""
+
+SDL = """
+scalar DateTime
+scalar URI
+scalar GitObjectID
+
+interface Actor {
+  login: String!
+  avatarUrl: URI!
+  url: URI!
+}
+
+type User implements Actor {
+  id: ID!
+  databaseId: Int
+  login: String!
+  avatarUrl: URI!
+  url: URI!
+}
+
+type Bot implements Actor {
+  id: ID!
+  databaseId: Int
+  login: String!
+  avatarUrl: URI!
+  url: URI!
+}
+
+type PageInfo {
+  hasNextPage: Boolean!
+  hasPreviousPage: Boolean!
+  startCursor: String
+  endCursor: String
+}
+
+type RateLimit {
+  cost: Int!
+  limit: Int!
+  nodeCount: Int!
+  remaining: Int!
+  resetAt: DateTime!
+  used: Int!
+}
+
+type Commit {
+  oid: GitObjectID!
+}
+
+type PullRequestReview {
+  id: ID!
+  databaseId: Int
+  state: String!
+  body: String!
+  author: Actor
+  submittedAt: DateTime
+  commit: Commit
+}
+
+type PullRequestReviewComment {
+  id: ID!
+  databaseId: Int
+  body: String!
+  bodyText: String!
+  author: Actor
+  createdAt: DateTime!
+  updatedAt: DateTime!
+  url: URI!
+  path: String!
+  line: Int
+  originalLine: Int
+  outdated: Boolean!
+  commit: Commit
+  originalCommit: Commit
+  replyTo: PullRequestReviewComment
+  pullRequestReview: PullRequestReview
+}
+
+type PullRequestReviewCommentEdge {
+  cursor: String!
+  node: PullRequestReviewComment
+}
+
+type PullRequestReviewCommentConnection {
+  totalCount: Int!
+  pageInfo: PageInfo!
+  nodes: [PullRequestReviewComment]
+  edges: [PullRequestReviewCommentEdge]
+}
+
+type PullRequestReviewThread {
+  id: ID!
+  isResolved: Boolean!
+  isOutdated: Boolean!
+  isCollapsed: Boolean!
+  path: String!
+  line: Int
+  originalLine: Int
+  startLine: Int
+  diffSide: String!
+  resolvedBy: User
+  viewerCanResolve: Boolean!
+  viewerCanUnresolve: Boolean!
+  comments(first: Int, after: String, last: Int, before: String): PullRequestReviewCommentConnection!
+}
+
+type PullRequestReviewThreadEdge {
+  cursor: String!
+  node: PullRequestReviewThread
+}
+
+type PullRequestReviewThreadConnection {
+  totalCount: Int!
+  pageInfo: PageInfo!
+  nodes: [PullRequestReviewThread]
+  edges: [PullRequestReviewThreadEdge]
+}
+
+type PullRequestReviewConnection {
+  totalCount: Int!
+  pageInfo: PageInfo!
+  nodes: [PullRequestReview]
+}
+
+type PullRequest {
+  id: ID!
+  databaseId: Int
+  number: Int!
+  title: String!
+  body: String!
+  url: URI!
+  state: String!
+  isDraft: Boolean!
+  merged: Boolean!
+  mergeable: String!
+  headRefName: String!
+  headRefOid: GitObjectID!
+  baseRefName: String!
+  baseRefOid: GitObjectID!
+  author: Actor
+  reviewThreads(first: Int, after: String, last: Int, before: String): PullRequestReviewThreadConnection!
+  reviews(first: Int, after: String, last: Int, before: String): PullRequestReviewConnection
+}
+
+type Repository {
+  id: ID!
+  databaseId: Int
+  name: String!
+  nameWithOwner: String!
+  url: URI!
+  owner: Actor!
+  pullRequest(number: Int!): PullRequest
+}
+
+type Query {
+  repository(owner: String!, name: String!, followRenames: Boolean): Repository
+  rateLimit(dryRun: Boolean): RateLimit
+  viewer: User!
+}
+
+input ResolveReviewThreadInput {
+  threadId: ID!
+  clientMutationId: String
+}
+
+input UnresolveReviewThreadInput {
+  threadId: ID!
+  clientMutationId: String
+}
+
+input AddPullRequestReviewThreadReplyInput {
+  pullRequestReviewThreadId: ID!
+  body: String!
+  clientMutationId: String
+}
+
+type ResolveReviewThreadPayload {
+  clientMutationId: String
+  thread: PullRequestReviewThread
+}
+
+type UnresolveReviewThreadPayload {
+  clientMutationId: String
+  thread: PullRequestReviewThread
+}
+
+type AddPullRequestReviewThreadReplyPayload {
+  clientMutationId: String
+  comment: PullRequestReviewComment
+}
+
+type Mutation {
+  resolveReviewThread(input: ResolveReviewThreadInput!): ResolveReviewThreadPayload
+  unresolveReviewThread(input: UnresolveReviewThreadInput!): UnresolveReviewThreadPayload
+  addPullRequestReviewThreadReply(input: AddPullRequestReviewThreadReplyInput!): AddPullRequestReviewThreadReplyPayload
+}
+"""

@@ -1,0 +1,13 @@
+"""GitHub REST endpoints, one module per resource family."""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+from ..gateway import Gateway
+from . import apps, checks, issues, pulls, repos, reviews
+
+
+def routes(gateway: Gateway) -> list[Route]:
+    return [route for module in (repos, pulls, reviews, issues, checks, apps)
+            for route in module.routes(gateway)]

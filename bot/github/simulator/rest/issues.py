@@ -1,0 +1,101 @@
+"""Issue-side endpoints of a PR: conversation comments, their reactions, labels."""
+
+from __future__ import annotations
+
+from ..errors import Unprocessable
+from ..gateway import ApiRequest, Gateway, Reply
+from ..shapes.comments import issue_comment
+from ..shapes.pulls import label
+from ..shapes.reactions import reaction
+
+
+async def list_comments(sim, req: ApiRequest) -> Reply:
+    repo, pr = sim.pr(req.repo, req.number())
+    page, headers = req.page([sim.state.issue_comments[i] for i in pr.issue_comment_ids])
+    return Reply([issue_comment(sim.ctx, repo, c) for c in page], headers=headers)
+
+
+async def _body(req: ApiRequest) -> str:
+    body = (await req.json()).get("body")
+    if not isinstance(body, str) or not body:
+        raise Unprocessable("body is required", "body")
+    return body
+
+
+async def create_comment(sim, req: ApiRequest) -> Reply:
+    body = await _body(req)
+    c = await sim.comment(req.repo, req.number(), body, user=req.actor)
+    sim.record("issue_comment", req.actor, repo=req.repo, number=c.number, id=c.id, body=body)
+    return Reply(issue_comment(sim.ctx, sim.repo(req.repo), c), status=201)
+
+
+async def get_comment(sim, req: ApiRequest) -> Reply:
+    repo = sim.repo(req.repo)
+    return Reply(issue_comment(sim.ctx, repo,
+                               sim.state.issue_comment(repo, req.number("comment_id"))))
+
+
+async def edit_comment(sim, req: ApiRequest) -> Reply:
+    body = await _body(req)
+    c = await sim.edit_comment(req.repo, req.number("comment_id"), body, user=req.actor)
+    sim.record("issue_comment_edited", req.actor, repo=req.repo, number=c.number, id=c.id,
+               body=body)
+    return Reply(issue_comment(sim.ctx, sim.repo(req.repo), c))
+
+
+async def delete_comment(sim, req: ApiRequest) -> Reply:
+    await sim.delete_comment(req.repo, req.number("comment_id"), user=req.actor)
+    sim.record("issue_comment_deleted", req.actor, repo=req.repo, id=req.number("comment_id"))
+    return Reply(None, status=204)
+
+
+async def react(sim, req: ApiRequest) -> Reply:
+    content = (await req.json()).get("content", "")
+    r, created = await sim.react(req.repo, "issue", req.number("comment_id"), content,
+                                 user=req.actor)
+    if created:
+        sim.record("reaction", req.actor, repo=req.repo, subject="issue_comment",
+                   comment_id=req.number("comment_id"), content=content)
+    return Reply(reaction(sim.ctx, r), status=201 if created else 200)
+
+
+async def list_reactions(sim, req: ApiRequest) -> Reply:
+    repo = sim.repo(req.repo)
+    c = sim.state.issue_comment(repo, req.number("comment_id"))
+    wanted = req.query.get("content")
+    page, headers = req.page([r for r in c.reactions if wanted in (None, r.content)])
+    return Reply([reaction(sim.ctx, r) for r in page], headers=headers)
+
+
+async def add_labels(sim, req: ApiRequest) -> Reply:
+    data = await req.json()
+    names = data.get("labels") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise Unprocessable("labels must be a list of names", "labels")
+    labels = await sim.add_labels(req.repo, req.number(), names, actor=req.actor)
+    sim.record("label_added", req.actor, repo=req.repo, number=req.number(), labels=names)
+    repo = sim.repo(req.repo)
+    return Reply([label(sim.ctx, repo, name) for name in labels])
+
+
+async def remove_label(sim, req: ApiRequest) -> Reply:
+    name = req.params["name"]
+    await sim.remove_label(req.repo, req.number(), name, actor=req.actor)
+    sim.record("label_removed", req.actor, repo=req.repo, number=req.number(), label=name)
+    _, pr = sim.pr(req.repo, req.number())
+    return Reply([label(sim.ctx, sim.repo(req.repo), n) for n in pr.labels])
+
+
+def routes(gw: Gateway):
+    issues = "/repos/{owner}/{repo}/issues"
+    return [
+        gw.route("GET", issues + "/{number}/comments", list_comments),
+        gw.route("POST", issues + "/{number}/comments", create_comment),
+        gw.route("GET", issues + "/comments/{comment_id}", get_comment),
+        gw.route("PATCH", issues + "/comments/{comment_id}", edit_comment),
+        gw.route("DELETE", issues + "/comments/{comment_id}", delete_comment),
+        gw.route("GET", issues + "/comments/{comment_id}/reactions", list_reactions),
+        gw.route("POST", issues + "/comments/{comment_id}/reactions", react),
+        gw.route("POST", issues + "/{number}/labels", add_labels),
+        gw.route("DELETE", issues + "/{number}/labels/{name}", remove_label),
+    ]

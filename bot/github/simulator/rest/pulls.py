@@ -1,0 +1,116 @@
+"""Pull request endpoints: list, get, edit, merge, update-branch, review requests."""
+
+from __future__ import annotations
+
+from ..errors import NotFound, Unprocessable
+from ..gateway import ApiRequest, Gateway, Reply
+from ..shapes.users import user
+
+_STATES = ("open", "closed", "all")
+
+
+async def list_pulls(sim, req: ApiRequest) -> Reply:
+    repo = sim.repo(req.repo)
+    state = req.query.get("state", "open")
+    if state not in _STATES:
+        raise Unprocessable("state must be open, closed or all", "state")
+    head, base = req.query.get("head"), req.query.get("base")
+    prs = [pr for pr in sim.state.prs_of(repo)
+           if (state == "all" or pr.state == state)
+           and (head is None or head in (pr.head_ref, f"{repo.owner}:{pr.head_ref}"))
+           and (base is None or pr.base_ref == base)]
+    newest_first = req.query.get("direction", "desc") != "asc"
+    prs.sort(key=lambda pr: pr.number, reverse=newest_first)
+    page, headers = req.page(prs)
+    branches = await sim.git.heads(repo.git_dir)  # one git call for the whole page
+    return Reply([await sim.pr_json(repo, pr, full=False, branches=branches) for pr in page],
+                 headers=headers)
+
+
+async def get_pull(sim, req: ApiRequest) -> Reply:
+    repo, pr = sim.pr(req.repo, req.number())
+    return Reply(await sim.pr_json(repo, pr))
+
+
+async def edit_pull(sim, req: ApiRequest) -> Reply:
+    body = await req.json()
+    pr = await sim.edit_pr(req.repo, req.number(), actor=req.actor, title=body.get("title"),
+                           body=body.get("body"), state=body.get("state"), base=body.get("base"))
+    sim.record("pr_edited", req.actor, repo=req.repo, number=pr.number,
+               fields=sorted(k for k in body if k in ("title", "body", "state", "base")))
+    return Reply(await sim.pr_json(sim.repo(req.repo), pr))
+
+
+async def merge_pull(sim, req: ApiRequest) -> Reply:
+    body = await req.json()
+    result = await sim.merge_pr(req.repo, req.number(), method=body.get("merge_method", "merge"),
+                                sha=body.get("sha"), actor=req.actor,
+                                commit_title=body.get("commit_title"),
+                                commit_message=body.get("commit_message"))
+    sim.record("merge", req.actor, repo=req.repo, number=req.number(), sha=result["sha"],
+               method=body.get("merge_method", "merge"), expected_head=body.get("sha"))
+    return Reply(result)
+
+
+async def is_merged(sim, req: ApiRequest) -> Reply:
+    _, pr = sim.pr(req.repo, req.number())
+    if not pr.merged:
+        raise NotFound("merge")
+    return Reply(None, status=204)
+
+
+async def update_branch(sim, req: ApiRequest) -> Reply:
+    body = await req.json()
+    new = await sim.update_branch(req.repo, req.number(), actor=req.actor,
+                                  expected_head_sha=body.get("expected_head_sha"))
+    sim.record("branch_update", req.actor, repo=req.repo, number=req.number(), head=new)
+    pull = sim.ctx.api(f"repos/{req.repo}/pulls/{req.number()}")
+    return Reply({"message": "Updating pull request branch.", "url": pull}, status=202)
+
+
+async def get_requested(sim, req: ApiRequest) -> Reply:
+    _, pr = sim.pr(req.repo, req.number())
+    return Reply({"users": [user(sim.ctx, login) for login in pr.requested_reviewers],
+                  "teams": []})
+
+
+async def request_reviewers(sim, req: ApiRequest) -> Reply:
+    body = await req.json()
+    reviewers = body.get("reviewers") or []
+    if not isinstance(reviewers, list) or not reviewers and not body.get("team_reviewers"):
+        raise Unprocessable("reviewers must be a non-empty list", "reviewers")
+    pr = await sim.request_reviewers(req.repo, req.number(), reviewers, actor=req.actor)
+    sim.record("review_requested", req.actor, repo=req.repo, number=pr.number,
+               reviewers=reviewers)
+    return Reply(await sim.pr_json(sim.repo(req.repo), pr, full=False), status=201)
+
+
+async def remove_reviewers(sim, req: ApiRequest) -> Reply:
+    body = await req.json()
+    reviewers = body.get("reviewers") or []
+    pr = await sim.remove_requested_reviewers(req.repo, req.number(), reviewers, actor=req.actor)
+    sim.record("review_request_removed", req.actor, repo=req.repo, number=pr.number,
+               reviewers=reviewers)
+    return Reply(await sim.pr_json(sim.repo(req.repo), pr, full=False))
+
+
+async def copilot_review(sim, req: ApiRequest) -> Reply:
+    await sim.request_copilot_review(req.repo, req.number(), actor=req.actor)
+    sim.record("copilot_review_requested", req.actor, repo=req.repo, number=req.number())
+    return Reply({"message": "Copilot code review requested."}, status=202)
+
+
+def routes(gw: Gateway):
+    base = "/repos/{owner}/{repo}/pulls"
+    return [
+        gw.route("GET", base, list_pulls),
+        gw.route("GET", base + "/{number}", get_pull),
+        gw.route("PATCH", base + "/{number}", edit_pull),
+        gw.route("PUT", base + "/{number}/merge", merge_pull),
+        gw.route("GET", base + "/{number}/merge", is_merged),
+        gw.route("PUT", base + "/{number}/update-branch", update_branch),
+        gw.route("GET", base + "/{number}/requested_reviewers", get_requested),
+        gw.route("POST", base + "/{number}/requested_reviewers", request_reviewers),
+        gw.route("DELETE", base + "/{number}/requested_reviewers", remove_reviewers),
+        gw.route("POST", base + "/{number}/copilot-code-review", copilot_review),
+    ]

@@ -1,0 +1,97 @@
+"""Reviews and review (diff) comment endpoints, including thread replies and reactions."""
+
+from __future__ import annotations
+
+from ..errors import NotFound, Unprocessable
+from ..gateway import ApiRequest, Gateway, Reply
+from ..shapes.reactions import reaction
+from ..shapes.reviews import review, review_comment
+from ..state import ThreadSpec
+
+
+async def list_reviews(sim, req: ApiRequest) -> Reply:
+    repo, pr = sim.pr(req.repo, req.number())
+    page, headers = req.page([sim.state.reviews[i] for i in pr.review_ids])
+    return Reply([review(sim.ctx, repo, r) for r in page], headers=headers)
+
+
+async def get_review(sim, req: ApiRequest) -> Reply:
+    repo, pr = sim.pr(req.repo, req.number())
+    review_id = req.number("review_id")
+    if review_id not in pr.review_ids:
+        raise NotFound("review")
+    return Reply(review(sim.ctx, repo, sim.state.reviews[review_id]))
+
+
+async def create_review(sim, req: ApiRequest) -> Reply:
+    """POST .../reviews with `event` and inline `comments` ({path, line, body})."""
+    body = await req.json()
+    try:
+        threads = [ThreadSpec(path=c["path"], line=int(c["line"]), body=c["body"])
+                   for c in body.get("comments") or []]
+    except (KeyError, TypeError, ValueError):
+        raise Unprocessable("each comment needs path, line and body", "comments") from None
+    r = await sim.submit_review(req.repo, req.number(), user=req.actor,
+                                body=body.get("body") or "", state=body.get("event") or "COMMENT",
+                                threads=threads, commit_id=body.get("commit_id"))
+    sim.record("review", req.actor, repo=req.repo, number=req.number(), id=r.id, state=r.state,
+               body=r.body, threads=len(threads))
+    return Reply(review(sim.ctx, sim.repo(req.repo), r))
+
+
+async def _render_comments(sim, repo, pr, comment_ids: list[int]) -> list[dict]:
+    head = await sim.head_sha(repo, pr)
+    out = []
+    for cid in comment_ids:
+        c = sim.state.review_comments[cid]
+        outdated = await sim.is_outdated(repo, sim.state.threads[c.thread_id], head)
+        out.append(review_comment(sim.ctx, repo, c, head=head, outdated=outdated))
+    return out
+
+
+async def list_comments(sim, req: ApiRequest) -> Reply:
+    repo, pr = sim.pr(req.repo, req.number())
+    page, headers = req.page(pr.review_comment_ids)
+    return Reply(await _render_comments(sim, repo, pr, page), headers=headers)
+
+
+async def get_comment(sim, req: ApiRequest) -> Reply:
+    repo = sim.repo(req.repo)
+    c = sim.state.review_comment(repo, req.number("comment_id"))
+    pr = sim.state.pr(repo, c.number)
+    return Reply((await _render_comments(sim, repo, pr, [c.id]))[0])
+
+
+async def reply(sim, req: ApiRequest) -> Reply:
+    body = (await req.json()).get("body")
+    if not body:
+        raise Unprocessable("body is required", "body")
+    c = await sim.reply(req.repo, req.number(), req.number("comment_id"), body=body,
+                        user=req.actor)
+    sim.record("review_reply", req.actor, repo=req.repo, number=req.number(), id=c.id,
+               in_reply_to=c.in_reply_to_id, body=body)
+    repo, pr = sim.pr(req.repo, req.number())
+    return Reply((await _render_comments(sim, repo, pr, [c.id]))[0], status=201)
+
+
+async def react(sim, req: ApiRequest) -> Reply:
+    content = (await req.json()).get("content", "")
+    r, created = await sim.react(req.repo, "review", req.number("comment_id"), content,
+                                 user=req.actor)
+    if created:
+        sim.record("reaction", req.actor, repo=req.repo, subject="review_comment",
+                   comment_id=req.number("comment_id"), content=content)
+    return Reply(reaction(sim.ctx, r), status=201 if created else 200)
+
+
+def routes(gw: Gateway):
+    pulls = "/repos/{owner}/{repo}/pulls"
+    return [
+        gw.route("GET", pulls + "/{number}/reviews", list_reviews),
+        gw.route("POST", pulls + "/{number}/reviews", create_review),
+        gw.route("GET", pulls + "/{number}/reviews/{review_id}", get_review),
+        gw.route("GET", pulls + "/{number}/comments", list_comments),
+        gw.route("POST", pulls + "/{number}/comments/{comment_id}/replies", reply),
+        gw.route("GET", pulls + "/comments/{comment_id}", get_comment),
+        gw.route("POST", pulls + "/comments/{comment_id}/reactions", react),
+    ]

@@ -1,0 +1,165 @@
+"""The `Simulator`: a stateful fake GitHub, usable from Python and served over HTTP as `app`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .core import DEFAULT_TOKEN_USER
+from .counters import Counters
+from .faults import Fault, Faults
+from .ids import iso
+from .ops.checks import CheckOps
+from .ops.comments import CommentOps
+from .ops.merges import MergeOps
+from .ops.pulls import PullOps
+from .ops.repos import RepoOps
+from .ops.reviews import ReviewOps
+from .ratelimit import RateLimiter
+from .reviewer import ReviewerRunner
+from .webhooks import Delivery, WebhookFaults
+
+if TYPE_CHECKING:
+    from .scenario import Scenario
+
+
+class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps):
+    """Fake GitHub state with real git branches. Serve `app` (see SimulatorServer) or call the
+    operations directly; both send the same webhooks.
+
+    `tokens`: None accepts any (or no) token as `token_user`; a set accepts those tokens as
+    `token_user`; a mapping names the user of each token. Anything else answers 401.
+    """
+
+    def __init__(self, scenario: Scenario | None = None, *, root: Path,
+                 webhook_url: str | None = None, webhook_secret: str | None = None,
+                 tokens: set[str] | Mapping[str, str] | None = None,
+                 token_user: str = DEFAULT_TOKEN_USER, rate_limit: int = 5000) -> None:
+        super().__init__(root=root, webhook_url=webhook_url, webhook_secret=webhook_secret,
+                         token_user=token_user)
+        self.scenario = scenario
+        self.tokens = tokens
+        self.issued_tokens: set[str] = set()  # installation tokens handed to App-auth clients
+        self.faults = Faults()
+        self.counters = Counters()
+        self.rate_limits = RateLimiter(rate_limit)
+        self.reviewer = ReviewerRunner(self)
+        self.closing = asyncio.Event()  # set on shutdown; releases requests held by `drop`
+        self._started = False
+        from .app import build_app
+
+        self.app = build_app(self)
+
+    async def start(self) -> None:
+        """Create the scenario's repos and PRs (once). Needs a running event loop."""
+        if self._started:
+            return
+        self._started = True
+        if self.scenario is not None:
+            from .scenario import apply_scenario
+
+            await apply_scenario(self, self.scenario)
+
+    async def aclose(self) -> None:
+        self.closing.set()
+        await self.reviewer.aclose()
+        await self.webhooks.aclose()
+
+    async def __aenter__(self) -> Simulator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def token_actor(self, token: str | None) -> str | None:
+        """The login a token acts as, or None when it must be refused (401)."""
+        if self.tokens is None or token in self.issued_tokens:
+            return self.token_user
+        if isinstance(self.tokens, Mapping):
+            return self.tokens.get(token) if token else None
+        return self.token_user if token in self.tokens else None
+
+    # -- faults, webhooks, observation -----------------------------------------------------
+
+    def inject_fault(self, path: str, **options: Any) -> Fault:
+        """See `Fault`: e.g. `inject_fault(r"/pulls/\\d+$", method="GET", status=502, count=2)`."""
+        return self.faults.add(path, **options)
+
+    def clear_faults(self, fault_id: int | None = None) -> None:
+        self.faults.clear(fault_id)
+
+    def configure_webhooks(self, url: str | None, secret: str | None = None) -> None:
+        self.webhooks.configure(url, secret)
+
+    def webhook_faults(self, **options: Any) -> WebhookFaults:
+        """Set delivery faults (drop_all, drop_next, duplicate_next, reorder_next, ...)."""
+        faults = self.webhooks.faults
+        for name, value in options.items():
+            if not hasattr(faults, name):
+                raise TypeError(f"unknown webhook fault {name!r}")
+            setattr(faults, name, type(getattr(faults, name))(value))
+        return faults
+
+    @property
+    def deliveries(self) -> list[Delivery]:
+        return self.webhooks.deliveries
+
+    def effects(self, kind: str | None = None) -> list[dict]:
+        return [e for e in self.side_effects if kind is None or e["kind"] == kind]
+
+    async def settle(self, timeout: float = 15.0) -> None:
+        """Wait until no scripted review is in flight and every webhook has been attempted."""
+        async with asyncio.timeout(timeout):
+            while True:
+                await self.reviewer.idle(timeout)
+                await self.webhooks.drain(timeout)
+                if not self.reviewer.busy():
+                    return
+
+    async def dump_state(self) -> dict:
+        """Everything, JSON-ready, with branch heads read from git."""
+        s = self.state
+        repos = []
+        for repo in s.repos.values():
+            branches = await self.git.heads(repo.git_dir)
+            prs = []
+            for pr in s.prs_of(repo):
+                heads = await self.heads(repo, pr, branches)
+                threads = await self.threads_of(repo, pr)
+                prs.append({
+                    "number": pr.number, "title": pr.title, "state": pr.state,
+                    "merged": pr.merged, "author": pr.user, "head": pr.head_ref,
+                    "head_sha": heads.head, "base": pr.base_ref, "base_sha": heads.base,
+                    "labels": pr.labels, "mergeable_state": pr.mergeability()[1],
+                    "requested_reviewers": pr.requested_reviewers,
+                    "reviews": [{"id": r.id, "user": r.user, "state": r.state,
+                                 "commit_id": r.commit_id, "body": r.body}
+                                for r in (s.reviews[i] for i in pr.review_ids)],
+                    "threads": [{"id": t.node_id, "path": t.path, "line": t.line,
+                                 "resolved": t.is_resolved, "outdated": outdated,
+                                 "commit_id": t.commit_id,
+                                 "comments": [s.review_comments[c].body for c in t.comment_ids]}
+                                for t, outdated in threads],
+                    "comments": [{"id": c.id, "user": c.user, "body": c.body}
+                                 for c in (s.issue_comments[i] for i in pr.issue_comment_ids)],
+                })
+            repos.append({"full_name": repo.full_name, "default_branch": repo.default_branch,
+                          "clone_url": repo.git_dir.as_uri(), "branches": branches,
+                          "collaborators": repo.collaborators, "pulls": prs})
+        return {
+            "base_url": self.base_url,
+            "repos": repos,
+            "check_runs": [{"id": r.id, "repo": r.repo, "head_sha": r.head_sha, "name": r.name,
+                            "status": r.status, "conclusion": r.conclusion, "app": r.app}
+                           for r in s.check_runs.values()],
+            "statuses": [{"id": x.id, "repo": x.repo, "sha": x.sha, "context": x.context,
+                          "state": x.state, "created_at": iso(x.created_at)}
+                         for x in s.statuses],
+        }
+
+    @property
+    def hook_endpoint(self) -> str:
+        return f"{self.base_url}_sim/hooks/post-receive"

@@ -1,0 +1,208 @@
+"""Signed webhook delivery from a background queue, with injectable delivery faults.
+
+`emit` never blocks the request that caused the event: it records the delivery, decides its
+faults at once (so "drop the next one" means the next event emitted) and queues it. One worker
+sends deliveries in order, like GitHub's hookshot does for one hook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import structlog
+
+from .ids import iso, now
+
+log = structlog.get_logger("simulator.webhooks")
+
+
+@dataclass
+class WebhookFaults:
+    drop_all: bool = False
+    drop_next: int = 0
+    duplicate_next: int = 0  # each of the next N is sent twice with the same delivery id
+    reorder_next: int = 0  # hold the next N and send them newest first
+    reorder_window: float = 2.0  # a partial batch is flushed (reversed) after this many seconds
+    delay: float = 0.0  # seconds to wait before sending each delivery
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Attempt:
+    at: str
+    status: int | None
+    error: str | None = None
+
+
+@dataclass
+class Delivery:
+    id: str
+    event: str
+    action: str | None
+    body: bytes
+    queued_at: str
+    dropped: bool = False
+    duplicate: bool = False
+    reordered: bool = False
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def status(self) -> int | None:
+        return self.attempts[-1].status if self.attempts else None
+
+    @property
+    def payload(self) -> dict:
+        return json.loads(self.body)
+
+    def to_dict(self, *, with_payload: bool = False) -> dict:
+        data = {"id": self.id, "event": self.event, "action": self.action,
+                "queued_at": self.queued_at, "status": self.status, "dropped": self.dropped,
+                "duplicate": self.duplicate, "reordered": self.reordered,
+                "attempts": [a.__dict__ for a in self.attempts]}
+        if with_payload:
+            data["payload"] = self.payload
+        return data
+
+
+def signature(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class WebhookDispatcher:
+    def __init__(self, url: str | None = None, secret: str | None = None, *,
+                 timeout: float = 10.0, hook_id: int = 1) -> None:
+        self.url = url
+        self.secret = secret
+        self.timeout = timeout
+        self.hook_id = hook_id
+        self.faults = WebhookFaults()
+        self.deliveries: list[Delivery] = []
+        self._queue: asyncio.Queue[Delivery] | None = None
+        self._held: list[Delivery] = []
+        self._flush_timer: asyncio.TimerHandle | None = None
+        self._worker: asyncio.Task | None = None
+        self._client: httpx.AsyncClient | None = None
+
+    def configure(self, url: str | None, secret: str | None) -> None:
+        self.url, self.secret = url, secret
+
+    def emit(self, event: str, payload: dict[str, Any]) -> Delivery:
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        delivery = Delivery(id=str(uuid.uuid4()), event=event, action=payload.get("action"),
+                            body=body, queued_at=iso(now()))
+        self.deliveries.append(delivery)
+        if self.url is None:
+            return delivery
+        faults = self.faults
+        if faults.drop_all or faults.drop_next > 0:
+            faults.drop_next = max(0, faults.drop_next - 1)
+            delivery.dropped = True
+            log.info("webhook dropped", delivery_id=delivery.id, event_name=event)
+            return delivery
+        if faults.duplicate_next > 0:
+            faults.duplicate_next -= 1
+            delivery.duplicate = True
+        if faults.reorder_next > 0:
+            faults.reorder_next -= 1
+            delivery.reordered = True
+            self._hold(delivery)
+        else:
+            self._enqueue(delivery)
+        return delivery
+
+    def _enqueue(self, delivery: Delivery) -> None:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._run(), name="sim-webhooks")
+        self._queue.put_nowait(delivery)
+
+    def _hold(self, delivery: Delivery) -> None:
+        self._held.append(delivery)
+        if self.faults.reorder_next == 0:
+            self._flush_held()
+        elif self._flush_timer is None:
+            # A batch that never fills must not be held forever.
+            self._flush_timer = asyncio.get_running_loop().call_later(
+                self.faults.reorder_window, self._flush_held)
+
+    def _flush_held(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        held, self._held = self._held, []
+        for delivery in reversed(held):
+            self._enqueue(delivery)
+
+    async def _run(self) -> None:
+        assert self._queue is not None
+        while True:
+            delivery = await self._queue.get()
+            try:
+                if self.faults.delay > 0:
+                    await asyncio.sleep(self.faults.delay)
+                await self._send(delivery)
+                if delivery.duplicate:
+                    await self._send(delivery)
+            except Exception as e:  # a broken receiver must never stop later deliveries
+                delivery.attempts.append(Attempt(at=iso(now()), status=None, error=repr(e)))
+            finally:
+                self._queue.task_done()
+
+    async def _send(self, delivery: Delivery) -> None:
+        url = self.url
+        if url is None:
+            delivery.attempts.append(Attempt(at=iso(now()), status=None, error="no target"))
+            return
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "GitHub-Hookshot/sim",
+            "X-GitHub-Event": delivery.event,
+            "X-GitHub-Delivery": delivery.id,
+            "X-GitHub-Hook-ID": str(self.hook_id),
+            "X-GitHub-Hook-Installation-Target-Type": "repository",
+        }
+        if self.secret:
+            headers["X-Hub-Signature-256"] = signature(self.secret, delivery.body)
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout)
+        try:
+            resp = await self._client.post(url, content=delivery.body, headers=headers)
+            delivery.attempts.append(Attempt(at=iso(now()), status=resp.status_code))
+            log.debug("webhook delivered", delivery_id=delivery.id, event_name=delivery.event,
+                     action=delivery.action, status=resp.status_code)
+        except httpx.HTTPError as e:
+            delivery.attempts.append(Attempt(at=iso(now()), status=None, error=repr(e)))
+            log.warning("webhook failed", delivery_id=delivery.id, event_name=delivery.event,
+                        error=repr(e))
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait until every queued (and held) delivery has been attempted."""
+        async with asyncio.timeout(timeout):
+            while self._held:
+                await asyncio.sleep(0.02)
+            if self._queue is not None:
+                await self._queue.join()
+
+    async def aclose(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+        if self._worker is not None:
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def find(self, event: str | None = None, action: str | None = None) -> list[Delivery]:
+        return [d for d in self.deliveries
+                if (event is None or d.event == event) and (action is None or d.action == action)]
