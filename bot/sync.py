@@ -31,7 +31,7 @@ async def read_observation(rt: Runtime, pr_key: str) -> Observation:
         head = None
     reviews = await gh.reviews(key.owner, key.repo, key.number)
     latest = max((r["id"] for r in reviews if isinstance(r.get("id"), int)), default=None)
-    return Observation(pr=pr, head_sha=head, latest_review_id=latest, read_at=utcnow())
+    return Observation(pr=pr, head_sha=head, latest_review_id=latest, read_at=utcnow(), reviews=tuple(reviews))
 
 
 async def sync_ref(rt: Runtime, job: Job) -> None:

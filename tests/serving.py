@@ -29,8 +29,8 @@ def make_config(db_url: str, api_url: str = "http://127.0.0.1:9/", **sections: d
 
 
 @asynccontextmanager
-async def serving(config: Config):
+async def serving(config: Config, *, fixer=None):
     """Yields (runtime, http client on the server's base URL)."""
-    async with running(config) as (rt, server):
+    async with running(config, fixer=fixer) as (rt, server):
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}", timeout=10) as http:
             yield rt, http

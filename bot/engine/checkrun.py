@@ -43,15 +43,20 @@ async def publish(rt: Runtime, pr_key: str) -> None:
     left = len(json.loads(rnd.findings)) if rnd is not None and rnd.findings is not None else None
     fields = render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action)
     key = parse_pr_key(pr_key)
+    published = rt.extras.setdefault("check_runs", {})
+    if published.get(pr_key) == (pr.head_sha, fields):
+        return  # nothing new to say: an unchanged PR costs no write
     try:
         if pr.check_run_id and pr.check_run_head == pr.head_sha:
             await rt.github.update_check_run(key.owner, key.repo, pr.check_run_id, **fields)
+            published[pr_key] = (pr.head_sha, fields)
             return
         created = await rt.github.create_check_run(key.owner, key.repo, name=CHECK_RUN_NAME,
                                                    head_sha=pr.head_sha, **fields)
     except GitHubError as e:
         log.warning("checkrun.failed", pr_key=pr_key, error=str(e))
         return
+    published[pr_key] = (pr.head_sha, fields)
     if pr.process_key:
         await prs.fenced_update(rt.db, pr_key, pr.process_key,
                                 {"check_run_id": created["id"], "check_run_head": pr.head_sha})

@@ -34,6 +34,23 @@ def _minutes(td) -> int:
     return int(td.total_seconds() // 60)
 
 
+def _login(name: str) -> str:
+    return name.lower().removesuffix("[bot]")
+
+
+def counts_as_review(r: Review, settings: Settings) -> bool:
+    """A configured reviewer's review, or a person's approval / change request.
+
+    A thread reply also shows up as a COMMENTED review by whoever replied: that is not the
+    fresh review a round waits for.
+    """
+    if _login(r.user) == _login(settings.bot_login):
+        return False
+    if _login(r.user) in {_login(x) for x in settings.reviewers}:
+        return True
+    return r.state in ("APPROVED", "CHANGES_REQUESTED")
+
+
 def fresh_review(s: Snapshot) -> Review | None:
     """The newest review of the current head submitted after we started waiting.
 
@@ -41,16 +58,24 @@ def fresh_review(s: Snapshot) -> Review | None:
     submission time predates the request, and another commit is not the code in front of us.
     """
     pr = s.pr
+    # GitHub stamps reviews to the second: compare at that resolution, or a review submitted in
+    # the same second as the request would never count.
+    since = pr.waiting_since.replace(microsecond=0) if pr.waiting_since else None
     candidates = [
         r for r in s.reviews
         if r.id > (pr.last_review_id or 0)
         and r.submitted_at is not None
-        and (pr.waiting_since is None or r.submitted_at > pr.waiting_since)
+        and (since is None or r.submitted_at >= since)
         and r.commit_id == s.head
-        and r.state != "PENDING"
-        and r.user != s.settings.bot_login
+        and r.state not in ("PENDING", "DISMISSED")
+        and counts_as_review(r, s.settings)
     ]
     return max(candidates, key=lambda r: r.id, default=None)
+
+
+def _newest(s: Snapshot) -> int | None:
+    """The review baseline of a new wait: only reviews after these count."""
+    return max((r.id for r in s.reviews), default=s.pr.last_review_id)
 
 
 def check_findings(s: Snapshot) -> tuple[Finding, ...]:
@@ -77,9 +102,9 @@ def decide_step(s: Snapshot) -> Decision:
     if rnd is not None and rnd.fixer_started_at is not None and rnd.status is None:
         return Decision((Wait("the fixer is at work"),))
     if pr.status == Status.CONVERGING or rnd is None or rnd.entry_head is None:
-        return Decision((StartRound(s.head, f"round {pr.current_round} starts"),))
+        return Decision((StartRound(s.head, f"round {pr.current_round} starts", _newest(s)),))
     if pr.last_round_head != s.head:
-        return Decision((StartRound(s.head, "the head moved while waiting for a review"),))
+        return Decision((StartRound(s.head, "the head moved while waiting for a review", _newest(s)),))
 
     review = fresh_review(s)
     if review is None:

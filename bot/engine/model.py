@@ -121,6 +121,7 @@ class StartRound(Action):
 
     entry_head: str
     reason: str
+    review_baseline: int | None = None
 
 
 @dataclass(frozen=True)

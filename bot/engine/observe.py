@@ -17,6 +17,7 @@ class Observation:
     head_sha: str | None  # from the branch ref; None if unreadable
     latest_review_id: int | None
     read_at: datetime
+    reviews: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -55,9 +55,7 @@ async def _step(rt: Runtime, pr_key: str) -> None:
         await merge_stage(rt, pr, seen.pr, bound)
         await checkrun.publish(rt, pr_key)
         return
-    key = parse_pr_key(pr_key)
-    raw_reviews = await rt.github.reviews(key.owner, key.repo, key.number)
-    snap = await read_snapshot(rt, pr, seen.head_sha, raw_reviews)
+    snap = await read_snapshot(rt, pr, seen.head_sha, list(seen.reviews))
     decision = decide_step(snap)
     for action in decision.actions:
         if not await _apply(rt, pr, action, bound):
@@ -76,6 +74,7 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
             won = await prs.fenced_update(None, pr.pr_key, pk, {
                 "status": Status.WAITING_REVIEW, "last_round_head": action.entry_head,
                 "waiting_since": now, "last_nudge_at": now, "last_action": action.reason,
+                "last_review_id": action.review_baseline,
             }, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW), expect_round=n, session=s)
             if won:
                 await rounds.start(s, pr.pr_key, pk, n, action.entry_head)

@@ -49,13 +49,17 @@ class TestFreshReview:
 
     @pytest.mark.parametrize("stale", [
         review(id=100), review(id=99),                       # not newer than the consumed one
-        review(at=T0), review(at=T0 - timedelta(seconds=1)),  # submitted before we asked
+        review(at=T0 - timedelta(seconds=1)),                 # submitted before we asked
         review(commit=H2),                                    # another commit
         review(user="convergebot[bot]"),                      # ourselves
         review(state="PENDING"),
     ])
     def test_stale_reviews_are_not_fresh(self, stale):
         assert fresh_review(snap(reviews=(stale,))) is None
+
+    def test_same_second_as_the_request_counts(self):
+        waiting = replace(PR, waiting_since=T0 + timedelta(milliseconds=400))
+        assert fresh_review(snap(pr=waiting, reviews=(review(at=T0),))).id == 101
 
     def test_the_newest_fresh_review_wins(self):
         assert fresh_review(snap(reviews=(review(id=101), review(id=105), review(id=103)))).id == 105
@@ -64,7 +68,9 @@ class TestFreshReview:
 class TestStep:
     def test_converging_without_a_fixer_starts_the_round_at_the_current_head(self):
         d = decide_step(snap(pr=replace(PR, status="converging"), head=H2))
-        assert d.actions == (StartRound(H2, "round 1 starts"),)
+        assert d.actions == (StartRound(H2, "round 1 starts", 100),)
+        seen = decide_step(snap(pr=replace(PR, status="converging"), reviews=(review(id=120, commit=H2),)))
+        assert seen.actions[0].review_baseline == 120  # only reviews after the request count
 
     def test_head_moved_while_waiting_restarts_the_round(self):
         (a,) = decide_step(snap(head=H2)).actions

@@ -39,7 +39,10 @@ def label(ctx: RenderContext, repo: Repo, name: str) -> dict:
         "name": name,
         "color": "ededed",
         "default": False,
-        "description": None,
+        # A string, never null: `pull-request-simple` (PR lists, the review-request answer)
+        # requires one, though GitHub sends null for an undescribed label
+        # (github/rest-api-description#1812). An empty description satisfies every shape.
+        "description": "",
         "archived_by": None,  # REST and webhook schemas name the archive field differently
         "archived_at": None,
     }

@@ -1,0 +1,98 @@
+"""The real bot (`serve`'s stack) against the real simulator, webhooks flowing both ways."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.github.simulator import ReviewerScript, ReviewStep, Simulator, SimulatorServer, ThreadSpec
+from storage import escalations, prs, rounds
+from storage.prs import PrView
+
+from ..serving import WEBHOOK_SECRET, make_config, serving
+
+REPO = "acme/app"
+COPILOT = "copilot-pull-request-reviewer[bot]"
+FILES = {"README.md": "# app\n", "app/core.py": "def f():\n    return 1\n", "app/util.py": "X = 1\n"}
+
+
+def steps(*counts: int, path: str = "app/core.py") -> ReviewerScript:
+    """A Copilot script whose n-th review leaves counts[n] threads."""
+    return ReviewerScript(
+        steps=[ReviewStep(threads=[ThreadSpec(path=path, line=1, body=f"finding {i} of review {n}")
+                                   for i in range(c)],
+                          body=f"Copilot reviewed and generated {c} comments.", state="COMMENTED")
+               for n, c in enumerate(counts)],
+        login=COPILOT, delay=0.1)
+
+
+@dataclass
+class Harness:
+    sim: Simulator
+    sim_url: str
+    rt: Any
+    http: Any
+
+    async def view(self, key: str) -> PrView | None:
+        return await prs.get(self.rt.db, key)
+
+    async def wait_for(self, what: str, check: Callable[[], Awaitable[Any]], timeout: float = 30) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = await check()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            await asyncio.sleep(0.05)
+
+    async def wait_status(self, key: str, *statuses: str, timeout: float = 30) -> PrView:
+        async def check():
+            v = await self.view(key)
+            return v if v is not None and v.derived_status in statuses else None
+
+        try:
+            return await self.wait_for(f"{key} in {statuses}", check, timeout)
+        except AssertionError:
+            v = await self.view(key)
+            raise AssertionError(f"{key} is {v and v.derived_status} ({v and v.pr.last_action}), "
+                                 f"wanted {statuses}") from None
+
+    async def rounds(self, key: str):
+        return await rounds.for_pr(self.rt.db, key)
+
+    async def escalations(self, key: str):
+        return await escalations.for_pr(self.rt.db, key)
+
+    def bot_comments(self, number: int) -> list[dict]:
+        """Issue comments the bot posted on PR `number`, through the REST API."""
+        return [e for e in self.sim.effects("issue_comment") if e.get("number") == number]
+
+
+@asynccontextmanager
+async def bot_on_simulator(tmp_path: Path, db_url: str, *, fixer=None, fixer_config: dict | None = None,
+                           collaborators=None, **sections: dict):
+    """`fixer`: a fixer object to use (e.g. a ScriptedFixer); else built from `fixer_config`."""
+    sim = Simulator(root=tmp_path / "github")
+    async with SimulatorServer(sim) as server:
+        await sim.create_repo(REPO, files=FILES, collaborators=collaborators or {
+            "maint": "write", "reader": "read", "admin": "admin"})
+        conv = {"reviewers": [COPILOT], "maintainers": ["maint"], "review_wait_timeout_seconds": 60,
+                "nudge_window_seconds": 30, "escalation_heal_grace_seconds": 300}
+        conv |= sections.pop("convergence", {})
+        config = make_config(
+            db_url, api_url=server.url,
+            convergence=conv,
+            fixer={"kind": "fake", "timeout_seconds": 20, **(fixer_config or {})},
+            poller={"interval_seconds": 2, "jitter_seconds": 0, **sections.pop("poller", {})},
+            jobs={"workers": 4, **sections.pop("jobs", {})},
+            **sections,
+        )
+        async with serving(config, fixer=fixer) as (rt, http):
+            sim.configure_webhooks(f"{http.base_url}/webhook", WEBHOOK_SECRET)
+            yield Harness(sim, server.url, rt, http)

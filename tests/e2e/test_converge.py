@@ -1,0 +1,59 @@
+"""A PR enrolled by a maintainer's `/converge` converges in 3 rounds with a real command fixer."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+from .harness import REPO, bot_on_simulator, steps
+
+FIXER_SCRIPT = textwrap.dedent('''
+    import json, os, pathlib, subprocess
+    doc = json.load(open(os.environ["CONVERGEBOT_FINDINGS_FILE"]))
+    for f in doc["findings"]:
+        p = pathlib.Path(f["path"])
+        p.write_text(p.read_text() + "# addressed: " + f["body"] + "\\n")
+    subprocess.run(["git", "commit", "-qam", "address round %s" % doc["round"]], check=True)
+    print("working...")
+    print(json.dumps({"status": "addressed", "summary": "edited %d file(s)" % len(doc["findings"]),
+                      "threads": [{"id": f["thread_id"], "action": "fixed"} for f in doc["findings"]]}))
+''')
+
+
+async def test_converges_in_three_rounds_with_a_real_command_fixer(tmp_path, db_url):
+    script = tmp_path / "agent.py"
+    script.write_text(FIXER_SCRIPT)
+    fixer = {"kind": "command", "command": [sys.executable, str(script)]}
+    async with bot_on_simulator(tmp_path, db_url, fixer_config=fixer) as h:
+        h.sim.set_reviewer(REPO, steps(3, 1, 0))
+        pr = await h.sim.open_pr(REPO, title="Add feature", head="feat", author="dev",
+                                 files={"app/core.py": "def f():\n    return 2\n"})
+        number = pr.number
+        key = f"{REPO}#{number}"
+        await h.sim.comment(REPO, number, "/converge", user="maint")
+
+        view = await h.wait_status(key, "merged", timeout=60)
+        assert view.pr.outcome == "merged"
+        rounds = await h.rounds(key)
+        assert [(r.round_no, r.status) for r in rounds] == [(1, "addressed"), (2, "addressed"), (3, "converged")]
+        assert [len(json.loads(r.findings)) for r in rounds] == [3, 1, 0]
+        # Each round starts where the previous one ended; the fixer's pushes moved the head.
+        assert rounds[0].exit_head == rounds[1].entry_head != rounds[0].entry_head
+        assert rounds[1].exit_head == rounds[2].entry_head == rounds[2].exit_head != rounds[1].entry_head
+        assert view.pr.converged_head == rounds[2].exit_head
+
+        # The maintainer's command was acknowledged; all 4 threads were replied to and resolved.
+        reactions = [e["content"] for e in h.sim.effects("reaction")]
+        assert reactions[:2] == ["eyes", "+1"]
+        assert len(h.sim.effects("thread_resolved")) == 4
+        assert len(h.sim.effects("review_reply")) == 4
+        merge = h.sim.effects("merge")
+        assert len(merge) == 1 and merge[0]["number"] == number
+
+        # The check run on the converged head says so.
+        runs = [e for e in h.sim.effects() if e["kind"] in ("check_run_created", "check_run_updated")]
+        assert runs, "no check run was published"
+        state = await h.sim.dump_state()
+        published = [c for c in json.dumps(state).split('"name": "convergebot"')]
+        assert len(published) > 1
