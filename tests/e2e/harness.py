@@ -96,3 +96,24 @@ async def bot_on_simulator(tmp_path: Path, db_url: str, *, fixer=None, fixer_con
         async with serving(config, fixer=fixer) as (rt, http):
             sim.configure_webhooks(f"{http.base_url}/webhook", WEBHOOK_SECRET)
             yield Harness(sim, server.url, rt, http)
+
+
+class Recording:
+    """Wraps a real fixer and keeps every request it was handed (to see instructions)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.kind = inner.kind
+        self.requests: list = []
+
+    async def run(self, req):
+        self.requests.append(req)
+        return await self.inner.run(req)
+
+
+async def open_and_enroll(h: Harness, *, head: str = "feat", command: str = "/converge",
+                          files: dict | None = None) -> tuple[str, int]:
+    pr = await h.sim.open_pr(REPO, title=f"Change {head}", head=head, author="dev",
+                             files=files or {"app/core.py": "def f():\n    return 2\n"})
+    await h.sim.comment(REPO, pr.number, command, user="maint")
+    return f"{REPO}#{pr.number}", pr.number

@@ -1,0 +1,70 @@
+"""Husks, no-advance, churn, round cap, stalled reviews: every way a run escalates."""
+
+from __future__ import annotations
+
+from bot.fixers import ScriptedFixer
+
+from .harness import REPO, bot_on_simulator, open_and_enroll, steps
+
+
+async def test_husk_reruns_at_most_twice_then_escalates(tmp_path, db_url):
+    fixer = ScriptedFixer(["husk"])
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer) as h:
+        h.sim.set_reviewer(REPO, steps(2))
+        key, number = await open_and_enroll(h)
+        view = await h.wait_status(key, "escalated")
+        assert [b for _, _, b in fixer.history] == ["husk", "husk", "husk"]
+        (esc,) = await h.escalations(key)
+        assert (esc.kind, esc.status, esc.round_no) == ("husk", "open", 1)
+        assert view.pr.current_round == 1 and view.pr.husk_retries == 2
+        posted = [c for c in h.bot_comments(number) if f"convergebot escalation #{esc.id}" in c["body"]]
+        assert len(posted) == 1 and "@maint" in posted[0]["body"]
+
+
+async def test_no_advance_escalates_at_once(tmp_path, db_url):
+    fixer = ScriptedFixer(["noop"])
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer) as h:
+        h.sim.set_reviewer(REPO, steps(1))
+        key, _ = await open_and_enroll(h)
+        await h.wait_status(key, "escalated")
+        assert len(fixer.history) == 1
+        (esc,) = await h.escalations(key)
+        assert esc.kind == "no_advance" and "without changing the branch" in esc.question
+
+
+async def test_churn_in_one_file_escalates(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"])) as h:
+        h.sim.set_reviewer(REPO, steps(1))  # one new finding in app/core.py every round
+        key, _ = await open_and_enroll(h)
+        view = await h.wait_status(key, "escalated", timeout=60)
+        (esc,) = await h.escalations(key)
+        assert esc.kind == "churn" and "app/core.py" in esc.question
+        assert view.pr.current_round == 4
+        assert [r.status for r in await h.rounds(key)] == ["addressed"] * 4
+
+
+async def test_round_cap_escalates(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"])) as h:
+        h.sim.set_reviewer(REPO, steps(1))
+        key, _ = await open_and_enroll(h, command="/converge start --rounds 2")
+        view = await h.wait_status(key, "escalated", timeout=60)
+        (esc,) = await h.escalations(key)
+        assert esc.kind == "round_cap" and "2 rounds" in esc.question
+        assert (view.pr.current_round, view.pr.max_rounds) == (2, 2)
+
+
+async def test_review_never_arrives_one_nudge_per_window_then_escalation(tmp_path, db_url):
+    conv = {"review_wait_timeout_seconds": 4.5, "nudge_window_seconds": 2}
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"]), convergence=conv,
+                                poller={"interval_seconds": 0.25}) as h:
+        key, number = await open_and_enroll(h)  # no reviewer script: Copilot never answers
+        view = await h.wait_status(key, "escalated", timeout=30)
+        routes = h.sim.counters.snapshot()["routes"]
+        asked = sum(sum(by_status.values()) for route, by_status in routes.items()
+                    if route.startswith("POST ") and route.endswith("/copilot-code-review"))
+        # The first request, then at most one nudge per 2 s window within 4.5 s: two nudges
+        # (GitHub answers them 409 while the first request is still pending).
+        assert asked == 3, routes
+        (esc,) = await h.escalations(key)
+        assert esc.kind == "review_stalled"
+        assert view.pr.status == "escalated"
