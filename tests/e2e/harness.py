@@ -21,14 +21,14 @@ COPILOT = "copilot-pull-request-reviewer[bot]"
 FILES = {"README.md": "# app\n", "app/core.py": "def f():\n    return 1\n", "app/util.py": "X = 1\n"}
 
 
-def steps(*counts: int, path: str = "app/core.py") -> ReviewerScript:
+def steps(*counts: int, path: str = "app/core.py", delay: float = 0.1) -> ReviewerScript:
     """A Copilot script whose n-th review leaves counts[n] threads."""
     return ReviewerScript(
         steps=[ReviewStep(threads=[ThreadSpec(path=path, line=1, body=f"finding {i} of review {n}")
                                    for i in range(c)],
                           body=f"Copilot reviewed and generated {c} comments.", state="COMMENTED")
                for n, c in enumerate(counts)],
-        login=COPILOT, delay=0.1)
+        login=COPILOT, delay=delay)
 
 
 @dataclass

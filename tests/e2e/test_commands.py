@@ -1,0 +1,81 @@
+"""Maintainer commands on the PR: answers, refusals, ignored comments, adjudication memory."""
+
+from __future__ import annotations
+
+from bot.fixers import ScriptedFixer
+from storage import adjudications, commands
+
+from .harness import REPO, Recording, bot_on_simulator, open_and_enroll, steps
+
+QUESTION = "Keep the old API name?"
+
+
+async def test_answers_refusals_and_memory(tmp_path, db_url):
+    fixer = Recording(ScriptedFixer([f"ask:{QUESTION}", "push", f"ask:{QUESTION}", "push"]))
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer) as h:
+        h.sim.set_reviewer(REPO, steps(1, 1, 0))
+        key, number = await open_and_enroll(h)
+        await h.wait_status(key, "escalated")
+        (esc,) = await h.escalations(key)
+        assert (esc.kind, esc.question) == ("needs_input", QUESTION)
+
+        # A read-only user is refused with a reply; nothing changes.
+        refused = await h.sim.comment(REPO, number, "/converge answer rename it", user="reader")
+        await h.wait_for("the refusal", lambda: _settled(h, refused.id))
+        assert any("write access" in c["body"] for c in h.bot_comments(number))
+        # An edited comment and the bot's own comments are never commands.
+        edited = await h.sim.comment(REPO, number, "thinking about it", user="maint")
+        await h.sim.edit_comment(REPO, edited.id, "/converge answer rename it", user="maint")
+        await h.sim.comment(REPO, number, "/converge stop", user="convergebot[bot]")
+        await h.sim.settle()
+        await h.wait_status(key, "escalated")
+        assert (await h.escalations(key))[0].status == "open"
+        handled = [(c.author, c.verb, c.accepted) for c in await commands.for_pr(h.rt.db, key)]
+        assert handled == [("maint", "start", True), ("reader", "answer", False)]
+
+        # The maintainer answers: the round resumes with the answer handed to the fixer.
+        await h.sim.comment(REPO, number, "/converge answer Keep it: callers depend on it.", user="maint")
+        view = await h.wait_status(key, "merged", timeout=60)
+        escs = await h.escalations(key)
+        assert [(e.status, e.answered_by) for e in escs] == [("answered", "maint")]
+        second = fixer.requests[1]
+        assert any("@maint" in i and "callers depend on it" in i for i in second.instructions)
+        # Round 2 asked the same question: answered from memory, attributed, not asked again.
+        fourth = fixer.requests[3]
+        assert any("@maint" in i and "callers depend on it" in i for i in fourth.instructions)
+        memory = [c for c in h.bot_comments(number) if "Answered from memory" in c["body"]]
+        assert len(memory) == 1 and "@maint" in memory[0]["body"]
+        assert view.pr.current_round == 3
+
+
+async def test_forget_revokes_the_remembered_answer(tmp_path, db_url):
+    fixer = ScriptedFixer([f"ask:{QUESTION}", "push", f"ask:{QUESTION}"])
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer) as h:
+        h.sim.set_reviewer(REPO, steps(1, 1, delay=2.0))
+        key, number = await open_and_enroll(h)
+        await h.wait_status(key, "escalated", timeout=30)
+        await h.sim.comment(REPO, number, "/converge answer Keep it.", user="maint")
+
+        async def in_round_two():
+            v = await h.view(key)
+            return v.pr.current_round == 2
+
+        await h.wait_for("round 2", in_round_two)
+        forget = await h.sim.comment(REPO, number, "/converge forget", user="maint")
+        await h.wait_for("forget handled", lambda: _settled(h, forget.id))
+        assert await adjudications.live_for(h.rt.db, key) == []
+        # The review arrives, the fixer asks the same question again: it is asked, not recalled.
+        await h.wait_status(key, "escalated", timeout=30)
+        escs = await h.escalations(key)
+        assert [e.status for e in escs] == ["answered", "open"]
+        assert not [c for c in h.bot_comments(number) if "Answered from memory" in c["body"]]
+
+
+async def _settled(h, comment_id: int) -> bool:
+    async with h.rt.db.session() as s:
+        from sqlmodel import select
+
+        from storage.models import Command
+
+        row = (await s.exec(select(Command).where(Command.comment_id == comment_id))).first()
+    return row is not None and row.why != "received"
