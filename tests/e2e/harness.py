@@ -117,3 +117,22 @@ async def open_and_enroll(h: Harness, *, head: str = "feat", command: str = "/co
                              files=files or {"app/core.py": "def f():\n    return 2\n"})
     await h.sim.comment(REPO, pr.number, command, user="maint")
     return f"{REPO}#{pr.number}", pr.number
+
+
+async def quiesce(h: Harness, timeout: float = 20) -> None:
+    """Wait until webhooks are delivered and no due job is queued or running."""
+    from sqlmodel import select
+
+    from storage.models import Job, utcnow
+
+    deadline = time.monotonic() + timeout
+    calm = 0
+    while calm < 3:
+        await h.sim.settle()
+        async with h.rt.db.session() as s:
+            busy = (await s.exec(select(Job).where(
+                Job.status.in_(["queued", "running"]), Job.run_at <= utcnow()))).all()
+        calm = 0 if busy else calm + 1
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still busy: {[(j.kind, j.status) for j in busy]}")
+        await asyncio.sleep(0.1)

@@ -1,0 +1,136 @@
+"""Stragglers of an older run write nothing; redelivered jobs replay; foreign pushes survive."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+from sqlmodel import select
+
+from bot.engine.fixing import fix
+from bot.engine.progress import progress_check
+from bot.fixers import ScriptedFixer
+from storage import jobs
+from storage.models import Job
+
+from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
+
+QUIET = {"poller": {"interval_seconds": 3600}}  # only webhooks move things: rows stay still
+
+
+async def _jobs(h, kind: str) -> list[Job]:
+    async with h.rt.db.session() as s:
+        return list(await s.exec(select(Job).where(Job.kind == kind).order_by(Job.id)))
+
+
+def _row(view) -> dict:
+    return view.pr.model_dump()
+
+
+async def test_old_run_stragglers_write_nothing_and_replays_repeat_nothing(tmp_path, db_url):
+    fixer = ScriptedFixer(["push", "noop", "noop"])
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, **QUIET) as h:
+        h.sim.set_reviewer(REPO, steps(1))
+        key, number = await open_and_enroll(h)
+        first = await h.wait_status(key, "escalated", timeout=30)  # round 1 pushed, round 2 no-advance
+        old_key = first.pr.process_key
+        old_checks = [j for j in await _jobs(h, "progress_check") if j.process_key == old_key and j.status == "done"]
+        old_fixes = [j for j in await _jobs(h, "fix") if j.process_key == old_key]
+        assert old_checks and old_fixes
+
+        await h.sim.comment(REPO, number, "/converge stop", user="maint")
+        await h.wait_status(key, "abandoned")
+        await h.sim.comment(REPO, number, "/converge", user="maint")
+        second = await h.wait_status(key, "escalated", timeout=30)  # the new run: no-advance again
+        assert second.pr.process_key != old_key
+        await quiesce(h)
+        head = await h.rt.github.branch_head("acme", "app", "feat")
+        before, effects = _row(await h.view(key)), len(h.sim.side_effects)
+
+        # The old run's progress-checks and fixer, run again by hand past the pool's stale check:
+        for job in old_checks:
+            await progress_check(h.rt, job)
+        for job in old_fixes:
+            await fix(h.rt, job)
+        # ...and re-queued, so the pool sees them: dropped without running.
+        async with h.rt.db.session() as s:
+            for job in old_checks:
+                stale = await s.get(Job, job.id)
+                stale.status, stale.lease_owner = "queued", None
+        await h.wait_for("stale jobs dropped", lambda: _all_status(h, [j.id for j in old_checks], "dropped"))
+
+        # The new run's own progress-check, redelivered with the same job key: it replays.
+        new_check = [j for j in await _jobs(h, "progress_check")
+                     if j.process_key == second.pr.process_key and j.status == "done"][-1]
+        await progress_check(h.rt, new_check)
+
+        await quiesce(h)
+        after = _row(await h.view(key))
+        assert after == before
+        assert len(h.sim.side_effects) == effects, "nothing was posted, pushed or resolved"
+        # The old run's escalation went stale at resubmit; the new run's is open; none added.
+        assert [e.status for e in await h.escalations(key)] == ["stale", "open"]
+        assert await h.rt.github.branch_head("acme", "app", "feat") == head
+
+
+async def _all_status(h, ids: list[int], status: str) -> bool:
+    for i in ids:
+        if (await jobs.get_job(h.rt.db, i)).status != status:
+            return False
+    return True
+
+
+RIVAL_SCRIPT = textwrap.dedent('''
+    import json, os, pathlib, subprocess, tempfile
+    doc = json.load(open(os.environ["CONVERGEBOT_FINDINGS_FILE"]))
+    origin = subprocess.run(["git", "remote", "get-url", "origin"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    # Someone else pushes to the branch while the agent works.
+    other = tempfile.mkdtemp()
+    subprocess.run(["git", "clone", "-q", "--branch", doc["head_branch"], origin, other], check=True)
+    pathlib.Path(other, "HUMAN.md").write_text("a person's change\\n")
+    subprocess.run(["git", "-C", other, "add", "HUMAN.md"], check=True)
+    subprocess.run(["git", "-C", other, "commit", "-qm", "human change"], check=True)
+    subprocess.run(["git", "-C", other, "push", "-q", "origin", "HEAD:" + doc["head_branch"]], check=True)
+    pathlib.Path("app/core.py").write_text("# the agent's change\\n")
+    subprocess.run(["git", "commit", "-qam", "agent change"], check=True)
+    print(json.dumps({"status": "addressed", "summary": "rewrote core"}))
+''')
+
+
+async def test_a_push_by_someone_else_during_a_fixer_run_is_never_overwritten(tmp_path, db_url):
+    script = tmp_path / "agent.py"
+    script.write_text(RIVAL_SCRIPT)
+    config = {"kind": "command", "command": [sys.executable, str(script)]}
+    async with bot_on_simulator(tmp_path, db_url, fixer_config=config) as h:
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        key, number = await open_and_enroll(h)
+
+        async def round_two():
+            v = await h.view(key)
+            return v if v is not None and v.pr.current_round == 2 else None
+
+        await h.wait_for("round 2", round_two, timeout=30)
+        (round1, *_) = await h.rounds(key)
+        # The branch head is the person's commit; the agent's change never replaced it.
+        head = await h.rt.github.branch_head("acme", "app", "feat")
+        assert round1.exit_head == head
+        proc = await _git_show(tmp_path, h, head)
+        assert proc["message"] == "human change" and proc["HUMAN.md"] == "a person's change\n"
+        assert "the agent's change" not in proc["app/core.py"]
+
+
+async def _git_show(tmp_path, h, sha: str) -> dict:
+    import asyncio
+
+    (repo,) = [p for p in (tmp_path / "github").rglob("*.git") if p.is_dir() and p.name == "app.git"]
+
+    async def git(*args: str) -> str:
+        p = await asyncio.create_subprocess_exec("git", "--git-dir", str(repo), *args,
+                                                 stdout=asyncio.subprocess.PIPE)
+        out, _ = await p.communicate()
+        return out.decode()
+
+    return {"message": (await git("log", "-1", "--format=%s", sha)).strip(),
+            "HUMAN.md": await git("show", f"{sha}:HUMAN.md"),
+            "app/core.py": await git("show", f"{sha}:app/core.py")}
