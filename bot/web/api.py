@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse
 
 from bot.enrollment import SubmitOptions, submit_pr
 from bot.prkey import PrKeyError, parse_pr_key
-from storage import prs
+from storage import jobs, prs
 from storage.prs import PrView
 
 
@@ -79,7 +79,9 @@ async def post_pr(request: Request) -> JSONResponse:
         converge_only=bool(body.get("no_merge")) or not rt.config.convergence.merge,
         submitted_by="api",
     ))
-    rt.wake_workers()
+    if result.outcome == "started":
+        await jobs.enqueue(rt.db, "sync", f"sync:{key}:api:{result.process_key}", pr_key=str(key))
+        rt.wake_workers()
     status = 201 if result.outcome == "started" else 200
     return JSONResponse({"pr_key": result.pr_key, "outcome": result.outcome,
                          "process_key": result.process_key}, status_code=status)

@@ -38,6 +38,14 @@ class Harness:
     rt: Any
     http: Any
 
+    async def http_github(self, path: str) -> dict:
+        import httpx
+
+        async with httpx.AsyncClient(base_url=self.sim_url) as c:
+            r = await c.get(path.lstrip("/"), headers={"Authorization": "token t"})
+            r.raise_for_status()
+            return r.json()
+
     async def view(self, key: str) -> PrView | None:
         return await prs.get(self.rt.db, key)
 
