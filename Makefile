@@ -1,5 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
-#   make demo   install into .venv, then run convergebot on a temporary SQLite database
+#   make demo   install into .venv, then run `convergebot demo`: the bot against its built-in
+#               GitHub simulator on a temporary SQLite file
 #   make test   install into .venv (and PostgreSQL if missing), then run the whole suite
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 demo: $(STAMP)
-	scripts/demo.sh $(VENV)/bin/convergebot
+	$(VENV)/bin/convergebot demo
 
 test: $(STAMP)
 	scripts/ensure-postgres.sh

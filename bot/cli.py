@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("serve", help="run the bot: webhooks, poller, job workers")
 
+    demo = sub.add_parser("demo", help="run the bot against the built-in simulator, scripted")
+    demo.add_argument("--json", action="store_true", help="print one JSON array of the PRs at the end")
+
     sim = sub.add_parser("simulator", help="run the built-in GitHub simulator alone")
     sim.add_argument("--port", type=int, default=8765)
     sim.add_argument("--host", default="127.0.0.1")
@@ -77,6 +80,10 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         from .serve import serve
 
         return await serve(config)
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return await run_demo(as_json=args.json)
     if args.command == "simulator":
         from pathlib import Path
 

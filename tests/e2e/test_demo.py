@@ -1,0 +1,23 @@
+"""`convergebot demo --json`, as a user runs it."""
+
+import json
+import subprocess
+import sys
+
+
+def test_demo_merges_every_pr_as_scripted():
+    # The demo gives itself 110 s; it exits 1 if the script does not play out by then.
+    p = subprocess.run([sys.executable, "-m", "bot", "demo", "--json"], capture_output=True, text=True,
+                       timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = json.loads(p.stdout)
+    assert [(r["status"], r["rounds"], r["escalations"]) for r in rows] == [
+        ("merged", 3, 0),   # converges in 3 rounds
+        ("merged", 2, 1),   # escalates, a maintainer answers
+        ("merged", 2, 0),   # a husk is rerun
+        ("merged", 1, 0),   # waits for its dependency
+    ]
+    assert all(r["merged_at"] and r["pr_key"].startswith("octo-org/widgets#") for r in rows)
+    merged = [r["merged_at"] for r in rows]
+    assert merged[3] >= merged[0], "the dependent PR merged after its dependency"
+    assert "all 4 PRs merged" in p.stderr
