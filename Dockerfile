@@ -15,7 +15,8 @@ RUN pip install --no-cache-dir . && rm -rf /src
 RUN useradd --create-home --uid 10001 convergebot && mkdir /data && chown convergebot /data
 USER convergebot
 WORKDIR /data
-ENV CONVERGEBOT_DATABASE_URL=sqlite:////data/convergebot.db
+ENV CONVERGEBOT_DATABASE_URL=sqlite:////data/convergebot.db \
+    CONVERGEBOT_SERVER_HOST=0.0.0.0
 VOLUME ["/data"]
 EXPOSE 8080
 
