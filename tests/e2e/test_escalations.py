@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from bot.engine.escalation import post
+from bot.engine.progress import progress_check
 from bot.fixers import ScriptedFixer
+from storage import jobs
 
-from .harness import REPO, bot_on_simulator, open_and_enroll, steps
+from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
 
 
 async def test_husk_reruns_at_most_twice_then_escalates(tmp_path, db_url):
@@ -17,8 +20,22 @@ async def test_husk_reruns_at_most_twice_then_escalates(tmp_path, db_url):
         (esc,) = await h.escalations(key)
         assert (esc.kind, esc.status, esc.round_no) == ("husk", "open", 1)
         assert view.pr.current_round == 1 and view.pr.husk_retries == 2
-        posted = [c for c in h.bot_comments(number) if f"convergebot escalation #{esc.id}" in c["body"]]
-        assert len(posted) == 1 and "@maint" in posted[0]["body"]
+
+        async def posted():
+            return [c for c in h.bot_comments(number) if f"convergebot escalation #{esc.id}" in c["body"]]
+
+        # The comment follows the escalation's write; once there it is there once.
+        (comment,) = await h.wait_for("the escalation comment", posted)
+        assert "@maint" in comment["body"] and "/converge answer" in comment["body"]
+        await quiesce(h)
+        assert len(await posted()) == 1
+        # The job that escalated runs again (at-least-once), and the posting step too: still one.
+        checks = [j for j in await jobs.list_jobs(h.rt.db, key) if j.kind == "progress_check" and j.status == "done"]
+        await progress_check(h.rt, checks[-1])
+        await post(h.rt, (await h.escalations(key))[0])
+        await quiesce(h)
+        assert len(await posted()) == 1
+        assert len(await h.escalations(key)) == 1
 
 
 async def test_no_advance_escalates_at_once(tmp_path, db_url):
