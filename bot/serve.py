@@ -116,8 +116,9 @@ async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime,
         timeout=gh_cfg.timeout_seconds,
         read_timeout=gh_cfg.read_timeout_seconds,
     ) as gh:
-        rt = Runtime(config, db, GitHubClient(gh, max_concurrency=gh_cfg.max_concurrency,
-                                              bot_login=gh_cfg.bot_login))
+        rt = Runtime(config, db, GitHubClient(
+            gh, max_concurrency=gh_cfg.max_concurrency, bot_login=gh_cfg.bot_login,
+            call_timeout=gh_cfg.timeout_seconds + gh_cfg.read_timeout_seconds))
         rt.health.started_at = utcnow()
         rt.extras["fixer"] = fixer
         jc = config.jobs

@@ -134,8 +134,10 @@ SECONDARY_BACKOFF_CAP = 900.0
 
 
 class GitHubClient:
-    def __init__(self, gh: GitHub, *, max_concurrency: int = 8, bot_login: str | None = None):
+    def __init__(self, gh: GitHub, *, max_concurrency: int = 8, bot_login: str | None = None,
+                 call_timeout: float = 40.0):
         self.gh = gh
+        self.call_timeout = call_timeout
         self.bot_login = bot_login
         self._slots = asyncio.Semaphore(max_concurrency)
         self._pr_mutations = KeyedLocks()
@@ -165,7 +167,12 @@ class GitHubClient:
             self._exhausted_until = None
         async with self._slots:
             try:
-                result = await send()
+                # Our own deadline: githubkit's HTTP cache layer (hishel) drops httpx's
+                # per-request timeout, and a GitHub that never answers would hold a worker forever.
+                async with asyncio.timeout(self.call_timeout):
+                    result = await send()
+            except TimeoutError:
+                raise Unavailable(f"{what}: no answer within {self.call_timeout:.0f}s") from None
             except GitHubException as exc:
                 err = _translate(exc, what)
                 if isinstance(err, RateLimited):

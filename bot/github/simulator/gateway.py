@@ -198,7 +198,7 @@ class Gateway:
                        "You have exceeded a secondary rate limit. Please wait a few minutes "
                        "before you try again.")
             return self._json(fault.status, {"message": message}, headers)
-        messages = {500: "Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
+        messages = {404: "Not Found", 500: "Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
         return self._json(fault.status, {"message": messages[fault.status]})
 
     async def _hold(self, request: Request) -> None:

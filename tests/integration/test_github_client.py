@@ -1,0 +1,97 @@
+"""The GitHub client wrapper against the simulator over real HTTP."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from bot.github.client import COPILOT_REVIEWER, GitHubClient, open_github
+from bot.github.errors import RateLimited, Unavailable
+
+from ..simulator_fixtures import sim, simulator  # noqa: F401
+
+REPO = "acme/lib"
+
+
+@pytest.fixture
+async def client(simulator):  # noqa: F811
+    await simulator.sim.create_repo(REPO, collaborators={"maint": "write", "viewer": "read"})
+    async with open_github(api_url=simulator.url, token="t", timeout=2, read_timeout=2) as gh:
+        yield GitHubClient(gh, max_concurrency=4, call_timeout=4)
+
+
+async def _pr(sim) -> int:  # noqa: F811
+    pr = await sim.open_pr(REPO, title="t", head="feat", author="dev", files={"a.txt": "a\n"})
+    return pr.number
+
+
+async def test_reads_follow_every_page(client, sim):  # noqa: F811
+    n = await _pr(sim)
+    for i in range(150):
+        await sim.comment(REPO, n, f"comment {i}", user="dev")
+    comments = await client.issue_comments("acme", "lib", n)
+    assert [c["body"] for c in comments] == [f"comment {i}" for i in range(150)]
+    assert await client.branch_head("acme", "lib", "feat") == (await client.pull("acme", "lib", n))["head"]["sha"]
+
+
+async def test_comment_once_posts_one_comment_per_marker(client, sim):  # noqa: F811
+    n = await _pr(sim)
+    first = await client.comment_once("acme", "lib", n, "convergebot:x:1", "hello")
+    again = await client.comment_once("acme", "lib", n, "convergebot:x:1", "hello")
+    assert first["id"] == again["id"]
+    assert len(sim.effects("issue_comment")) == 1
+
+
+async def test_permission_levels(client, sim):  # noqa: F811
+    assert await client.can_write("acme", "lib", "maint")
+    assert not await client.can_write("acme", "lib", "viewer")
+    assert not await client.can_write("acme", "lib", "stranger")
+
+
+async def test_copilot_review_falls_back_to_requested_reviewers_where_the_endpoint_is_missing(client, sim):  # noqa: F811
+    n = await _pr(sim)
+    sim.inject_fault(r"/copilot-code-review$", status=404)  # as on GHES
+    requested = await client.request_review("acme", "lib", n, [COPILOT_REVIEWER, "maint"])
+    assert set(requested) == {COPILOT_REVIEWER, "maint"}
+
+
+async def test_server_errors_and_rate_limits_become_job_layer_errors(client, sim):  # noqa: F811
+    n = await _pr(sim)
+    sim.inject_fault(rf"/pulls/{n}$", status=502, count=1)
+    with pytest.raises(Unavailable):
+        await client.pull("acme", "lib", n)
+    sim.inject_fault(rf"/pulls/{n}$", status=429, retry_after=30, count=1)
+    with pytest.raises(RateLimited) as limited:
+        await client.pull("acme", "lib", n)
+    assert limited.value.secondary
+    assert datetime.now(UTC) + timedelta(seconds=25) < limited.value.retry_at
+    # Nothing sleeps inside the call: the next one goes through at once.
+    started = time.monotonic()
+    assert (await client.pull("acme", "lib", n))["number"] == n
+    assert time.monotonic() - started < 1
+
+
+async def test_a_hanging_github_times_out(client, sim):  # noqa: F811
+    n = await _pr(sim)
+    sim.inject_fault(rf"/pulls/{n}$", drop=True, count=1)
+    started = time.monotonic()
+    with pytest.raises(Unavailable):
+        await client.pull("acme", "lib", n)
+    assert time.monotonic() - started < 5
+
+
+async def test_github_app_installation_tokens_are_minted_once_and_reused(simulator, sim):  # noqa: F811
+    await sim.create_repo(REPO)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    async with open_github(api_url=simulator.url, app_id="123", private_key=pem, installation_id=42) as gh:
+        client = GitHubClient(gh)
+        for _ in range(3):
+            assert (await client.repo("acme", "lib"))["full_name"] == REPO
+    minted = sim.counters.get(method="POST", route="/app/installations/{installation_id}/access_tokens")
+    assert minted == 1, sim.counters.snapshot()
