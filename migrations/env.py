@@ -1,9 +1,9 @@
 """Alembic environment: always driven by storage.migrate with a live connection."""
 
 from alembic import context
+from sqlmodel import SQLModel
 
 import storage.models  # noqa: F401  (registers the tables on SQLModel.metadata)
-from sqlmodel import SQLModel
 
 connection = context.config.attributes["connection"]
 context.configure(

@@ -9,9 +9,9 @@ from storage import dependencies, prs, runs
 from storage.models import PullRequest, utcnow
 from storage.statuses import RunState, Status
 
+from .findings import fingerprint
 from .merge import MergeView, decide_merge, find_cycle, parse_dependencies
 from .model import Escalate
-from .findings import fingerprint
 
 MERGE_STATUSES = (Status.WAITING_DEPS, Status.WAITING_MERGE, Status.MERGING)
 
@@ -47,7 +47,7 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
         require_approval=rt.config.merge.require_approval, approved=pr.merge_approved,
     )
     step = decide_merge(view)
-    pk, now = pr.process_key, utcnow()
+    pk = pr.process_key
     fence = dict(expect_status=pr.status, expect_round=pr.current_round)
     if step.kind == "wait":
         await prs.fenced_update(rt.db, pr.pr_key, pk, {"last_action": step.reason}, **fence)

@@ -6,7 +6,6 @@ import json
 
 import structlog
 
-from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from bot.sync import read_observation
 from storage import escalations, prs, rounds, runs

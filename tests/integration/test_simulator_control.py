@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from bot.github.simulator import DEMO_SCENARIO, ScenarioError, load_scenario, parse_scenario
-from tests.simulator_fixtures import sim, simulator, start_simulator  # noqa: F401
+from tests.simulator_fixtures import start_simulator
 
 REPO = "acme/widgets"
 BASE = f"_sim/repos/{REPO}"

@@ -7,8 +7,6 @@ import time
 import httpx
 import pytest
 
-from tests.simulator_fixtures import sim, simulator  # noqa: F401
-
 REPO = "acme/widgets"
 PULL = "/repos/{owner}/{repo}/pulls/{number}"
 

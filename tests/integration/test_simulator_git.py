@@ -8,8 +8,7 @@ import asyncio
 import httpx
 import pytest
 
-from tests.simulator_fixtures import (WEBHOOK_SECRET, git, sim, simulator,  # noqa: F401
-                                      webhook_receiver)
+from tests.simulator_fixtures import WEBHOOK_SECRET, git
 
 REPO = "acme/widgets"
 

@@ -19,7 +19,6 @@ from jsonschema import Draft202012Validator
 
 from bot.github.simulator import COPILOT_LOGIN, Simulator
 from tests.openapi import assert_matches, operation_names, schema_for
-from tests.simulator_fixtures import sim, simulator  # noqa: F401
 
 REPO = "acme/widgets"
 OWNER, NAME = REPO.split("/")

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from githubkit import GitHub, TokenAuthStrategy
 
-from tests.simulator_fixtures import sim, simulator, start_simulator  # noqa: F401
+from tests.simulator_fixtures import start_simulator
 
 REPO = "acme/widgets"
 

@@ -6,7 +6,6 @@ import httpx
 import pytest
 
 from bot.github.simulator import COPILOT_LOGIN, ReviewerScript, ReviewStep, ThreadSpec
-from tests.simulator_fixtures import sim, simulator  # noqa: F401
 
 REPO = "acme/widgets"
 FILE = "".join(f"line {i}\n" for i in range(1, 31))

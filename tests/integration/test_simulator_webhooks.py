@@ -8,8 +8,7 @@ import time
 import pytest
 from githubkit.webhooks import verify
 
-from tests.simulator_fixtures import (WEBHOOK_SECRET, sim, simulator,  # noqa: F401
-                                      webhook_receiver)
+from tests.simulator_fixtures import WEBHOOK_SECRET
 
 REPO = "acme/widgets"
 

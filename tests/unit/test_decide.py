@@ -8,8 +8,21 @@ import pytest
 from bot.engine.decide import decide_progress, decide_step, fresh_review
 from bot.engine.findings import fingerprint
 from bot.engine.model import (
-    Adjudication, Checks, Converge, Escalate, Fix, Heal, Nudge, PrState, Review, RoundState, Settings,
-    Snapshot, StartRound, Thread, Wait,
+    Adjudication,
+    Checks,
+    Converge,
+    Escalate,
+    Fix,
+    Heal,
+    Nudge,
+    PrState,
+    Review,
+    RoundState,
+    Settings,
+    Snapshot,
+    StartRound,
+    Thread,
+    Wait,
 )
 from bot.fixers.base import Finding
 

@@ -11,8 +11,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import control, gql, rest
-from .gateway import Gateway, Reply
 from .errors import NotFound
+from .gateway import Gateway, Reply
 
 if TYPE_CHECKING:
     from .simulator import Simulator

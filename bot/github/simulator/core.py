@@ -119,7 +119,7 @@ class SimulatorCore:
 
     # -- provided by the ops mixins (ops/repos.py, reviewer.py), declared for the others ----
 
-    reviewer: "ReviewerRunner"
+    reviewer: ReviewerRunner
 
     async def _ref_moved(self, repo: Repo, ref: str, old: str, new: str,
                          pusher: str | None) -> None:

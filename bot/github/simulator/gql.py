@@ -8,7 +8,7 @@ calls a callable attribute with the field arguments). Like GitHub, a bot's Graph
 from __future__ import annotations
 
 import base64
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from graphql import GraphQLError, build_schema, graphql
@@ -173,7 +173,7 @@ class RepositoryNode:
         try:
             return PullRequestNode(self._sim, self._repo, self._sim.state.pr(self._repo, number))
         except NotFound:
-            raise NotFoundError(f"Could not resolve to a PullRequest with the number of {number}.")
+            raise NotFoundError(f"Could not resolve to a PullRequest with the number of {number}.") from None
 
 
 class QueryRoot:
@@ -182,11 +182,11 @@ class QueryRoot:
         try:
             return RepositoryNode(sim, sim.state.repo(owner, name))
         except NotFound:
-            raise NotFoundError(f"Could not resolve to a Repository with the name '{owner}/{name}'.")
+            raise NotFoundError(f"Could not resolve to a Repository with the name '{owner}/{name}'.") from None
 
     def rateLimit(self, info, dryRun=None) -> dict:
         bucket = info.context["bucket"]
-        reset = datetime.fromtimestamp(bucket.reset, timezone.utc)
+        reset = datetime.fromtimestamp(bucket.reset, UTC)
         # The gateway charges this query after it runs; GitHub reports the balance after it.
         return {"cost": 1, "limit": bucket.limit, "nodeCount": 0,
                 "remaining": max(0, bucket.remaining - 1), "resetAt": iso(reset),
@@ -203,7 +203,7 @@ class MutationRoot:
             thread = await sim.resolve_thread(thread_id, user=info.context["actor"],
                                               resolved=resolved)
         except NotFound:
-            raise NotFoundError(f"Could not resolve to a node with the global id of '{thread_id}'.")
+            raise NotFoundError(f"Could not resolve to a node with the global id of '{thread_id}'.") from None
         repo, pr = sim.pr(thread.repo, thread.number)
         head = await sim.head_sha(repo, pr)
         outdated = await sim.is_outdated(repo, thread, head)
@@ -225,7 +225,7 @@ class MutationRoot:
         try:
             thread = sim.state.thread_by_node(node)
         except NotFound:
-            raise NotFoundError(f"Could not resolve to a node with the global id of '{node}'.")
+            raise NotFoundError(f"Could not resolve to a node with the global id of '{node}'.") from None
         c = await sim.reply(thread.repo, thread.number, thread.comment_ids[0],
                             body=input["body"], user=info.context["actor"])
         sim.record("review_reply", info.context["actor"], repo=thread.repo, number=thread.number,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import itertools
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 # GitHub ids are large integers that only grow; tests that compare "newer review" by id rely on it.
 FIRST_ID = 1_000_000
@@ -40,11 +40,11 @@ def parse_node_id(node: str, prefix: str) -> int | None:
 
 
 def now() -> datetime:
-    return datetime.now(timezone.utc).replace(microsecond=0)
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def iso(moment: datetime | None) -> str | None:
     """ISO-8601 with a `Z` suffix, as every GitHub timestamp is written."""
     if moment is None:
         return None
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

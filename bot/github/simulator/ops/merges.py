@@ -61,7 +61,7 @@ class MergeOps(SimulatorCore):
             try:
                 await self.git.update_ref(repo.git_dir, pr.base_ref, merged, heads.base)
             except RefMoved:
-                raise ApiError(409, "Base branch was modified. Review and try the merge again.")
+                raise ApiError(409, "Base branch was modified. Review and try the merge again.") from None
             stamp = now()
             pr.state, pr.closed_at, pr.merged_at, pr.updated_at = "closed", stamp, stamp, stamp
             pr.merged_by, pr.merge_commit_sha = actor, merged
@@ -94,7 +94,7 @@ class MergeOps(SimulatorCore):
             try:
                 await self.git.update_ref(repo.git_dir, pr.head_ref, new, heads.head)
             except RefMoved:
-                raise Unprocessable("head branch was modified", "expected_head_sha")
+                raise Unprocessable("head branch was modified", "expected_head_sha") from None
             if pr.mergeable_state == "behind":
                 pr.mergeable_state = None
             await self._ref_moved(repo, f"refs/heads/{pr.head_ref}", heads.head, new, actor)

@@ -10,8 +10,15 @@ from ..events import thread_fields
 from ..ids import now
 from ..shapes.reviews import review as render_review
 from ..shapes.reviews import review_comment as render_comment
-from ..state import (REVIEW_STATES, PullRequest, Repo, Review, ReviewComment, ReviewThread,
-                     ThreadSpec)
+from ..state import (
+    REVIEW_STATES,
+    PullRequest,
+    Repo,
+    Review,
+    ReviewComment,
+    ReviewThread,
+    ThreadSpec,
+)
 
 # The review "event" words GitHub's create-review API takes, and the state each one leaves.
 _EVENT_STATES = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED",
