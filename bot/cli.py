@@ -17,6 +17,7 @@ from .config import Config, ConfigError, load_config
 from .enrollment import Outcome, SubmitOptions, abandon_pr, submit_pr
 from .logs import configure_logging
 from .prkey import PrKeyError, parse_pr_key
+from .views import pr_json
 
 EXIT_USAGE = 2
 
@@ -128,26 +129,6 @@ async def _submit(args, config: Config, db: Database) -> int:
     return 0
 
 
-def _view_json(view: prs.PrView) -> dict:
-    pr = view.pr
-    return {
-        "pr_key": pr.pr_key,
-        "title": pr.title,
-        "url": pr.url,
-        "status": view.derived_status,
-        "stored_status": pr.status,
-        "round": pr.current_round,
-        "max_rounds": pr.max_rounds,
-        "process_key": pr.process_key,
-        "run_state": view.run_state,
-        "converge_only": pr.converge_only,
-        "outcome": pr.outcome,
-        "updated_at": pr.updated_at.isoformat(),
-        "converged_at": pr.converged_at.isoformat() if pr.converged_at else None,
-        "merged_at": pr.merged_at.isoformat() if pr.merged_at else None,
-    }
-
-
 async def _status(args, config: Config, db: Database) -> int:
     if args.key:
         key = args.key
@@ -158,7 +139,7 @@ async def _status(args, config: Config, db: Database) -> int:
         views = [view]
     else:
         views = await prs.list_all(db)
-    rows = [_view_json(v) for v in views]
+    rows = [pr_json(v) for v in views]
     if args.json:
         if args.key:
             rows[0]["runs"] = [
