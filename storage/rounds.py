@@ -40,13 +40,17 @@ async def for_pr(db: Database, pr_key: str) -> list[Round]:
 
 
 async def start(session: AsyncSession, pr_key: str, process_key: str, round_no: int, entry_head: str) -> None:
-    """Create the round, or restart it at a new entry head with its verdict fields cleared."""
+    """Create the round, or restart it at a new entry head with its verdict fields cleared.
+
+    `attempt` survives a restart: it numbers every fixer dispatch of the round, so the jobs of a
+    later dispatch never share an idempotency key with an earlier one. -1: none yet.
+    """
     now = utcnow()
     values = {**VERDICT_FIELDS, "entry_head": entry_head, "review_id": None, "findings": None,
               "started_at": now}
     dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
     stmt = dialect.insert(Round.__table__).values(
-        pr_key=pr_key, process_key=process_key, round_no=round_no, attempt=0, **values
+        pr_key=pr_key, process_key=process_key, round_no=round_no, attempt=-1, **values
     ).on_conflict_do_update(index_elements=["pr_key", "process_key", "round_no"], set_=values)
     await session.exec(stmt)
 
@@ -58,3 +62,12 @@ async def update_round(
         Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no
     ).values(**values)
     return (await session.exec(stmt)).rowcount == 1
+
+
+async def next_attempt(
+    session: AsyncSession, pr_key: str, process_key: str, round_no: int, values: dict[str, Any]
+) -> int:
+    """Number a new fixer dispatch of the round (and write `values` with it)."""
+    where = (Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no)
+    await session.exec(update(Round).where(*where).values(attempt=Round.attempt + 1, **values))
+    return (await session.exec(select(Round.attempt).where(*where))).one()

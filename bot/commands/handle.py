@@ -6,7 +6,7 @@ import json
 
 import structlog
 
-from bot.engine.dispatch import dispatch_fixer, request_review
+from bot.engine.dispatch import ask_fixer, queue_fixer, request_review
 from bot.engine.findings import attribution
 from bot.engine.model import Adjudication
 from bot.enrollment import SubmitOptions, abandon_pr, submit_pr
@@ -124,7 +124,6 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str 
     rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, n)
     instructions = json.loads(rnd.instructions or "[]") if rnd else []
     instructions.append(attribution(Adjudication(target.fingerprint, cmd.text, author, now)))
-    attempt = (rnd.attempt + 1) if rnd else 0
     try:
         # One transaction: the escalation answered, the answer remembered, the others stale and
         # the PR resumed, or none of it.
@@ -139,16 +138,15 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str 
             if plan == "next_round":
                 await rounds.start(s, pr.pr_key, pr.process_key, n + 1, pr.head_sha or "")
             elif plan == "rerun" and rnd is not None:
-                await rounds.update_round(s, pr.pr_key, pr.process_key, n, {
-                    **rounds.VERDICT_FIELDS, "attempt": attempt, "fixer_started_at": now,
-                    "instructions": json.dumps(instructions)})
+                attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
+                    **rounds.VERDICT_FIELDS, "fixer_started_at": now, "instructions": json.dumps(instructions)})
+                await queue_fixer(s, rt, pr, n, attempt)
     except _Lost:
         return False, "The run moved on meanwhile; nothing was changed."
     if plan in ("review", "next_round"):
         await request_review(rt, pr.pr_key)
     elif rnd is not None:
-        fresh = (await prs.get(rt.db, pr.pr_key)).pr
-        await dispatch_fixer(rt, fresh, n, attempt, rnd.findings or "[]", instructions)
+        await ask_fixer(rt, pr, n, attempt, rnd.findings or "[]", instructions)
     return True, None
 
 

@@ -15,7 +15,7 @@ from storage.statuses import Status
 
 from . import checkrun
 from .decide import decide_progress
-from .dispatch import dispatch_fixer, request_review
+from .dispatch import ask_fixer, queue_fixer, request_review
 from .escalation import post
 from .model import Adjudication
 from .read import pr_state, round_state, settings_of
@@ -92,9 +92,9 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
                 "last_action": f"round {n} rerun ({outcome.reason})",
             }, expect_status=Status.CONVERGING, expect_round=n, session=s)
             if won:
-                await rounds.update_round(s, pr.pr_key, pr.process_key, n, {
-                    **rounds.VERDICT_FIELDS, "attempt": attempt + 1, "fixer_started_at": now,
-                    "instructions": json.dumps(instructions)})
+                next_attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
+                    **rounds.VERDICT_FIELDS, "fixer_started_at": now, "instructions": json.dumps(instructions)})
+                await queue_fixer(s, rt, pr, n, next_attempt)
         else:
             won = await escalate(rt, pr, outcome.escalation, bound, expect_status=Status.CONVERGING,
                                  extra=stamp, session=s)
@@ -112,8 +112,7 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
                 key.owner, key.repo, key.number, f"convergebot:memory:{pr.process_key}:{n}:{attempt}",
                 f"convergebot did not ask again: {outcome.remembered.question}\n\n"
                 f"Answered from memory: {outcome.instruction}")
-        fresh = (await prs.get(rt.db, pr.pr_key)).pr
-        await dispatch_fixer(rt, fresh, n, attempt + 1, rnd.findings or "[]", instructions)
+        await ask_fixer(rt, pr, n, next_attempt, rnd.findings or "[]", instructions)
     else:
         from storage import escalations
 

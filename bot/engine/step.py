@@ -14,7 +14,7 @@ from storage.statuses import RunState, Status
 
 from . import checkrun
 from .decide import decide_step
-from .dispatch import dispatch_fixer, request_review
+from .dispatch import ask_fixer, queue_fixer, request_review
 from .escalation import post, post_missing
 from .merging import MERGE_STATUSES, merge_stage
 from .model import Converge, Escalate, Fix, Heal, Nudge, StartRound, Wait
@@ -100,11 +100,12 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
                 "last_action": f"fixer asked to address {len(action.findings)} finding(s)",
             }, expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
             if won:
-                await rounds.update_round(s, pr.pr_key, pk, n, {
+                attempt = await rounds.next_attempt(s, pr.pr_key, pk, n, {
                     "review_id": action.review_id, "findings": text, "fixer": rt.config.fixer.kind,
-                    "fixer_started_at": now, "attempt": 0, "instructions": json.dumps(action.instructions)})
+                    "fixer_started_at": now, "instructions": json.dumps(action.instructions)})
+                await queue_fixer(s, rt, pr, n, attempt)
         if won:
-            await dispatch_fixer(rt, pr, n, 0, text, list(action.instructions))
+            await ask_fixer(rt, pr, n, attempt, text, list(action.instructions))
         return won
     if isinstance(action, Converge):
         status = Status.CONVERGED if pr.converge_only else Status.WAITING_DEPS

@@ -85,3 +85,40 @@ async def test_review_never_arrives_one_nudge_per_window_then_escalation(tmp_pat
         (esc,) = await h.escalations(key)
         assert esc.kind == "review_stalled"
         assert view.pr.status == "escalated"
+
+
+async def test_the_poller_heals_an_escalated_pr_whose_answer_write_was_lost(tmp_path, db_url):
+    from sqlalchemy import update
+
+    from storage.models import Escalation
+
+    conv = {"escalation_heal_grace_seconds": 1}
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop", "push"]), convergence=conv,
+                                poller={"interval_seconds": 0.5}) as h:
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        key, _ = await open_and_enroll(h)
+        await h.wait_status(key, "escalated")
+        # The answer reached the escalation row but not the PR row (a crash in between).
+        async with h.rt.db.session() as s:
+            await s.exec(update(Escalation).where(Escalation.pr_key == key).values(
+                status="answered", answer="go on", answered_by="maint"))
+        view = await h.wait_status(key, "merged", timeout=30)
+        assert [e.status for e in await h.escalations(key)] == ["answered"]
+        assert view.pr.outcome == "merged"
+
+
+async def test_an_open_escalation_is_never_healed(tmp_path, db_url):
+    conv = {"escalation_heal_grace_seconds": 0.5}
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop", "push"]), convergence=conv,
+                                poller={"interval_seconds": 0.25}) as h:
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        key, _ = await open_and_enroll(h)
+        await h.wait_status(key, "escalated")
+        polls = h.rt.health.last_poll_at
+        await h.wait_for("three more polls", lambda: _later(h, polls, 0.75))
+        assert (await h.view(key)).derived_status == "escalated"
+
+
+async def _later(h, since, seconds: float) -> bool:
+    last = h.rt.health.last_poll_at
+    return last is not None and since is not None and (last - since).total_seconds() >= seconds
