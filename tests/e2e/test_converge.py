@@ -51,9 +51,12 @@ async def test_converges_in_three_rounds_with_a_real_command_fixer(tmp_path, db_
         merge = h.sim.effects("merge")
         assert len(merge) == 1 and merge[0]["number"] == number
 
-        # The check run on the converged head says so.
-        runs = [e for e in h.sim.effects() if e["kind"] in ("check_run_created", "check_run_updated")]
-        assert runs, "no check run was published"
-        state = await h.sim.dump_state()
-        published = [c for c in json.dumps(state).split('"name": "convergebot"')]
-        assert len(published) > 1
+        # The `convergebot` check run on the converged head says so, and each round's head had one.
+        (run,) = [r for r in await h.rt.github.check_runs("acme", "app", view.pr.converged_head)
+                  if r["name"] == "convergebot"]
+        assert (run["status"], run["conclusion"]) == ("completed", "success")
+        assert "round 3/8" in run["output"]["title"] and "merged" in run["output"]["summary"]
+        for r in rounds[:2]:
+            (earlier,) = [c for c in await h.rt.github.check_runs("acme", "app", r.entry_head)
+                          if c["name"] == "convergebot"]
+            assert f"round {r.round_no}/8" in earlier["output"]["title"]

@@ -87,3 +87,11 @@ def test_serve_refuses_invalid_config_with_the_key_named(tmp_path):
     p = subprocess.run([sys.executable, "-m", "bot", "serve"], env=env, capture_output=True, text=True,
                        timeout=30)
     assert p.returncode == 2 and "server.port" in p.stderr
+
+
+def test_serve_refuses_the_fake_fixer(tmp_path):
+    env = cli_env(f"sqlite:///{tmp_path / 'x.db'}") | {"CONVERGEBOT_FIXER_KIND": "fake"}
+    p = subprocess.run([sys.executable, "-m", "bot", "serve"], env=env, capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 2 and "fake" in p.stderr and "refuses" in p.stderr
+    assert not (tmp_path / "x.db").exists()
