@@ -89,7 +89,9 @@ async def test_github_app_installation_tokens_are_minted_once_and_reused(simulat
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption()).decode()
-    async with open_github(api_url=simulator.url, app_id="123", private_key=pem, installation_id=42) as gh:
+    # githubkit caches installation tokens process-wide by (app, installation): ids of our own
+    # keep this test's token from being reused by another test's simulator.
+    async with open_github(api_url=simulator.url, app_id="9001", private_key=pem, installation_id=9002) as gh:
         client = GitHubClient(gh)
         for _ in range(3):
             assert (await client.repo("acme", "lib"))["full_name"] == REPO
