@@ -14,6 +14,7 @@ from storage.statuses import TERMINAL, Status
 from .findings import apply_adjudications, attribution, fingerprint, from_review_body, from_threads
 from .model import (
     Adjudication,
+    CheckProgress,
     Converge,
     Decision,
     Escalate,
@@ -32,6 +33,10 @@ from .model import (
 
 def _minutes(td) -> int:
     return int(td.total_seconds() // 60)
+
+
+# Fixers that are asked in a comment and answer with a push; the others report back in a job.
+ASKED_FIXERS = ("mention", "author")
 
 
 def _login(name: str) -> str:
@@ -100,6 +105,8 @@ def decide_step(s: Snapshot) -> Decision:
     if s.head is None:
         return Decision((Wait("head unreadable: failing open"),))
     if rnd is not None and rnd.fixer_started_at is not None and rnd.status is None:
+        if s.settings.fixer_kind in ASKED_FIXERS and s.head != rnd.entry_head:
+            return Decision((CheckProgress(rnd.attempt),))
         return Decision((Wait("the fixer is at work"),))
     if pr.status == Status.CONVERGING or rnd is None or rnd.entry_head is None:
         return Decision((StartRound(s.head, f"round {pr.current_round} starts", _newest(s)),))

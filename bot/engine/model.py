@@ -77,6 +77,7 @@ class RoundState:
     summary: str | None
     question: str | None
     status: str | None
+    attempt: int = 0
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,13 @@ class Escalate(Action):
     kind: str
     question: str
     fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckProgress(Action):
+    """An asked fixer (a cloud agent, the author) pushed: check progress now, not at the deadline."""
+
+    attempt: int
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ def round_state(r: Round | None) -> RoundState | None:
     return RoundState(round_no=r.round_no, entry_head=r.entry_head, review_id=r.review_id,
                       findings=findings_of(r.findings), fixer_started_at=r.fixer_started_at,
                       fixer_finished_at=r.fixer_finished_at, verdict=r.verdict, summary=r.summary,
-                      question=r.question, status=r.status)
+                      question=r.question, status=r.status, attempt=r.attempt)
 
 
 def pr_state(pr: PullRequest) -> PrState:

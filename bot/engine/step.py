@@ -14,10 +14,10 @@ from storage.statuses import RunState, Status
 
 from . import checkrun
 from .decide import decide_step
-from .dispatch import ask_fixer, queue_fixer, request_review
+from .dispatch import ask_fixer, progress_key, queue_fixer, request_review
 from .escalation import post, post_missing
 from .merging import MERGE_STATUSES, merge_stage
-from .model import Converge, Escalate, Fix, Heal, Nudge, StartRound, Wait
+from .model import CheckProgress, Converge, Escalate, Fix, Heal, Nudge, StartRound, Wait
 from .observe import observe
 from .read import findings_json, read_snapshot
 from .threads import decline_threads
@@ -128,6 +128,13 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
         return won
     if isinstance(action, Escalate):
         return await escalate(rt, pr, action, bound, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW))
+    if isinstance(action, CheckProgress):
+        from storage import jobs
+
+        await jobs.enqueue(rt.db, "progress_check", progress_key(pk, n, action.attempt, "push"), pr_key=pr.pr_key,
+                           process_key=pk, round_no=n, payload={"attempt": action.attempt})
+        rt.wake_workers()
+        return True
     if isinstance(action, Heal):
         won = await prs.fenced_update(rt.db, pr.pr_key, pk, {
             "status": Status.CONVERGING, "escalated_at": None, "last_action": "resumed: no open escalation",

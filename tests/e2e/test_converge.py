@@ -60,3 +60,37 @@ async def test_converges_in_three_rounds_with_a_real_command_fixer(tmp_path, db_
             (earlier,) = [c for c in await h.rt.github.check_runs("acme", "app", r.entry_head)
                           if c["name"] == "convergebot"]
             assert f"round {r.round_no}/8" in earlier["output"]["title"]
+
+
+async def test_the_author_is_asked_and_their_push_moves_the_round_on(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, fixer_config={"kind": "author", "timeout_seconds": 600}) as h:
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        pr = await h.sim.open_pr(REPO, title="t", head="feat", author="dev", files={"app/core.py": "x = 1\n"})
+        key = f"{REPO}#{pr.number}"
+        await h.sim.comment(REPO, pr.number, "/converge", user="maint")
+
+        async def asked():
+            return [c for c in h.bot_comments(pr.number) if "@dev" in c["body"]]
+
+        (ask,) = await h.wait_for("the request to the author", asked)
+        assert "finding 0 of review 0" in ask["body"]
+        await h.sim.push(REPO, "feat", {"app/core.py": "x = 2\n"}, author="dev")
+        view = await h.wait_status(key, "merged", timeout=30)  # not the 10-minute deadline
+        assert [r.status for r in await h.rounds(key)] == ["addressed", "converged"]
+        assert view.pr.outcome == "merged"
+
+
+async def test_the_label_and_an_auto_enroll_author_enroll_prs(tmp_path, db_url):
+    from bot.fixers import ScriptedFixer
+
+    conv = {"auto_enroll_authors": ["agent[bot]"]}
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"]), convergence=conv) as h:
+        h.sim.set_reviewer(REPO, steps(0))
+        labeled = await h.sim.open_pr(REPO, title="a", head="a", author="dev", files={"a.txt": "a\n"})
+        await h.sim.add_labels(REPO, labeled.number, ["converge"], actor="maint")
+        by_agent = await h.sim.open_pr(REPO, title="b", head="b", author="agent[bot]", files={"b.txt": "b\n"})
+        other = await h.sim.open_pr(REPO, title="c", head="c", author="dev", files={"c.txt": "c\n"})
+        for pr in (labeled, by_agent):
+            view = await h.wait_status(f"{REPO}#{pr.number}", "merged", timeout=30)
+            assert view.pr.submitted_by in ("label", "auto")
+        assert await h.view(f"{REPO}#{other.number}") is None

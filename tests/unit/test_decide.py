@@ -207,3 +207,15 @@ class TestProgress:
         p = decide_progress(FIXING, q, H1, (), SETTINGS, memory)
         assert p.kind == "rerun" and "@maint" in p.instruction and "keep the name" in p.instruction
         assert p.remembered.kind == "needs_input"
+
+
+def test_an_asked_fixer_s_push_checks_progress_at_once():
+    from bot.engine.model import CheckProgress
+
+    asked = replace(SETTINGS, fixer_kind="author")
+    working = replace(ROUND, fixer_started_at=T0, attempt=1)
+    fixing = replace(PR, status="converging")
+    assert kinds(decide_step(snap(pr=fixing, round=working, settings=asked))) == [Wait]
+    assert decide_step(snap(pr=fixing, round=working, settings=asked, head=H2)).actions == (CheckProgress(1),)
+    # A command fixer reports back itself: a push meanwhile is someone else's.
+    assert kinds(decide_step(snap(pr=fixing, round=working, head=H2))) == [Wait]
