@@ -8,11 +8,13 @@ from starlette.routing import Route
 from bot.runtime import Runtime
 
 from . import api, health
+from .dashboard import dashboard
 from .webhook import receive_webhook
 
 
 def build_app(rt: Runtime) -> Starlette:
     app = Starlette(routes=[
+        Route("/", dashboard),
         Route("/webhook", receive_webhook, methods=["POST"]),
         Route("/livez", health.livez),
         Route("/readyz", health.readyz),

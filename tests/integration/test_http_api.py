@@ -67,3 +67,22 @@ async def test_api_enrolls_with_a_bearer_token_and_reads_back(db_url):
         assert (await http.get("/api/prs/octo/repo/4")).status_code == 404
         assert (await http.get("/api/prs/-bad-/repo/4")).status_code == 400
         assert [p["pr_key"] for p in (await http.get("/api/prs")).json()] == ["octo/repo#3"]
+
+
+async def test_dashboard_lists_prs_rounds_and_open_escalations_escaped(db_url):
+    from storage import escalations, prs
+
+    from ..helpers import enroll
+
+    async with serving(make_config(db_url)) as (rt, http):
+        key = "octo/repo#9"
+        pk = await enroll(rt.db, key, title="<script>alert(1)</script>")
+        await prs.fenced_update(rt.db, key, pk, {"status": "escalated", "last_action": "escalated: husk"})
+        async with rt.db.session() as s:
+            await escalations.create(s, key, pk, 1, "husk", "Retry <b>with</b> guidance?", "fp")
+        page = await http.get("/")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        html = page.text
+        assert key in html and "escalated: husk" in html and "1/8" in html
+        assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
+        assert "Open escalations (1)" in html and "Retry &lt;b&gt;with&lt;/b&gt; guidance?" in html
