@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("serve", help="run the bot: webhooks, poller, job workers")
 
+    sub.add_parser("doctor", help="check the database, GitHub access and the fixer set-up")
+
     demo = sub.add_parser("demo", help="run the bot against the built-in simulator, scripted")
     demo.add_argument("--json", action="store_true", help="print one JSON array of the PRs at the end")
 
@@ -81,6 +83,10 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         from .serve import serve
 
         return await serve(config)
+    if args.command == "doctor":
+        from .doctor import run_doctor
+
+        return await run_doctor(config)
     if args.command == "demo":
         from .demo import run_demo
 

@@ -213,6 +213,10 @@ class GitHubClient:
 
     # -- reads ----------------------------------------------------------------------------------
 
+    async def rate_limit(self) -> dict:
+        """GET /rate_limit (free: it does not count against the limit it reports)."""
+        return await self._json("GET", "/rate_limit")
+
     async def repo(self, owner: str, repo: str) -> dict:
         return await self._json("GET", f"/repos/{owner}/{repo}")
 

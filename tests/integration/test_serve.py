@@ -95,3 +95,28 @@ def test_serve_refuses_the_fake_fixer(tmp_path):
                        timeout=30)
     assert p.returncode == 2 and "fake" in p.stderr and "refuses" in p.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+async def test_doctor_checks_database_github_and_fixer(tmp_path, simulator):
+    import asyncio
+
+    env = cli_env(f"sqlite:///{tmp_path / 'd.db'}") | {
+        "CONVERGEBOT_GITHUB_API_URL": simulator.url, "CONVERGEBOT_GITHUB_TOKEN": "t",
+        "CONVERGEBOT_GITHUB_WEBHOOK_SECRET": "s", "CONVERGEBOT_FIXER_KIND": "author",
+    }
+
+    async def doctor(**extra):
+        p = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot", "doctor", env=env | extra,
+                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, _ = await asyncio.wait_for(p.communicate(), 60)
+        return p.returncode, out.decode()
+
+    code, out = await doctor()
+    assert code == 1 and "[FAIL] database sqlite" in out and "convergebot migrate" in out
+    assert "[ok  ] GitHub API at" in out and "rate limit" in out
+    assert convergebot(env["CONVERGEBOT_DATABASE_URL"], "migrate").returncode == 0
+    code, out = await doctor()
+    assert code == 0 and out.strip().endswith("all checks passed"), out
+    code, out = await doctor(CONVERGEBOT_GITHUB_API_URL="http://127.0.0.1:9/",
+                             CONVERGEBOT_FIXER_KIND="command", CONVERGEBOT_FIXER_COMMAND="no-such-agent")
+    assert code == 1 and "[FAIL] GitHub API at http://127.0.0.1:9/" in out and "[FAIL] fixer command" in out

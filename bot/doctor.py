@@ -1,0 +1,75 @@
+"""`convergebot doctor`: check what `serve` needs before running it, one line per check."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+
+from storage.database import Database
+from storage.migrate import current_revision, head_revision
+
+from .config import Config
+from .github.client import GitHubClient, open_github
+from .github.errors import GitHubError
+
+
+async def run_doctor(config: Config, say: Callable[[str], None] = print) -> int:
+    failures = 0
+
+    def check(ok: bool, what: str, detail: str = "", *, warn: bool = False) -> None:
+        nonlocal failures
+        mark = "ok  " if ok else ("warn" if warn else "FAIL")
+        failures += 0 if ok or warn else 1
+        say(f"[{mark}] {what}{': ' + detail if detail else ''}")
+
+    db = Database(config.database.url)
+    try:
+        revision, head = await current_revision(db), head_revision()
+        check(revision == head, f"database {db.backend}", f"schema {revision or 'empty'}, newest {head}"
+              + ("" if revision == head else " (run `convergebot migrate`)"))
+    except Exception as e:
+        check(False, f"database {db.backend}", f"{type(e).__name__}: {e}")
+    finally:
+        await db.dispose()
+
+    gh_cfg = config.github
+    private_key = None
+    if gh_cfg.private_key_path:
+        try:
+            with open(gh_cfg.private_key_path) as f:
+                private_key = f.read()
+        except OSError as e:
+            check(False, "GitHub App private key", str(e))
+    app = bool(gh_cfg.app_id and private_key and gh_cfg.installation_id)
+    check(app or bool(gh_cfg.token.get_secret_value()), "GitHub credentials",
+          "GitHub App" if app else ("token" if gh_cfg.token.get_secret_value() else "none configured"))
+    async with open_github(api_url=gh_cfg.api_url, token=gh_cfg.token.get_secret_value(),
+                           app_id=gh_cfg.app_id or None, private_key=private_key,
+                           installation_id=gh_cfg.installation_id or None,
+                           timeout=gh_cfg.timeout_seconds, read_timeout=gh_cfg.read_timeout_seconds) as gh:
+        client = GitHubClient(gh, call_timeout=gh_cfg.timeout_seconds + gh_cfg.read_timeout_seconds)
+        try:
+            core = (await client.rate_limit()).get("resources", {}).get("core", {})
+            check(True, f"GitHub API at {gh_cfg.api_url}",
+                  f"rate limit {core.get('remaining', '?')}/{core.get('limit', '?')}")
+        except GitHubError as e:
+            check(False, f"GitHub API at {gh_cfg.api_url}", str(e))
+
+    check(bool(gh_cfg.webhook_secret.get_secret_value()), "webhook secret",
+          "" if gh_cfg.webhook_secret.get_secret_value() else "not set: every webhook will be refused (401)",
+          warn=True)
+    fixer = config.fixer
+    if fixer.kind == "fake":
+        check(False, "fixer", "kind = fake is for tests and the demo; serve refuses it")
+    elif fixer.kind == "command":
+        program = fixer.command[0] if fixer.command else ""
+        check(bool(program and shutil.which(program)), "fixer command",
+              program or "fixer.command is empty")
+    else:
+        check(True, "fixer", fixer.kind)
+    git = shutil.which("git")
+    version = subprocess.run([git, "--version"], capture_output=True, text=True).stdout.strip() if git else ""
+    check(bool(git), "git", version or "not found (the command fixer needs it)", warn=fixer.kind != "command")
+    say("all checks passed" if not failures else f"{failures} check(s) failed")
+    return 0 if not failures else 1
