@@ -45,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("serve", help="run the bot: webhooks, poller, job workers")
 
+    an = sub.add_parser("answer", help="answer a PR's open escalation, as a maintainer comment would")
+    an.add_argument("pr", metavar="OWNER/REPO#N")
+    an.add_argument("text", help="the answer (start with 'decline' to decline the finding)")
+    an.add_argument("--by", default="cli", help="who answers (recorded and attributed)")
+
     sub.add_parser("doctor", help="check the database, GitHub access and the fixer set-up")
 
     demo = sub.add_parser("demo", help="run the bot against the built-in simulator, scripted")
@@ -105,7 +110,8 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
     db = Database(config.database.url)
     try:
         await migrate(db)
-        handler = {"migrate": _migrate, "submit": _submit, "status": _status, "abandon": _abandon}
+        handler = {"migrate": _migrate, "submit": _submit, "status": _status, "abandon": _abandon,
+                   "answer": _answer}
         return await handler[args.command](args, config, db)
     finally:
         await db.dispose()
@@ -167,6 +173,34 @@ async def _status(args, config: Config, db: Database) -> int:
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+async def _answer(args, config: Config, db: Database) -> int:
+    """The same answer path as `/converge answer`; the running `serve` picks up the work."""
+    from .commands.handle import answer
+    from .commands.parse import Command
+    from .github.client import GitHubClient, open_github
+    from .runtime import Runtime
+    from .serve import build_fixer
+
+    view = await prs.get(db, args.key)
+    if view is None or view.resubmittable:
+        print(f"convergebot: {args.key} has no active run", file=sys.stderr)
+        return 1
+    if not args.text.strip():
+        raise UsageError("the answer is empty")
+    gh_cfg = config.github
+    async with open_github(api_url=gh_cfg.api_url, token=gh_cfg.token.get_secret_value(),
+                           timeout=gh_cfg.timeout_seconds, read_timeout=gh_cfg.read_timeout_seconds) as gh:
+        rt = Runtime(config, db, GitHubClient(gh, bot_login=gh_cfg.bot_login,
+                                              call_timeout=gh_cfg.timeout_seconds + gh_cfg.read_timeout_seconds))
+        rt.extras["fixer"] = build_fixer(config)
+        accepted, message = await answer(rt, view.pr, Command("answer", text=args.text.strip()), args.by)
+    if not accepted:
+        print(f"convergebot: {message}", file=sys.stderr)
+        return 1
+    print(f"answered {args.key}; the run resumes")
     return 0
 
 

@@ -79,3 +79,26 @@ async def _settled(h, comment_id: int) -> bool:
 
         row = (await s.exec(select(Command).where(Command.comment_id == comment_id))).first()
     return row is not None and row.why != "received"
+
+
+async def test_the_cli_answers_an_escalation_and_the_running_bot_resumes(tmp_path, db_url):
+    import asyncio
+    import sys
+
+    from ..integration.test_cli import cli_env
+
+    fixer = Recording(ScriptedFixer([f"ask:{QUESTION}", "push"]))
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer) as h:
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        key, _ = await open_and_enroll(h)
+        await h.wait_status(key, "escalated")
+        env = cli_env(db_url) | {"CONVERGEBOT_GITHUB_API_URL": h.sim_url, "CONVERGEBOT_GITHUB_TOKEN": "t",
+                                 "CONVERGEBOT_FIXER_KIND": "fake"}  # as the running bot
+        p = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "answer", key, "Keep the name.", "--by", "alice", env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(p.communicate(), 60)
+        assert p.returncode == 0, err.decode()[-2000:]
+        await h.wait_status(key, "merged", timeout=30)
+        assert [(e.status, e.answered_by) for e in await h.escalations(key)] == [("answered", "alice")]
+        assert any("@alice" in i and "Keep the name." in i for i in fixer.requests[1].instructions)
