@@ -21,6 +21,7 @@ from .runtime import Runtime
 
 log = structlog.get_logger(__name__)
 
+JOB_RETENTION = timedelta(days=1)
 RETENTION = timedelta(days=7)
 
 
@@ -49,6 +50,9 @@ class Poller:
         stamp = utcnow().strftime("%Y%m%dT%H%M%S.%f")
         try:
             views = await prs.list_all(self.rt.db)
+            # A PR whose sync is still queued needs no second one: the queue stays one job per
+            # PR however slow the workers are.
+            waiting = await jobs.pending_pr_keys(self.rt.db, "sync")
             active = 0
             for view in views:
                 pr = view.pr
@@ -60,8 +64,9 @@ class Poller:
                 if view.resubmittable:
                     continue
                 active += 1
-                await jobs.enqueue(self.rt.db, "sync", f"poll:{pr.pr_key}:{stamp}", pr_key=pr.pr_key)
-            await jobs.prune(self.rt.db, utcnow() - RETENTION)
+                if pr.pr_key not in waiting:
+                    await jobs.enqueue(self.rt.db, "sync", f"poll:{pr.pr_key}:{stamp}", pr_key=pr.pr_key)
+            await jobs.prune(self.rt.db, utcnow() - JOB_RETENTION, utcnow() - RETENTION)
             await deliveries.prune(self.rt.db, utcnow() - RETENTION)
         except Exception as e:
             self.rt.health.last_poll_error = f"{type(e).__name__}: {e}"

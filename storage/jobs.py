@@ -186,11 +186,21 @@ async def list_jobs(db: Database, pr_key: str | None = None) -> list[Job]:
         return list(await s.exec(query))
 
 
-async def prune(db: Database, before: datetime) -> int:
-    """Delete finished jobs (done/dropped/failed) older than `before`; the PR rows keep the outcome."""
+async def prune(db: Database, before: datetime, failed_before: datetime | None = None) -> int:
+    """Delete finished jobs older than `before` (failed ones: `failed_before`, kept longer for a
+    look); the outcome lives in the PR, run and round rows, not here."""
     from sqlalchemy import delete
 
-    finished = (JobStatus.DONE, JobStatus.DROPPED, JobStatus.FAILED)
     async with db.session() as s:
-        stmt = delete(Job).where(Job.status.in_(finished), Job.finished_at < before)
-        return (await s.exec(stmt)).rowcount
+        n = (await s.exec(delete(Job).where(
+            Job.status.in_((JobStatus.DONE, JobStatus.DROPPED)), Job.finished_at < before))).rowcount
+        n += (await s.exec(delete(Job).where(
+            Job.status == JobStatus.FAILED, Job.finished_at < (failed_before or before)))).rowcount
+    return n
+
+
+async def pending_pr_keys(db: Database, kind: str) -> set[str]:
+    """PRs that already have a job of this kind waiting to run."""
+    async with db.session() as s:
+        rows = await s.exec(select(Job.pr_key).where(Job.kind == kind, Job.status == JobStatus.QUEUED))
+        return {k for k in rows if k}

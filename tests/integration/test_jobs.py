@@ -206,3 +206,37 @@ async def test_lease_expired_on_every_attempt_gives_up(db):
     assert await pool.run_one()
     job = await jobs.get_job(db, job_id)
     assert (job.status, job.last_error) == ("failed", "lease expired on every attempt")
+
+
+async def test_pruning_keeps_queued_and_recent_jobs(db):
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from storage.models import Job
+
+    for key in ("old-done", "new-done", "old-failed", "queued"):
+        await jobs.enqueue(db, "sync", key, pr_key="o/r#1")
+    now = utcnow()
+    async with db.session() as s:
+        await s.exec(update(Job).where(Job.key == "old-done").values(status="done", finished_at=now - timedelta(days=2)))
+        await s.exec(update(Job).where(Job.key == "new-done").values(status="done", finished_at=now))
+        await s.exec(update(Job).where(Job.key == "old-failed").values(status="failed", finished_at=now - timedelta(days=2)))
+    assert await jobs.prune(db, now - timedelta(days=1), now - timedelta(days=7)) == 1
+    assert sorted(j.key for j in await jobs.list_jobs(db)) == ["new-done", "old-failed", "queued"]
+    assert await jobs.pending_pr_keys(db, "sync") == {"o/r#1"}
+
+
+async def test_the_poller_queues_one_sync_per_pr_however_many_ticks(db):
+    from bot.config import Config
+    from bot.poller import Poller
+    from bot.runtime import Runtime
+
+    from ..helpers import enroll
+
+    await enroll(db, "o/r#1")
+    await enroll(db, "o/r#2")
+    poller = Poller(Runtime(Config(), db, github=None))
+    for _ in range(3):
+        await poller.tick()
+    assert sorted(j.pr_key for j in await jobs.list_jobs(db) if j.status == "queued") == ["o/r#1", "o/r#2"]
