@@ -6,6 +6,7 @@ import json
 
 import structlog
 
+from bot.github.errors import NotFound
 from bot.runtime import Runtime
 from bot.sync import read_observation
 from storage import escalations, prs, rounds, runs
@@ -38,7 +39,16 @@ async def _step(rt: Runtime, pr_key: str) -> None:
     pr = view.pr
     pk = pr.process_key
     bound = log.bind(pr_key=pr_key, process_key=pk, round=pr.current_round)
-    seen = await read_observation(rt, pr_key)
+    try:
+        seen = await read_observation(rt, pr_key)
+    except NotFound:
+        # A key for a PR that does not exist (a typo in `submit`), or one the credentials cannot
+        # see: end the run instead of polling a 404 for ever.
+        outcome = "the PR was not found on GitHub (or the credentials cannot see it)"
+        if await prs.fenced_update(rt.db, pr_key, pk, {"status": Status.ABANDONED, "outcome": outcome}):
+            await runs.end_run(rt.db, pk, RunState.TERMINATED, outcome)
+            bound.warning("step.pr_not_found")
+        return
     observed = observe(pr, seen)
     if not await prs.fenced_update(rt.db, pr_key, pk, observed.values):
         bound.info("step.stale")

@@ -113,3 +113,11 @@ async def test_a_429_on_one_pr_does_not_delay_another(tmp_path, db_url):
         assert limited.status == "queued" and limited.attempts == 0
         assert limited.run_at >= utcnow() + timedelta(seconds=25)
         assert b_took < 2.0, b_took
+
+
+async def test_a_pr_that_does_not_exist_ends_its_run_instead_of_polling_404s(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 3600}) as h:
+        key = await _enroll_by_api(h, 404)
+        view = await h.wait_status(key, "abandoned", timeout=10)
+        assert "not found" in view.pr.outcome and view.run_state == "terminated"

@@ -240,3 +240,20 @@ async def test_the_poller_queues_one_sync_per_pr_however_many_ticks(db):
     for _ in range(3):
         await poller.tick()
     assert sorted(j.pr_key for j in await jobs.list_jobs(db) if j.status == "queued") == ["o/r#1", "o/r#2"]
+
+
+async def test_the_poller_resumes_a_keyless_row(db):
+    from bot.config import Config
+    from bot.poller import Poller
+    from bot.runtime import Runtime
+    from storage import prs
+    from storage.models import PullRequest
+
+    now = utcnow()
+    async with db.session() as s:
+        s.add(PullRequest(pr_key="o/r#7", repo="o/r", number=7, url="u", title="t", status="converging",
+                          current_round=2, process_key=None, created_at=now, updated_at=now))
+    await Poller(Runtime(Config(), db, github=None)).tick()
+    view = await prs.get(db, "o/r#7")
+    assert view.pr.process_key is not None and view.run_state == "active" and view.pr.current_round == 1
+    assert view.pr.submitted_by == "poller"
