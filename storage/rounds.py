@@ -56,11 +56,13 @@ async def start(session: AsyncSession, pr_key: str, process_key: str, round_no: 
 
 
 async def update_round(
-    session: AsyncSession, pr_key: str, process_key: str, round_no: int, values: dict[str, Any]
+    session: AsyncSession, pr_key: str, process_key: str, round_no: int, values: dict[str, Any],
+    *, expect_attempt: int | None = None,
 ) -> bool:
-    stmt = update(Round).where(
-        Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no
-    ).values(**values)
+    conds = [Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no]
+    if expect_attempt is not None:
+        conds.append(Round.attempt == expect_attempt)
+    stmt = update(Round).where(*conds).values(**values)
     return (await session.exec(stmt)).rowcount == 1
 
 

@@ -65,13 +65,19 @@ async def fix(rt: Runtime, job: Job) -> None:
     if verdict.finished and not verdict.pushed_head and findings and resolved == len(findings):
         status = "converged"  # every finding answered without a code change: review again
 
-    async with rt.db.session() as s:
-        won = await prs.fenced_update(None, pr.pr_key, pr.process_key, {"last_action": f"fixer: {status}"},
-                                      expect_status=Status.CONVERGING, expect_round=rnd.round_no, session=s)
-        if won:
-            await rounds.update_round(s, pr.pr_key, pr.process_key, rnd.round_no, {
+    try:
+        async with rt.db.session() as s:
+            won = await prs.fenced_update(None, pr.pr_key, pr.process_key, {"last_action": f"fixer: {status}"},
+                                          expect_status=Status.CONVERGING, expect_round=rnd.round_no, session=s)
+            # Only into this attempt's row: a slow fixer whose round was meanwhile rerun (its
+            # deadline passed) must not hand its verdict to the next attempt.
+            if won and not await rounds.update_round(s, pr.pr_key, pr.process_key, rnd.round_no, {
                 "fixer_finished_at": utcnow() if verdict.finished else None, "verdict": status,
-                "summary": verdict.summary or verdict.detail, "question": verdict.question})
+                "summary": verdict.summary or verdict.detail, "question": verdict.question,
+            }, expect_attempt=attempt):
+                raise _Superseded()
+    except _Superseded:
+        won = False
     if not won:
         bound.info("fix.stale")
         return
@@ -79,3 +85,7 @@ async def fix(rt: Runtime, job: Job) -> None:
                        pr_key=pr.pr_key, process_key=pr.process_key, round_no=rnd.round_no,
                        payload={"attempt": attempt})
     rt.wake_workers()
+
+
+class _Superseded(Exception):
+    """The round moved to a later attempt while this fixer ran: write nothing."""

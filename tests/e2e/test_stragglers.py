@@ -134,3 +134,44 @@ async def _git_show(tmp_path, h, sha: str) -> dict:
     return {"message": (await git("log", "-1", "--format=%s", sha)).strip(),
             "HUMAN.md": await git("show", f"{sha}:HUMAN.md"),
             "app/core.py": await git("show", f"{sha}:app/core.py")}
+
+
+class _OvertakenFixer:
+    """A fixer whose round is rerun (deadline passed) while it still works."""
+
+    kind = "fake"
+
+    def __init__(self) -> None:
+        self.h = None
+
+    async def run(self, req):
+        from bot.fixers.base import Verdict
+        from storage import rounds
+        from storage.models import utcnow
+
+        view = await self.h.view(req.pr_key)
+        async with self.h.rt.db.session() as s:  # what the deadline's rerun writes
+            await rounds.next_attempt(s, req.pr_key, view.pr.process_key, req.round_no,
+                                      {**rounds.VERDICT_FIELDS, "fixer_started_at": utcnow()})
+        return Verdict(status="needs_input", question="A late question?", summary="late")
+
+
+async def test_a_slow_fixer_s_verdict_never_lands_on_the_next_attempt(tmp_path, db_url):
+    from storage import rounds
+
+    fixer = _OvertakenFixer()
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, **QUIET) as h:
+        fixer.h = h
+        h.sim.set_reviewer(REPO, steps(1))
+        key, _ = await open_and_enroll(h)
+
+        async def fixed_once():
+            return [j for j in await _jobs(h, "fix") if j.status == "done"]
+
+        await h.wait_for("the fix job", fixed_once, timeout=30)
+        await quiesce(h)
+        view = await h.view(key)
+        rnd = await rounds.get(h.rt.db, key, view.pr.process_key, 1)
+        assert (rnd.attempt, rnd.verdict, rnd.summary, rnd.fixer_finished_at) == (1, None, None, None)
+        assert rnd.fixer_started_at is not None
+        assert await h.escalations(key) == [] and view.pr.status == "converging"
