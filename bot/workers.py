@@ -160,6 +160,12 @@ class WorkerPool:
             if not await jobs.renew_lease(self.db, job, self.settings.lease_seconds):
                 # Someone reclaimed it: two runners of one job must not both act.
                 log.warning("job.lease_lost", job_id=job.id)
-                if runner is not None:
-                    runner.cancel()
-                return
+            elif not await self._owned(job):
+                # Its run was stopped or superseded meanwhile: a long fixer run would otherwise
+                # go on working (and pushing) for a run nobody drives any more.
+                log.info("job.orphaned", job_id=job.id, pr_key=job.pr_key, process_key=job.process_key)
+            else:
+                continue
+            if runner is not None:
+                runner.cancel()
+            return

@@ -175,3 +175,46 @@ async def test_a_slow_fixer_s_verdict_never_lands_on_the_next_attempt(tmp_path, 
         assert (rnd.attempt, rnd.verdict, rnd.summary, rnd.fixer_finished_at) == (1, None, None, None)
         assert rnd.fixer_started_at is not None
         assert await h.escalations(key) == [] and view.pr.status == "converging"
+
+
+SLOW_AGENT = textwrap.dedent('''
+    import os, pathlib, subprocess, sys, time
+    pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))
+    time.sleep(60)
+    pathlib.Path("app/core.py").write_text("# too late\\n")
+    subprocess.run(["git", "commit", "-qam", "too late"], check=True)
+''')
+
+
+async def test_stop_cancels_a_running_fixer_and_nothing_is_pushed(tmp_path, db_url):
+
+    script, pid_file = tmp_path / "agent.py", tmp_path / "agent.pid"
+    script.write_text(SLOW_AGENT)
+    config = {"kind": "command", "command": [sys.executable, str(script), str(pid_file)]}
+    async with bot_on_simulator(tmp_path, db_url, fixer_config=config, jobs={"lease_seconds": 1.5}) as h:
+        h.sim.set_reviewer(REPO, steps(1))
+        key, number = await open_and_enroll(h)
+        await h.wait_for("the agent to start", lambda: _exists(pid_file), timeout=30)
+        pid = int(pid_file.read_text())
+        head = await h.rt.github.branch_head("acme", "app", "feat")
+        await h.sim.comment(REPO, number, "/converge stop", user="maint")
+        await h.wait_status(key, "abandoned")
+        await h.wait_for("the agent to be killed", lambda: _gone(pid), timeout=10)
+        (job,) = await _jobs(h, "fix")
+        await h.wait_for("the fix job dropped", lambda: _all_status(h, [job.id], "dropped"), timeout=10)
+        assert await h.rt.github.branch_head("acme", "app", "feat") == head
+
+
+async def _exists(path) -> bool:
+    return path.exists() and path.read_text().strip() != ""
+
+
+async def _gone(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as f:  # a zombie waiting to be reaped is gone too
+        return f.read().split()[2] == "Z"
