@@ -16,7 +16,7 @@ from storage.database import Database
 from storage.migrate import migrate
 
 from .pgcluster import Cluster
-from .simulator_fixtures import sim, simulator, webhook_receiver  # noqa: F401  (shared fixtures)
+from .simulator_fixtures import api, sim, simulator, webhook_receiver  # noqa: F401  (shared fixtures)
 
 BACKENDS = [b.strip() for b in os.environ.get("CONVERGEBOT_TEST_BACKENDS", "sqlite,postgres").split(",")]
 TEMPLATE_DB = "convergebot_template"

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 from githubkit.webhooks import verify
 from starlette.applications import Starlette
@@ -44,6 +45,13 @@ async def simulator(tmp_path) -> AsyncIterator[SimulatorServer]:
         yield server
     finally:
         await server.stop()
+
+
+@pytest.fixture
+async def api(simulator: SimulatorServer) -> AsyncIterator[httpx.AsyncClient]:
+    """A plain HTTP client on the simulator's base URL."""
+    async with httpx.AsyncClient(base_url=simulator.url, timeout=10) as client:
+        yield client
 
 
 @pytest.fixture

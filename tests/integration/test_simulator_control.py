@@ -15,12 +15,6 @@ BASE = f"_sim/repos/{REPO}"
 
 
 @pytest.fixture
-async def api(simulator):
-    async with httpx.AsyncClient(base_url=simulator.url, timeout=10) as client:
-        yield client
-
-
-@pytest.fixture
 async def number(api):
     created = await api.post("_sim/repos", json={"name": REPO, "files": {"a.py": "x = 1\n"},
                                                  "collaborators": {"alice": "admin"}})

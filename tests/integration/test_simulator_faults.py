@@ -12,12 +12,6 @@ PULL = "/repos/{owner}/{repo}/pulls/{number}"
 
 
 @pytest.fixture
-async def api(simulator):
-    async with httpx.AsyncClient(base_url=simulator.url, timeout=10) as client:
-        yield client
-
-
-@pytest.fixture
 async def pr(sim):
     await sim.create_repo(REPO)
     return await sim.open_pr(REPO, title="T", head="h", files={"a.txt": "a"})

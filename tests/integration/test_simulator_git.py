@@ -5,18 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 import pytest
 
 from tests.simulator_fixtures import WEBHOOK_SECRET, git
 
 REPO = "acme/widgets"
-
-
-@pytest.fixture
-async def api(simulator):
-    async with httpx.AsyncClient(base_url=simulator.url, timeout=10) as client:
-        yield client
 
 
 @pytest.fixture

@@ -16,12 +16,6 @@ REPO = "acme/widgets"
 
 
 @pytest.fixture
-async def api(simulator):
-    async with httpx.AsyncClient(base_url=simulator.url, timeout=10) as client:
-        yield client
-
-
-@pytest.fixture
 async def pr(sim):
     await sim.create_repo(REPO, files={"app.py": "print('hi')\n"},
                           collaborators={"alice": "admin", "mia": "maintain", "bob": "write",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 from bot.github.simulator import COPILOT_LOGIN, ReviewerScript, ReviewStep, ThreadSpec
@@ -31,12 +30,6 @@ query($owner: String!, $name: String!, $number: Int!, $after: String) {
 RESOLVE = """
 mutation($id: ID!) { resolveReviewThread(input: {threadId: $id}) { thread { id isResolved } } }
 """
-
-
-@pytest.fixture
-async def api(simulator):
-    async with httpx.AsyncClient(base_url=simulator.url, timeout=10) as client:
-        yield client
 
 
 @pytest.fixture

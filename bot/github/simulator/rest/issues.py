@@ -49,14 +49,19 @@ async def delete_comment(sim, req: ApiRequest) -> Reply:
     return Reply(None, status=204)
 
 
-async def react(sim, req: ApiRequest) -> Reply:
+async def react_to(sim, req: ApiRequest, kind: str) -> Reply:
+    """POST .../{issues|pulls}/comments/{id}/reactions: 201 new, 200 when it existed."""
     content = (await req.json()).get("content", "")
-    r, created = await sim.react(req.repo, "issue", req.number("comment_id"), content,
+    r, created = await sim.react(req.repo, kind, req.number("comment_id"), content,
                                  user=req.actor)
     if created:
-        sim.record("reaction", req.actor, repo=req.repo, subject="issue_comment",
+        sim.record("reaction", req.actor, repo=req.repo, subject=f"{kind}_comment",
                    comment_id=req.number("comment_id"), content=content)
     return Reply(reaction(sim.ctx, r), status=201 if created else 200)
+
+
+async def react(sim, req: ApiRequest) -> Reply:
+    return await react_to(sim, req, "issue")
 
 
 async def list_reactions(sim, req: ApiRequest) -> Reply:

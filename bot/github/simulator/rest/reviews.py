@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ..errors import NotFound, Unprocessable
 from ..gateway import ApiRequest, Gateway, Reply
-from ..shapes.reactions import reaction
 from ..shapes.reviews import review, review_comment
 from ..state import ThreadSpec
+from .issues import react_to
 
 
 async def list_reviews(sim, req: ApiRequest) -> Reply:
@@ -75,13 +75,7 @@ async def reply(sim, req: ApiRequest) -> Reply:
 
 
 async def react(sim, req: ApiRequest) -> Reply:
-    content = (await req.json()).get("content", "")
-    r, created = await sim.react(req.repo, "review", req.number("comment_id"), content,
-                                 user=req.actor)
-    if created:
-        sim.record("reaction", req.actor, repo=req.repo, subject="review_comment",
-                   comment_id=req.number("comment_id"), content=content)
-    return Reply(reaction(sim.ctx, r), status=201 if created else 200)
+    return await react_to(sim, req, "review")
 
 
 def routes(gw: Gateway):
