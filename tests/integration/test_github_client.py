@@ -97,3 +97,26 @@ async def test_github_app_installation_tokens_are_minted_once_and_reused(simulat
             assert (await client.repo("acme", "lib"))["full_name"] == REPO
     minted = sim.counters.get(method="POST", route="/app/installations/{installation_id}/access_tokens")
     assert minted == 1, sim.counters.snapshot()
+
+
+async def test_an_exhausted_primary_limit_fails_fast_until_the_reset(tmp_path):
+    from ..simulator_fixtures import start_simulator
+
+    server = await start_simulator(tmp_path / "gh", rate_limit=3)
+    try:
+        await server.sim.create_repo(REPO)
+        async with open_github(api_url=server.url, token="t") as gh:
+            client = GitHubClient(gh)
+            for user in ("a", "b", "c"):  # distinct URLs: no 304 saves the budget here
+                await client.permission("acme", "lib", user)
+            with pytest.raises(RateLimited) as first:
+                await client.permission("acme", "lib", "d")
+            assert not first.value.secondary
+            assert first.value.retry_at > datetime.now(UTC) + timedelta(minutes=50)  # the hour's reset
+            sent = server.sim.counters.total()
+            # No call can succeed before the reset: the next ones never reach GitHub.
+            with pytest.raises(RateLimited):
+                await client.pull("acme", "lib", 1)
+            assert server.sim.counters.total() == sent
+    finally:
+        await server.stop()
