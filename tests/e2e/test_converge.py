@@ -94,3 +94,17 @@ async def test_the_label_and_an_auto_enroll_author_enroll_prs(tmp_path, db_url):
             view = await h.wait_status(f"{REPO}#{pr.number}", "merged", timeout=30)
             assert view.pr.submitted_by in ("label", "auto")
         assert await h.view(f"{REPO}#{other.number}") is None
+
+
+async def test_no_merge_stops_at_converged(tmp_path, db_url):
+    from bot.fixers import ScriptedFixer
+
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"])) as h:
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        pr = await h.sim.open_pr(REPO, title="t", head="feat", author="dev", files={"a.txt": "a\n"})
+        key = f"{REPO}#{pr.number}"
+        await h.sim.comment(REPO, pr.number, "/converge start --no-merge --rounds 3", user="maint")
+        view = await h.wait_status(key, "converged", timeout=30)
+        assert (view.pr.max_rounds, view.pr.converge_only, view.run_state) == (3, True, "completed")
+        assert view.pr.converged_head == await h.rt.github.branch_head("acme", "app", "feat")
+        assert h.sim.effects("merge") == []
