@@ -223,9 +223,6 @@ class GitHubClient:
     async def pull(self, owner: str, repo: str, number: int) -> dict:
         return await self._json("GET", f"/repos/{owner}/{repo}/pulls/{number}")
 
-    async def open_pulls(self, owner: str, repo: str) -> list[dict]:
-        return await self._pages(f"/repos/{owner}/{repo}/pulls", {"state": "open"})
-
     async def branch_head(self, owner: str, repo: str, branch: str) -> str:
         """The head from the branch ref: the PR object's head.sha lags after a push."""
         ref = await self._json("GET", f"/repos/{owner}/{repo}/git/ref/heads/{branch}")
@@ -259,17 +256,6 @@ class GitHubClient:
 
     async def issue_comments(self, owner: str, repo: str, number: int) -> list[dict]:
         return await self._pages(f"/repos/{owner}/{repo}/issues/{number}/comments")
-
-    async def file_text(self, owner: str, repo: str, path: str, ref: str | None = None) -> str | None:
-        import base64
-
-        try:
-            data = await self._json(
-                "GET", f"/repos/{owner}/{repo}/contents/{path}", params={"ref": ref} if ref else None
-            )
-        except NotFound:
-            return None
-        return base64.b64decode(data.get("content", "")).decode()
 
     async def permission(self, owner: str, repo: str, user: str) -> str:
         """The user's permission on the repo (`admin`/`maintain`/`write`/...), cached briefly."""
