@@ -37,7 +37,7 @@ async def fix(rt: Runtime, job: Job) -> None:
     request = FixRequest(
         pr_key=pr.pr_key, round_no=rnd.round_no, attempt=attempt, title=gh_pr.get("title") or pr.title,
         description=gh_pr.get("body") or "", head_branch=gh_pr["head"]["ref"], entry_head=rnd.entry_head,
-        clone_url=head_repo.get("clone_url") or "", token=rt.config.github.token.get_secret_value() or None,
+        clone_url=head_repo.get("clone_url") or "", token=await rt.github.clone_token(),
         findings=findings, instructions=tuple(json.loads(rnd.instructions or "[]")),
     )
     bound.info("fix.started", fixer=rt.config.fixer.kind, findings=len(findings))

@@ -144,6 +144,7 @@ class GitHubClient:
         self._permissions: dict[tuple[str, str, str], tuple[float, str]] = {}
         self._exhausted_until: datetime | None = None
         self._secondary_strikes = 0
+        self._clone_token: tuple[str, datetime] | None = None
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -212,6 +213,27 @@ class GitHubClient:
             yield
 
     # -- reads ----------------------------------------------------------------------------------
+
+    async def clone_token(self) -> str | None:
+        """A token git can clone and push with: the configured one, or for a GitHub App a
+        fresh installation token (minted once, reused until ten minutes before it expires)."""
+        from githubkit import AppInstallationAuthStrategy, TokenAuthStrategy
+
+        auth = self.gh.auth
+        if isinstance(auth, TokenAuthStrategy):
+            return auth.token
+        if not isinstance(auth, AppInstallationAuthStrategy):
+            return None
+        now = datetime.now(UTC)
+        if self._clone_token and self._clone_token[1] - timedelta(minutes=10) > now:
+            return self._clone_token[0]
+        url = f"/app/installations/{auth.installation_id}/access_tokens"
+        async with self.gh.with_auth(auth.as_app()) as app:
+            data = await self._call(f"POST {url}", lambda: app.arequest("POST", url))
+        body = data.json()
+        expires = datetime.fromisoformat(body.get("expires_at", "").replace("Z", "+00:00") or now.isoformat())
+        self._clone_token = (body["token"], expires)
+        return body["token"]
 
     async def rate_limit(self) -> dict:
         """GET /rate_limit (free: it does not count against the limit it reports)."""

@@ -120,3 +120,18 @@ async def test_an_exhausted_primary_limit_fails_fast_until_the_reset(tmp_path):
             assert server.sim.counters.total() == sent
     finally:
         await server.stop()
+
+
+async def test_a_github_app_gets_an_installation_token_for_git_minted_once(simulator, sim):  # noqa: F811
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    async with open_github(api_url=simulator.url, app_id="9101", private_key=pem, installation_id=9102) as gh:
+        client = GitHubClient(gh)
+        first = await client.clone_token()
+        assert first in sim.issued_tokens
+        assert await client.clone_token() == first
+    minted = sim.counters.get(method="POST", route="/app/installations/{installation_id}/access_tokens")
+    assert minted == 1
+    async with open_github(api_url=simulator.url, token="plain") as gh:
+        assert await GitHubClient(gh).clone_token() == "plain"
