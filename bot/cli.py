@@ -180,7 +180,7 @@ async def _answer(args, config: Config, db: Database) -> int:
     """The same answer path as `/converge answer`; the running `serve` picks up the work."""
     from .commands.handle import answer
     from .commands.parse import Command
-    from .github.client import GitHubClient, open_github
+    from .github.client import connect
     from .runtime import Runtime
     from .serve import build_fixer
 
@@ -190,11 +190,8 @@ async def _answer(args, config: Config, db: Database) -> int:
         return 1
     if not args.text.strip():
         raise UsageError("the answer is empty")
-    gh_cfg = config.github
-    async with open_github(api_url=gh_cfg.api_url, token=gh_cfg.token.get_secret_value(),
-                           timeout=gh_cfg.timeout_seconds, read_timeout=gh_cfg.read_timeout_seconds) as gh:
-        rt = Runtime(config, db, GitHubClient(gh, bot_login=gh_cfg.bot_login,
-                                              call_timeout=gh_cfg.timeout_seconds + gh_cfg.read_timeout_seconds))
+    async with connect(config) as github:
+        rt = Runtime(config, db, github)
         rt.extras["fixer"] = build_fixer(config)
         accepted, message = await answer(rt, view.pr, Command("answer", text=args.text.strip()), args.by)
     if not accepted:

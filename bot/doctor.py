@@ -10,7 +10,7 @@ from storage.database import Database
 from storage.migrate import current_revision, head_revision
 
 from .config import Config
-from .github.client import GitHubClient, open_github
+from .github.client import connect
 from .github.errors import GitHubError
 
 
@@ -44,17 +44,16 @@ async def run_doctor(config: Config, say: Callable[[str], None] = print) -> int:
     app = bool(gh_cfg.app_id and private_key and gh_cfg.installation_id)
     check(app or bool(gh_cfg.token.get_secret_value()), "GitHub credentials",
           "GitHub App" if app else ("token" if gh_cfg.token.get_secret_value() else "none configured"))
-    async with open_github(api_url=gh_cfg.api_url, token=gh_cfg.token.get_secret_value(),
-                           app_id=gh_cfg.app_id or None, private_key=private_key,
-                           installation_id=gh_cfg.installation_id or None,
-                           timeout=gh_cfg.timeout_seconds, read_timeout=gh_cfg.read_timeout_seconds) as gh:
-        client = GitHubClient(gh, call_timeout=gh_cfg.timeout_seconds + gh_cfg.read_timeout_seconds)
-        try:
-            core = (await client.rate_limit()).get("resources", {}).get("core", {})
-            check(True, f"GitHub API at {gh_cfg.api_url}",
-                  f"rate limit {core.get('remaining', '?')}/{core.get('limit', '?')}")
-        except GitHubError as e:
-            check(False, f"GitHub API at {gh_cfg.api_url}", str(e))
+    try:
+        async with connect(config) as client:
+            try:
+                core = (await client.rate_limit()).get("resources", {}).get("core", {})
+                check(True, f"GitHub API at {gh_cfg.api_url}",
+                      f"rate limit {core.get('remaining', '?')}/{core.get('limit', '?')}")
+            except GitHubError as e:
+                check(False, f"GitHub API at {gh_cfg.api_url}", str(e))
+    except OSError:
+        pass  # the unreadable private key was reported above
 
     check(bool(gh_cfg.webhook_secret.get_secret_value()), "webhook secret",
           "" if gh_cfg.webhook_secret.get_secret_value() else "not set: every webhook will be refused (401)",

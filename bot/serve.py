@@ -8,7 +8,6 @@ import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import structlog
 import uvicorn
@@ -20,7 +19,7 @@ from storage.models import utcnow
 
 from . import metrics
 from .config import Config, ConfigError
-from .github.client import GitHubClient, open_github
+from .github.client import connect
 from .github.errors import RateLimited
 from .poller import Poller
 from .runtime import Runtime
@@ -91,11 +90,6 @@ def build_fixer(config: Config):
     return build("author")
 
 
-def _private_key(config: Config) -> str | None:
-    path = config.github.private_key_path
-    return Path(path).expanduser().read_text() if path else None
-
-
 @asynccontextmanager
 async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime, _Server]]:
     """Everything `serve` runs, started in order and stopped in reverse; yields once listening.
@@ -105,20 +99,9 @@ async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime,
     fixer = fixer or build_fixer(config)
     db = Database(config.database.url)
     await migrate(db)
-    gh_cfg = config.github
-    # One githubkit client for the whole process, opened before the server and the scheduler.
-    async with open_github(
-        api_url=gh_cfg.api_url,
-        token=gh_cfg.token.get_secret_value(),
-        app_id=gh_cfg.app_id or None,
-        private_key=_private_key(config),
-        installation_id=gh_cfg.installation_id or None,
-        timeout=gh_cfg.timeout_seconds,
-        read_timeout=gh_cfg.read_timeout_seconds,
-    ) as gh:
-        rt = Runtime(config, db, GitHubClient(
-            gh, max_concurrency=gh_cfg.max_concurrency, bot_login=gh_cfg.bot_login,
-            call_timeout=gh_cfg.timeout_seconds + gh_cfg.read_timeout_seconds))
+    # One GitHub client for the whole process, opened before the server and the scheduler.
+    async with connect(config) as github:
+        rt = Runtime(config, db, github)
         rt.health.started_at = utcnow()
         rt.extras["fixer"] = fixer
         jc = config.jobs

@@ -16,9 +16,8 @@ from storage.statuses import Status
 from . import checkrun
 from .decide import decide_progress
 from .dispatch import ask_fixer, queue_fixer, request_review
-from .escalation import post
-from .model import Adjudication
-from .read import pr_state, round_state, settings_of
+from .escalation import post_missing
+from .read import memory_of, pr_state, round_state, settings_of
 from .step import escalate
 
 log = structlog.get_logger(__name__)
@@ -56,10 +55,7 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
         head = None
     history = tuple(round_state(r) for r in await rounds.history(rt.db, pr.pr_key, pr.process_key)
                     if r.round_no < pr.current_round)
-    from storage import adjudications
-
-    memory = {a.fingerprint: Adjudication(a.fingerprint, a.answer, a.adjudicated_by, a.adjudicated_at)
-              for a in await adjudications.live_for(rt.db, pr.pr_key)}
+    memory = await memory_of(rt, pr.pr_key)
     outcome = decide_progress(pr_state(pr), round_state(rnd), head, history, settings_of(rt), memory)
     if outcome.kind == "fail_open":
         # Unreadable head: no escalation, no write; the deadline or the poller comes back.
@@ -114,9 +110,5 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
                 f"Answered from memory: {outcome.instruction}")
         await ask_fixer(rt, pr, n, next_attempt, rnd.findings or "[]", instructions)
     else:
-        from storage import escalations
-
-        for esc in await escalations.open_for(rt.db, pr.pr_key):
-            if esc.comment_id is None:
-                await post(rt, esc)
+        await post_missing(rt, pr.pr_key)
     await checkrun.publish(rt, pr.pr_key)

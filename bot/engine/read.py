@@ -98,6 +98,12 @@ def pr_state(pr: PullRequest) -> PrState:
                    escalated_at=pr.escalated_at)
 
 
+async def memory_of(rt: Runtime, pr_key: str) -> dict[str, Adjudication]:
+    """The PR's live adjudications, by question fingerprint."""
+    return {a.fingerprint: Adjudication(a.fingerprint, a.answer, a.adjudicated_by, a.adjudicated_at)
+            for a in await adjudications.live_for(rt.db, pr_key)}
+
+
 async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_reviews: list[dict]) -> Snapshot:
     key = parse_pr_key(pr.pr_key)
     history = await rounds.history(rt.db, pr.pr_key, pr.process_key)
@@ -108,8 +114,7 @@ async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_revi
         pr=pr_state(pr), round=round_state(current), head=head, reviews=reviews, threads=None,
         checks=Checks("success"),
         open_escalations=len(await escalations.open_for(rt.db, pr.pr_key)),
-        adjudications={a.fingerprint: Adjudication(a.fingerprint, a.answer, a.adjudicated_by, a.adjudicated_at)
-                       for a in await adjudications.live_for(rt.db, pr.pr_key)},
+        adjudications=await memory_of(rt, pr.pr_key),
         now=utcnow(), settings=settings,
         history=tuple(round_state(r) for r in history if r.round_no < pr.current_round),
     )

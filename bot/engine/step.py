@@ -9,7 +9,7 @@ import structlog
 from bot.github.errors import NotFound
 from bot.runtime import Runtime
 from bot.sync import read_observation
-from storage import escalations, prs, rounds, runs
+from storage import escalations, jobs, prs, rounds, runs
 from storage.models import Job, PullRequest, utcnow
 from storage.statuses import RunState, Status
 
@@ -59,7 +59,7 @@ async def _step(rt: Runtime, pr_key: str) -> None:
         return
     if pr.status == Status.ESCALATED:
         await post_missing(rt, pr_key)
-    pr = (await prs.get(rt.db, pr_key)).pr
+    pr = pr.model_copy(update=observed.values)  # the row as just written, without reading it back
     if pr.status in MERGE_STATUSES:
         await merge_stage(rt, pr, seen.pr, bound)
         await checkrun.publish(rt, pr_key)
@@ -139,8 +139,6 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
     if isinstance(action, Escalate):
         return await escalate(rt, pr, action, bound, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW))
     if isinstance(action, CheckProgress):
-        from storage import jobs
-
         await jobs.enqueue(rt.db, "progress_check", progress_key(pk, n, action.attempt, "push"), pr_key=pr.pr_key,
                            process_key=pk, round_no=n, payload={"attempt": action.attempt})
         rt.wake_workers()
@@ -158,8 +156,6 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
 
 async def _requeue(rt: Runtime, pr_key: str, why: str) -> None:
     """Take the next step now rather than at the next webhook or poll."""
-    from storage import jobs
-
     await jobs.enqueue(rt.db, "sync", f"sync:{pr_key}:{why}:{utcnow().isoformat()}", pr_key=pr_key)
     rt.wake_workers()
 

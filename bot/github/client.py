@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -84,6 +85,21 @@ def open_github(
         http_cache=True,
         auto_retry=False,
     )
+
+
+@asynccontextmanager
+async def connect(config) -> AsyncIterator[GitHubClient]:
+    """The wrapper as `config.github` describes it (token or App, timeouts, concurrency): the
+    one way serve, doctor and the CLI reach GitHub."""
+    g = config.github
+    private_key = Path(g.private_key_path).expanduser().read_text() if g.private_key_path else None
+    async with open_github(
+        api_url=g.api_url, token=g.token.get_secret_value(), app_id=g.app_id or None,
+        private_key=private_key, installation_id=g.installation_id or None,
+        timeout=g.timeout_seconds, read_timeout=g.read_timeout_seconds,
+    ) as gh:
+        yield GitHubClient(gh, max_concurrency=g.max_concurrency, bot_login=g.bot_login,
+                           call_timeout=g.timeout_seconds + g.read_timeout_seconds)
 
 
 def _told_retry_at(exc: RequestFailed) -> datetime | None:

@@ -70,7 +70,7 @@ async def receive_webhook(request: Request) -> JSONResponse:
     bound = log.bind(delivery_id=delivery_id, event=event, action=action)
     new = await deliveries.record(
         rt.db, delivery_id, event, action, routed.outcome, None,
-        [{k: v for k, v in asdict(w).items()} for w in routed.wakes],
+        [asdict(w) for w in routed.wakes],
     )
     if not new:
         bound.info("webhook.duplicate")
