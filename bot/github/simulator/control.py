@@ -215,6 +215,32 @@ async def faults(sim, request, body):
     return [f.to_dict() for f in sim.faults.rules]
 
 
+async def chaos(sim, request, body):
+    """PUT starts a seeded run with the JSON fields of `Simulator.chaos`; DELETE stops it."""
+    if request.method == "PUT":
+        sim.chaos(body.pop("seed"), **body)
+    elif request.method == "DELETE":
+        sim.chaos_off()
+    return sim.request_chaos.to_dict()
+
+
+async def webhook_chaos(sim, request, body):
+    if request.method == "PUT":
+        sim.webhook_chaos(body.pop("seed"), **body)
+    elif request.method == "DELETE":
+        sim.webhook_chaos_off()
+    return sim.webhooks.chaos.to_dict()
+
+
+async def ref_updates(sim, request, body):
+    forced = request.query_params.get("forced") in ("1", "true")
+    return sim.forced_pushes() if forced else sim.ref_updates
+
+
+async def duplicates(sim, request, body):
+    return sim.duplicate_effects()
+
+
 async def counters(sim, request, body):
     if request.method == "DELETE":
         sim.counters.reset()
@@ -271,7 +297,11 @@ def routes(sim: Simulator) -> list[Route]:
         ("/_sim/webhooks", ["GET", "PUT"], webhooks, 200),
         ("/_sim/webhooks/faults", ["GET", "PUT"], webhook_faults, 200),
         ("/_sim/deliveries", ["GET"], deliveries, 200),
+        ("/_sim/webhooks/chaos", ["GET", "PUT", "DELETE"], webhook_chaos, 200),
         ("/_sim/faults", ["GET", "POST", "DELETE"], faults, 200),
+        ("/_sim/chaos", ["GET", "PUT", "DELETE"], chaos, 200),
+        ("/_sim/ref-updates", ["GET"], ref_updates, 200),
+        ("/_sim/duplicates", ["GET"], duplicates, 200),
         ("/_sim/counters", ["GET", "DELETE"], counters, 200),
         ("/_sim/side-effects", ["GET", "DELETE"], side_effects, 200),
         ("/_sim/hooks/post-receive", ["POST"], post_receive, 200),

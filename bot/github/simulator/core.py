@@ -38,6 +38,7 @@ class SimulatorCore:
         self.token_user = token_user
         self.lock = asyncio.Lock()
         self.side_effects: list[dict[str, Any]] = []
+        self.ref_updates: list[dict[str, Any]] = []  # every branch move, forced or not
         self._stats: dict[tuple[str, str], DiffStats] = {}
         self._outdated_cache: dict[tuple[str, str, str, int], bool] = {}
 
@@ -122,10 +123,11 @@ class SimulatorCore:
     reviewer: ReviewerRunner
 
     async def _ref_moved(self, repo: Repo, ref: str, old: str, new: str,
-                         pusher: str | None) -> None:
+                         pusher: str | None, via: str = "control") -> None:
         raise NotImplementedError
 
-    async def _emit_push(self, repo: Repo, ref: str, old: str, new: str, pusher: str) -> None:
+    async def _emit_push(self, repo: Repo, ref: str, old: str, new: str, pusher: str,
+                         via: str = "control") -> None:
         raise NotImplementedError
 
     # -- side effects: what API clients (the bot) changed, for tests to assert on -------------

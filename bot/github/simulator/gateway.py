@@ -1,4 +1,4 @@
-"""The path every REST and GraphQL request takes: faults, auth, rate limit, ETag, counters.
+"""The path every REST and GraphQL request takes: faults, chaos, auth, rate limit, ETag, counters.
 
 Handlers stay plain: they take an `ApiRequest` and return a `Reply` (or raise `ApiError`);
 everything GitHub does around them (401, 304, x-ratelimit-*, Retry-After) happens here once.
@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from .chaos import WRITE_METHODS, ChaosDecision, fault_answer, is_mutation
 from .counters import DROPPED
 from .errors import ApiError
 from .faults import Fault
@@ -132,6 +133,13 @@ class Gateway:
             if answer is not None or fault.drop:
                 sim.counters.add(method, template, answer.status_code if answer else DROPPED)
                 return answer or Response(status_code=499)
+        # A request an injected rule matched is not also subject to chaos: rules take precedence.
+        chaos = sim.request_chaos.decide(request.url.path) if fault is None else None
+        if chaos is not None:
+            answer = await self._chaos(request, chaos, resource)
+            if answer is not None:
+                sim.counters.add(method, template, answer.status_code)
+                return answer
         token = token_of(request)
         actor = "app" if app_jwt else sim.token_actor(token)
         if actor is None:
@@ -165,10 +173,23 @@ class Gateway:
         if counted:
             bucket = sim.rate_limits.consume(resource, key)
         headers.update(sim.rate_limits.headers(bucket, resource))
+        if chaos is not None and chaos.may_lose_ack and status < 400 and \
+                await self._is_write(request, method, resource):
+            # The write happened (state, side effects, webhooks); only its answer is lost.
+            sim.request_chaos.counts["lost_ack"] += 1
+            sim.counters.add(method, template, 502)
+            return self._json(502, {"message": "Bad Gateway"},
+                              sim.rate_limits.headers(bucket, resource))
         sim.counters.add(method, template, status)
         if status == 204:
             return Response(status_code=204, headers=self._common(headers))
         return Response(body, status_code=status, headers=self._common(headers), media_type=JSON)
+
+    @staticmethod
+    async def _is_write(request: Request, method: str, resource: str) -> bool:
+        if resource == "graphql":
+            return is_mutation(await request.body())
+        return method in WRITE_METHODS
 
     @staticmethod
     def _common(headers: dict[str, str]) -> dict[str, str]:
@@ -200,6 +221,18 @@ class Gateway:
             return self._json(fault.status, {"message": message}, headers)
         messages = {404: "Not Found", 500: "Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
         return self._json(fault.status, {"message": messages[fault.status]})
+
+    async def _chaos(self, request: Request, chaos: ChaosDecision,
+                     resource: str) -> Response | None:
+        """Pause if the chaos says so, then its fault answer, or None to handle the request."""
+        if chaos.slow:
+            await asyncio.sleep(chaos.slow)
+        if chaos.status is None:
+            return None
+        bucket = self.sim.rate_limits.bucket(resource, token_of(request) or "anonymous")
+        status, data, headers = fault_answer(chaos,
+                                             self.sim.rate_limits.headers(bucket, resource))
+        return self._json(status, data, headers)
 
     async def _hold(self, request: Request) -> None:
         """Keep the request open until the client disconnects (its timeout) or we shut down."""

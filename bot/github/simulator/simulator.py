@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .chaos import ChaosSettings, RequestChaos
 from .core import DEFAULT_TOKEN_USER
 from .counters import Counters
+from .duplicates import duplicate_effects
 from .faults import Fault, Faults
 from .ids import iso
 from .ops.checks import CheckOps
@@ -19,6 +21,7 @@ from .ops.repos import RepoOps
 from .ops.reviews import ReviewOps
 from .ratelimit import RateLimiter
 from .reviewer import ReviewerRunner
+from .webhook_chaos import WebhookChaosSettings
 from .webhooks import Delivery, WebhookFaults
 
 if TYPE_CHECKING:
@@ -43,6 +46,7 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps):
         self.tokens = tokens
         self.issued_tokens: set[str] = set()  # installation tokens handed to App-auth clients
         self.faults = Faults()
+        self.request_chaos = RequestChaos()
         self.counters = Counters()
         self.rate_limits = RateLimiter(rate_limit)
         self.reviewer = ReviewerRunner(self)
@@ -91,6 +95,46 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps):
     def clear_faults(self, fault_id: int | None = None) -> None:
         self.faults.clear(fault_id)
 
+    def chaos(self, seed: int, *, error_rate: float = 0.0, rate_limit_rate: float = 0.0,
+              secondary_rate: float = 0.0, retry_after: int = 1, slow_rate: float = 0.0,
+              slow_seconds: float = 0.5, lost_ack_rate: float = 0.0,
+              exclude: tuple[str, ...] | list[str] = ()) -> ChaosSettings:
+        """Fault REST and GraphQL requests at random by rate, from `random.Random(seed)`.
+
+        Starts a fresh run (new Random, zeroed counts). Injected faults take precedence; the
+        control API and GET /rate_limit are never faulted. See docs/simulator.md.
+        """
+        settings = ChaosSettings(seed, error_rate=error_rate, rate_limit_rate=rate_limit_rate,
+                                 secondary_rate=secondary_rate, retry_after=retry_after,
+                                 slow_rate=slow_rate, slow_seconds=slow_seconds,
+                                 lost_ack_rate=lost_ack_rate, exclude=tuple(exclude))
+        self.request_chaos.start(settings)
+        return settings
+
+    def chaos_off(self) -> None:
+        """Stop request chaos; `chaos_counts` keeps what it did."""
+        self.request_chaos.stop()
+
+    @property
+    def chaos_counts(self) -> dict[str, int]:
+        """Faults request chaos applied, by kind: error, rate_limit, secondary, slow, lost_ack."""
+        return dict(self.request_chaos.counts)
+
+    def webhook_chaos(self, seed: int, **rates: float) -> WebhookChaosSettings:
+        """Drop, duplicate, reorder and delay deliveries at random (drop_rate, duplicate_rate,
+        reorder_rate, reorder_window, delay_max), from `random.Random(seed)`."""
+        settings = WebhookChaosSettings(seed, **rates)
+        self.webhooks.chaos.start(settings)
+        return settings
+
+    def webhook_chaos_off(self) -> None:
+        self.webhooks.chaos.stop()
+
+    @property
+    def webhook_chaos_counts(self) -> dict[str, int]:
+        """Deliveries webhook chaos changed, by kind: dropped, duplicated, reordered, delayed."""
+        return dict(self.webhooks.chaos.counts)
+
     def configure_webhooks(self, url: str | None, secret: str | None = None) -> None:
         self.webhooks.configure(url, secret)
 
@@ -109,6 +153,15 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps):
 
     def effects(self, kind: str | None = None) -> list[dict]:
         return [e for e in self.side_effects if kind is None or e["kind"] == kind]
+
+    def duplicate_effects(self) -> list[dict]:
+        """Writes made more than once where once was meant (see duplicates.py); a bot that is
+        idempotent under retries and lost acknowledgements leaves this empty."""
+        return duplicate_effects(self.side_effects, self.state)
+
+    def forced_pushes(self) -> list[dict]:
+        """Branch moves that were not fast-forwards (from `ref_updates`)."""
+        return [u for u in self.ref_updates if u["forced"]]
 
     async def settle(self, timeout: float = 15.0) -> None:
         """Wait until no scripted review is in flight and every webhook has been attempted."""
@@ -158,6 +211,7 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps):
             "statuses": [{"id": x.id, "repo": x.repo, "sha": x.sha, "context": x.context,
                           "state": x.state, "created_at": iso(x.created_at)}
                          for x in s.statuses],
+            "ref_updates": list(self.ref_updates),
         }
 
     @property

@@ -1,4 +1,4 @@
-"""Signed webhook delivery from a background queue, with injectable delivery faults.
+"""Signed webhook delivery from a background queue, with injectable delivery faults and chaos.
 
 `emit` never blocks the request that caused the event: it records the delivery, decides its
 faults at once (so "drop the next one" means the next event emitted) and queues it. One worker
@@ -19,6 +19,7 @@ import httpx
 import structlog
 
 from .ids import iso, now
+from .webhook_chaos import WebhookChaos
 
 log = structlog.get_logger("simulator.webhooks")
 
@@ -53,6 +54,7 @@ class Delivery:
     dropped: bool = False
     duplicate: bool = False
     reordered: bool = False
+    delay: float = 0.0  # seconds the chaos made it wait before sending
     attempts: list[Attempt] = field(default_factory=list)
 
     @property
@@ -66,7 +68,7 @@ class Delivery:
     def to_dict(self, *, with_payload: bool = False) -> dict:
         data = {"id": self.id, "event": self.event, "action": self.action,
                 "queued_at": self.queued_at, "status": self.status, "dropped": self.dropped,
-                "duplicate": self.duplicate, "reordered": self.reordered,
+                "duplicate": self.duplicate, "reordered": self.reordered, "delay": self.delay,
                 "attempts": [a.__dict__ for a in self.attempts]}
         if with_payload:
             data["payload"] = self.payload
@@ -85,10 +87,13 @@ class WebhookDispatcher:
         self.timeout = timeout
         self.hook_id = hook_id
         self.faults = WebhookFaults()
+        self.chaos = WebhookChaos()
         self.deliveries: list[Delivery] = []
         self._queue: asyncio.Queue[Delivery] | None = None
         self._held: list[Delivery] = []
         self._flush_timer: asyncio.TimerHandle | None = None
+        self._overtaken: list[Delivery] = []  # held by reorder chaos until a later one is sent
+        self._overtake_timer: asyncio.TimerHandle | None = None
         self._worker: asyncio.Task | None = None
         self._client: httpx.AsyncClient | None = None
 
@@ -115,8 +120,21 @@ class WebhookDispatcher:
             faults.reorder_next -= 1
             delivery.reordered = True
             self._hold(delivery)
-        else:
-            self._enqueue(delivery)
+            return delivery
+        chaos = self.chaos.decide()
+        if chaos is not None:
+            if chaos.drop:
+                delivery.dropped = True
+                log.info("webhook dropped by chaos", delivery_id=delivery.id, event_name=event)
+                return delivery
+            delivery.duplicate = delivery.duplicate or chaos.duplicate
+            delivery.delay = chaos.delay
+            if chaos.reorder:
+                delivery.reordered = True
+                self._overtake(delivery)
+                return delivery
+        self._enqueue(delivery)
+        self._release_overtaken()
         return delivery
 
     def _enqueue(self, delivery: Delivery) -> None:
@@ -135,6 +153,22 @@ class WebhookDispatcher:
             self._flush_timer = asyncio.get_running_loop().call_later(
                 self.faults.reorder_window, self._flush_held)
 
+    def _overtake(self, delivery: Delivery) -> None:
+        """Hold a delivery until the next one is queued; at most `reorder_window` seconds."""
+        self._overtaken.append(delivery)
+        if self._overtake_timer is None:
+            assert self.chaos.settings is not None
+            self._overtake_timer = asyncio.get_running_loop().call_later(
+                self.chaos.settings.reorder_window, self._release_overtaken)
+
+    def _release_overtaken(self) -> None:
+        if self._overtake_timer is not None:
+            self._overtake_timer.cancel()
+            self._overtake_timer = None
+        held, self._overtaken = self._overtaken, []
+        for delivery in held:
+            self._enqueue(delivery)
+
     def _flush_held(self) -> None:
         if self._flush_timer is not None:
             self._flush_timer.cancel()
@@ -148,8 +182,9 @@ class WebhookDispatcher:
         while True:
             delivery = await self._queue.get()
             try:
-                if self.faults.delay > 0:
-                    await asyncio.sleep(self.faults.delay)
+                # One queue, as GitHub's hookshot has per hook: a delay holds later ones too.
+                if self.faults.delay + delivery.delay > 0:
+                    await asyncio.sleep(self.faults.delay + delivery.delay)
                 await self._send(delivery)
                 if delivery.duplicate:
                     await self._send(delivery)
@@ -188,14 +223,15 @@ class WebhookDispatcher:
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait until every queued (and held) delivery has been attempted."""
         async with asyncio.timeout(timeout):
-            while self._held:
+            while self._held or self._overtaken:
                 await asyncio.sleep(0.02)
             if self._queue is not None:
                 await self._queue.join()
 
     async def aclose(self) -> None:
-        if self._flush_timer is not None:
-            self._flush_timer.cancel()
+        for timer in (self._flush_timer, self._overtake_timer):
+            if timer is not None:
+                timer.cancel()
         if self._worker is not None:
             self._worker.cancel()
             await asyncio.gather(self._worker, return_exceptions=True)

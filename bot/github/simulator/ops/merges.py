@@ -66,7 +66,8 @@ class MergeOps(SimulatorCore):
             pr.state, pr.closed_at, pr.merged_at, pr.updated_at = "closed", stamp, stamp, stamp
             pr.merged_by, pr.merge_commit_sha = actor, merged
             pr.last_head, pr.last_base = heads.head, heads.base
-            await self._emit_push(repo, f"refs/heads/{pr.base_ref}", heads.base, merged, actor)
+            await self._emit_push(repo, f"refs/heads/{pr.base_ref}", heads.base, merged, actor,
+                                  via="merge")
             await self.emit_pr("closed", repo, pr, actor)
         return {"sha": merged, "merged": True, "message": "Pull Request successfully merged"}
 
@@ -97,5 +98,6 @@ class MergeOps(SimulatorCore):
                 raise Unprocessable("head branch was modified", "expected_head_sha") from None
             if pr.mergeable_state == "behind":
                 pr.mergeable_state = None
-            await self._ref_moved(repo, f"refs/heads/{pr.head_ref}", heads.head, new, actor)
+            await self._ref_moved(repo, f"refs/heads/{pr.head_ref}", heads.head, new, actor,
+                                  via="update_branch")
         return new

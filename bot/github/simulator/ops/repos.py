@@ -6,7 +6,7 @@ from ..core import SimulatorCore
 from ..errors import Unprocessable
 from ..events import push_fields
 from ..gitstore import ZERO_SHA
-from ..ids import now
+from ..ids import iso, now
 from ..state import ROLES, Repo
 
 
@@ -70,17 +70,19 @@ class RepoOps(SimulatorCore):
         repo = self.repo(repo_name)
         async with self.lock:
             for old, new, ref in updates:
-                await self._ref_moved(repo, ref, old, new, pusher)
+                await self._ref_moved(repo, ref, old, new, pusher, via="git")
 
     async def _ref_moved(self, repo: Repo, ref: str, old: str, new: str,
-                         pusher: str | None) -> None:
+                         pusher: str | None, via: str = "control") -> None:
+        """Send push (and synchronize for open PRs on the branch); `via` names who moved it:
+        control (the Python/control API), git (a real push), merge or update_branch."""
         if not ref.startswith("refs/heads/") or old == new:
             return
         branch = ref.removeprefix("refs/heads/")
         prs = [pr for pr in self.state.prs_of(repo)
                if pr.state == "open" and pr.head_ref == branch and pr.last_head != new]
         sender = pusher or (prs[0].user if prs else repo.owner)
-        await self._emit_push(repo, ref, old, new, sender)
+        await self._emit_push(repo, ref, old, new, sender, via)
         if new == ZERO_SHA:
             return
         for pr in prs:
@@ -89,7 +91,8 @@ class RepoOps(SimulatorCore):
                                after=new)
             self.reviewer.head_moved(repo, pr)
 
-    async def _emit_push(self, repo: Repo, ref: str, old: str, new: str, pusher: str) -> None:
+    async def _emit_push(self, repo: Repo, ref: str, old: str, new: str, pusher: str,
+                         via: str = "control") -> None:
         commits, forced = [], False
         if new != ZERO_SHA:
             since = old
@@ -97,6 +100,11 @@ class RepoOps(SimulatorCore):
                 since = await self.git.branch_sha(repo.git_dir, repo.default_branch) or ZERO_SHA
             commits = await self.git.commits_between(repo.git_dir, since, new)
             forced = old != ZERO_SHA and not await self.git.is_ancestor(repo.git_dir, old, new)
+        # The same one merge-base call decides the webhook's `forced` and this record.
+        self.ref_updates.append({"kind": "ref_update", "repo": repo.full_name, "ref": ref,
+                                 "old": old, "new": new, "forced": forced,
+                                 "created": old == ZERO_SHA, "deleted": new == ZERO_SHA,
+                                 "pusher": pusher, "via": via, "at": iso(now())})
         self.emit("push", repo, pusher, **push_fields(
             self.ctx, repo, ref=ref, before=old, after=new, commits=commits, forced=forced,
             pusher=pusher))
