@@ -87,6 +87,11 @@ class MergeConfig(_Section):
     update_branch: bool = True
 
 
+class BudgetConfig(_Section):
+    comments_per_hour: int = Field(60, ge=1)
+    writes_per_hour: int = Field(400, ge=1)
+
+
 class FixerConfig(_Section):
     kind: Literal["command", "mention", "author", "fake"] = "author"
     command: list[str] = []
@@ -105,6 +110,7 @@ class Config(_Section):
     convergence: ConvergenceConfig = ConvergenceConfig()
     fixer: FixerConfig = FixerConfig()
     merge: MergeConfig = MergeConfig()
+    budget: BudgetConfig = BudgetConfig()
 
 
 def _is_list(annotation: Any) -> bool:

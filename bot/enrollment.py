@@ -135,13 +135,17 @@ async def _lost_race(db: Database, pr_key: str) -> SubmitResult:
 
 
 async def abandon_pr(db: Database, pr_key: str, reason: str) -> bool:
-    """Abandon the PR's active run: row `abandoned` (fenced on its key), then the run terminated."""
+    """Abandon the PR's active run: the row `abandoned` (fenced on its key) and the run
+    terminated in one transaction, so no reader sees one without the other."""
+    from . import outbox
+
     current = await prs.get(db, pr_key)
     if current is None or current.resubmittable or current.pr.process_key is None:
         return False
     key = current.pr.process_key
-    won = await prs.fenced_update(
-        db, pr_key, key, {"status": Status.ABANDONED, "outcome": reason}
-    )
-    await runs.terminate_run(db, key, reason)
+    async with db.session() as s:
+        won = await prs.fenced_update(None, pr_key, key, {"status": Status.ABANDONED, "outcome": reason}, session=s)
+        if won:
+            await runs.end_run(None, key, RunState.TERMINATED, reason, session=s)
+            await outbox.check_run(s, pr_key)
     return won

@@ -14,7 +14,8 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from storage import deliveries, jobs, prs
 from storage.models import utcnow
 
-from . import metrics
+from . import liveness, metrics
+from .budget import paused
 from .enrollment import SubmitOptions, submit_pr
 from .prkey import parse_pr_key
 from .runtime import Runtime
@@ -53,7 +54,7 @@ class Poller:
             # A PR whose sync is still queued needs no second one: the queue stays one job per
             # PR however slow the workers are.
             waiting = await jobs.pending_pr_keys(self.rt.db, "sync")
-            active = 0
+            active = []
             for view in views:
                 pr = view.pr
                 if pr.process_key is None and view.derived_status not in ("converged", "merged", "abandoned"):
@@ -63,9 +64,11 @@ class Poller:
                     continue
                 if view.resubmittable:
                     continue
-                active += 1
+                active.append(pr.pr_key)
                 if pr.pr_key not in waiting:
                     await jobs.enqueue(self.rt.db, "sync", f"poll:{pr.pr_key}:{stamp}", pr_key=pr.pr_key)
+            await liveness.check(self.rt, active)
+            self.rt.health.runaway = await paused(self.rt)
             await jobs.prune(self.rt.db, utcnow() - JOB_RETENTION, utcnow() - RETENTION)
             await deliveries.prune(self.rt.db, utcnow() - RETENTION)
         except Exception as e:
@@ -75,6 +78,7 @@ class Poller:
         self.rt.health.last_poll_at = utcnow()
         self.rt.health.last_poll_error = None
         metrics.POLLS.inc()
-        metrics.ACTIVE_PRS.set(active)
-        log.info("poller.tick", active=active, tick=self.ticks)
+        metrics.ACTIVE_PRS.set(len(active))
+        metrics.RUNAWAY_PRS.set(len(self.rt.health.runaway))
+        log.info("poller.tick", active=len(active), tick=self.ticks)
         self.rt.wake_workers()

@@ -20,6 +20,7 @@ class Health:
     last_poll_at: datetime | None = None
     last_poll_error: str | None = None
     scheduler_running: bool = False
+    runaway: list[str] = field(default_factory=list)  # PRs paused at their write budget
 
 
 @dataclass

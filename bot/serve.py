@@ -62,6 +62,7 @@ def job_handlers(rt: Runtime) -> dict[str, Callable]:
         return handler
 
     from .commands.handle import handle_command
+    from .effects import run_effect
     from .engine.enroll import enroll
     from .engine.fixing import fix
     from .engine.progress import progress_check
@@ -74,6 +75,7 @@ def job_handlers(rt: Runtime) -> dict[str, Callable]:
         "progress_check": wrap("progress_check", progress_check),
         "command": wrap("command", handle_command),
         "enroll": wrap("enroll", enroll),
+        "effect": wrap("effect", run_effect),
     }
 
 

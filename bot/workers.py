@@ -152,6 +152,8 @@ class WorkerPool:
             bound.debug("job.done")
         finally:
             heartbeat.cancel()
+            # A handler may have queued work (effects, a next step): idle workers look now.
+            self._wake.set()
 
     async def _heartbeat(self, job: Job, runner: asyncio.Task | None) -> None:
         interval = self.settings.lease_seconds / 3

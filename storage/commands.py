@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database
 from .models import Command, utcnow
@@ -28,9 +29,9 @@ async def claim(db: Database, comment_id: int, pr_key: str, author: str, verb: s
         return row.why == "received"
 
 
-async def settle(db: Database, comment_id: int, accepted: bool, why: str) -> None:
-    async with db.session() as s:
-        await s.exec(update(Command).where(Command.comment_id == comment_id).values(accepted=accepted, why=why))
+async def settle(session: AsyncSession, comment_id: int, accepted: bool, why: str) -> None:
+    """In the caller's transaction, with the command's acknowledgement."""
+    await session.exec(update(Command).where(Command.comment_id == comment_id).values(accepted=accepted, why=why))
 
 
 async def for_pr(db: Database, pr_key: str) -> list[Command]:

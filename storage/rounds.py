@@ -57,19 +57,31 @@ async def start(session: AsyncSession, pr_key: str, process_key: str, round_no: 
 
 async def update_round(
     session: AsyncSession, pr_key: str, process_key: str, round_no: int, values: dict[str, Any],
-    *, expect_attempt: int | None = None,
+    *, expect_attempt: int | None = None, open_only: bool = False,
 ) -> bool:
+    """Update the round; with `expect_attempt` only while that dispatch is the round's latest,
+    with `open_only` only while the round has no result yet. True if it applied."""
     conds = [Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no]
     if expect_attempt is not None:
         conds.append(Round.attempt == expect_attempt)
+    if open_only:
+        conds.append(Round.status.is_(None))
     stmt = update(Round).where(*conds).values(**values)
     return (await session.exec(stmt)).rowcount == 1
 
 
 async def next_attempt(
-    session: AsyncSession, pr_key: str, process_key: str, round_no: int, values: dict[str, Any]
-) -> int:
-    """Number a new fixer dispatch of the round (and write `values` with it)."""
+    session: AsyncSession, pr_key: str, process_key: str, round_no: int, values: dict[str, Any],
+    *, expect_attempt: int | None = None,
+) -> int | None:
+    """Number a new fixer dispatch of the round (and write `values` with it).
+
+    With `expect_attempt` it is a compare-and-set on the dispatch being replaced: two checks
+    of one attempt (the fixer's and the deadline's, in two processes) cannot both start a
+    rerun, nor rerun a round the other already ended; the loser gets None.
+    """
     where = (Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no)
-    await session.exec(update(Round).where(*where).values(attempt=Round.attempt + 1, **values))
+    cas = (*where, Round.attempt == expect_attempt, Round.status.is_(None)) if expect_attempt is not None else where
+    if (await session.exec(update(Round).where(*cas).values(attempt=Round.attempt + 1, **values))).rowcount != 1:
+        return None
     return (await session.exec(select(Round.attempt).where(*where))).one()

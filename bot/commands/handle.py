@@ -6,7 +6,8 @@ import json
 
 import structlog
 
-from bot.engine.dispatch import ask_fixer, queue_fixer, request_review
+from bot import outbox
+from bot.engine.dispatch import queue_fixer
 from bot.engine.findings import attribution
 from bot.engine.model import Adjudication
 from bot.enrollment import SubmitOptions, abandon_pr, submit_pr
@@ -43,7 +44,8 @@ async def handle_command(rt: Runtime, job: Job) -> None:
     if not await commands.claim(rt.db, comment_id, str(key), author, verb, comment.get("body", "")[:2000]):
         return  # this comment was handled already
     bound = log.bind(pr_key=str(key), comment_id=comment_id, author=author, verb=verb)
-    await rt.github.react(key.owner, key.repo, comment_id, "eyes", review_comment=review)
+    async with rt.db.session() as s:
+        await outbox.react(s, str(key), comment_id, "eyes", review_comment=review)
 
     if isinstance(cmd, Refusal):
         accepted, message = False, cmd.why
@@ -51,15 +53,15 @@ async def handle_command(rt: Runtime, job: Job) -> None:
         accepted, message = False, f"@{author}, only collaborators with write access can give convergebot commands."
     else:
         accepted, message = await execute(rt, key, cmd, author)
-    if accepted:
-        await rt.github.react(key.owner, key.repo, comment_id, "+1", review_comment=review)
-    if message:
-        await rt.github.comment_once(key.owner, key.repo, key.number, f"convergebot:cmd:{comment_id}", message)
-    await commands.settle(rt.db, comment_id, accepted, message or "done")
+    # The acknowledgement, the audit row and the next step commit together.
+    async with rt.db.session() as s:
+        if accepted:
+            await outbox.react(s, str(key), comment_id, "+1", review_comment=review)
+            await jobs.enqueue_in(s, rt.db.is_postgres, "sync", f"sync:{key}:cmd:{comment_id}", pr_key=str(key))
+        if message:
+            await outbox.comment(s, str(key), f"convergebot:cmd:{comment_id}", message)
+        await commands.settle(s, comment_id, accepted, message or "done")
     bound.info("command.handled", accepted=accepted, why=message)
-    if accepted:
-        await jobs.enqueue(rt.db, "sync", f"sync:{key}:cmd:{comment_id}", pr_key=str(key))
-        rt.wake_workers()
 
 
 async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[bool, str | None]:
@@ -124,9 +126,11 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str 
     rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, n)
     instructions = json.loads(rnd.instructions or "[]") if rnd else []
     instructions.append(attribution(Adjudication(target.fingerprint, cmd.text, author, now)))
+    if plan == "rerun":
+        values["husk_retries"] = 0  # a person's answer gives the round a fresh rerun budget
     try:
-        # One transaction: the escalation answered, the answer remembered, the others stale and
-        # the PR resumed, or none of it.
+        # One transaction: the escalation answered, the answer remembered, the others stale, the
+        # PR resumed and what it resumes with queued, or none of it.
         async with rt.db.session() as s:
             if not await escalations.answer(s, target.id, cmd.text, author):
                 return False, "That escalation was answered already."
@@ -137,16 +141,15 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str 
                 raise _Lost()
             if plan == "next_round":
                 await rounds.start(s, pr.pr_key, pr.process_key, n + 1, pr.head_sha or "")
-            elif plan == "rerun" and rnd is not None:
+                await outbox.request_review(s, pr.pr_key, pr.process_key, n + 1, f"answer:{target.id}")
+            elif plan == "review":
+                await outbox.request_review(s, pr.pr_key, pr.process_key, n, f"answer:{target.id}")
+            elif rnd is not None:
                 attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
                     **rounds.VERDICT_FIELDS, "fixer_started_at": now, "instructions": json.dumps(instructions)})
-                await queue_fixer(s, rt, pr, n, attempt)
+                await queue_fixer(s, rt, pr, n, attempt, rnd.findings or "[]", instructions)
     except _Lost:
         return False, "The run moved on meanwhile; nothing was changed."
-    if plan in ("review", "next_round"):
-        await request_review(rt, pr.pr_key)
-    elif rnd is not None:
-        await ask_fixer(rt, pr, n, attempt, rnd.findings or "[]", instructions)
     return True, None
 
 

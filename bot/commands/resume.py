@@ -12,6 +12,7 @@ RESUME = {
     "no_advance": "rerun",
     "needs_input": "rerun",
     "blocked": "rerun",
+    "runaway": "review",
 }
 
 ROUND_CAP_EXTENSION = 2

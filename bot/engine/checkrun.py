@@ -1,4 +1,9 @@
-"""The `convergebot` check run on the PR head: round, findings left, last action."""
+"""The `convergebot` check run on the PR head: round, findings left, last action.
+
+`publish` queues an update through the outbox when what the check run would say changed;
+`sync`, the effect's handler, renders from the row as it is when it runs and writes it to
+GitHub, finding the run a lost answer may already have created before creating one.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,11 @@ import json
 
 import structlog
 
-from bot.github.errors import GitHubError
+from bot import outbox
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import prs, rounds
+from storage.prs import PrView
 
 from .read import CHECK_RUN_NAME
 
@@ -33,30 +39,54 @@ def render(status: str, round_no: int, max_rounds: int, findings_left: int | Non
     return fields
 
 
+async def _fields(rt: Runtime, view: PrView) -> dict:
+    pr = view.pr
+    rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, pr.current_round) if pr.process_key else None
+    left = len(json.loads(rnd.findings)) if rnd is not None and rnd.findings is not None else None
+    return render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action)
+
+
+def _said(rt: Runtime) -> dict:
+    # What this process last wrote per PR: an unchanged PR costs no write. Empty after a
+    # restart, so the first step of each PR re-sends what may have been lost with the crash.
+    return rt.extras.setdefault("check_runs", {})
+
+
 async def publish(rt: Runtime, pr_key: str) -> None:
-    """Create the check run for a new head, update it otherwise. Never fails the step."""
+    """Queue a check-run update when what it would say changed since this process last said it."""
     view = await prs.get(rt.db, pr_key)
     if view is None or not view.pr.head_sha:
         return
-    pr = view.pr
-    rnd = await rounds.get(rt.db, pr_key, pr.process_key, pr.current_round) if pr.process_key else None
-    left = len(json.loads(rnd.findings)) if rnd is not None and rnd.findings is not None else None
-    fields = render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action)
-    key = parse_pr_key(pr_key)
-    published = rt.extras.setdefault("check_runs", {})
-    if published.get(pr_key) == (pr.head_sha, fields):
-        return  # nothing new to say: an unchanged PR costs no write
-    try:
-        if pr.check_run_id and pr.check_run_head == pr.head_sha:
-            await rt.github.update_check_run(key.owner, key.repo, pr.check_run_id, **fields)
-            published[pr_key] = (pr.head_sha, fields)
-            return
-        created = await rt.github.create_check_run(key.owner, key.repo, name=CHECK_RUN_NAME,
-                                                   head_sha=pr.head_sha, **fields)
-    except GitHubError as e:
-        log.warning("checkrun.failed", pr_key=pr_key, error=str(e))
+    if _said(rt).get(pr_key) == (view.pr.head_sha, await _fields(rt, view)):
         return
-    published[pr_key] = (pr.head_sha, fields)
-    if pr.process_key:
-        await prs.fenced_update(rt.db, pr_key, pr.process_key,
-                                {"check_run_id": created["id"], "check_run_head": pr.head_sha})
+    async with rt.db.session() as s:
+        await outbox.check_run(s, pr_key)
+    rt.wake_workers()
+
+
+async def sync(rt: Runtime, pr_key: str) -> None:
+    """The effect: make the check run on the current head say what the row says."""
+    view = await prs.get(rt.db, pr_key)
+    if view is None or not view.pr.head_sha:
+        return
+    pr, head = view.pr, view.pr.head_sha
+    fields = await _fields(rt, view)
+    if _said(rt).get(pr_key) == (head, fields):
+        return
+    key = parse_pr_key(pr_key)
+    run_id = pr.check_run_id if pr.check_run_head == head else None
+    if run_id is None:
+        # A create whose answer was lost (or a crash before its id was stored) left a run on
+        # this head already: update that one instead of creating a second.
+        app = rt.config.github.bot_login.removesuffix("[bot]").lower()
+        ours = [r for r in await rt.github.check_runs(key.owner, key.repo, head, name=CHECK_RUN_NAME)
+                if ((r.get("app") or {}).get("slug") or "").lower() == app]
+        run_id = min((r["id"] for r in ours), default=None)
+    if run_id is None:
+        run_id = (await rt.github.create_check_run(key.owner, key.repo, name=CHECK_RUN_NAME,
+                                                   head_sha=head, **fields))["id"]
+    else:
+        await rt.github.update_check_run(key.owner, key.repo, run_id, **fields)
+    _said(rt)[pr_key] = (head, fields)
+    if pr.check_run_id != run_id and pr.process_key:
+        await prs.fenced_update(rt.db, pr_key, pr.process_key, {"check_run_id": run_id, "check_run_head": head})

@@ -172,48 +172,56 @@ def decide_progress(
 ) -> Progress:
     """After the fixer: did the branch move? The verdict is never trusted for progress.
 
-    A question a maintainer already answered for this PR is not asked again: the round reruns
-    with the remembered answer, attributed.
+    A question a maintainer already answered for this PR is not asked again: the run goes on the
+    way that answer would have taken it (the next round after churn, a rerun with the answer as
+    an instruction otherwise), attributed. Every rerun, remembered or not, counts against the
+    round's one rerun cap, so no loop of reruns is unbounded.
     """
-    outcome = _progress(pr, rnd, head, history, settings)
-    esc = outcome.escalation
-    if esc is not None and esc.fingerprint and memory and esc.fingerprint in memory:
-        return Progress("rerun", reason=f"answered from memory: {esc.kind}",
-                        instruction=attribution(memory[esc.fingerprint]), remembered=esc)
-    return outcome
-
-
-def _progress(
-    pr: PrState, rnd: RoundState, head: str | None, history: tuple[RoundState, ...], settings: Settings
-) -> Progress:
+    memory = memory or {}
     if head is None:
         return Progress("fail_open", reason="head unreadable")
     if head != rnd.entry_head or rnd.verdict == "converged":
-        churn = _churn_file(history, rnd, settings.churn_rounds)
-        if churn is not None:
-            question = (f"{settings.churn_rounds} rounds in a row were spent on findings in `{churn}`. "
-                        "Is the reviewer asking for something the code should not do?")
-            return Progress("escalate", "addressed", head,
-                            Escalate("churn", question, fingerprint("churn", churn)), "churn")
-        if pr.current_round >= pr.max_rounds:
-            question = (f"The PR did not converge in {pr.max_rounds} rounds. Answer to allow more "
-                        "rounds, or stop it with `/converge stop`.")
-            return Progress("escalate", "addressed", head,
-                            Escalate("round_cap", question, fingerprint("round_cap", str(pr.max_rounds))),
-                            "round cap")
-        return Progress("advance", "addressed", head, reason="head moved" if head != rnd.entry_head else "resolved")
+        return _moved(pr, rnd, head, history, settings, memory)
+    can_rerun = pr.husk_retries < settings.max_husk_retries
     if rnd.fixer_finished_at is None or rnd.verdict == "waiting":
-        if pr.husk_retries < settings.max_husk_retries:
+        if can_rerun:
             return Progress("rerun", reason=f"husk {pr.husk_retries + 1}")
         question = (f"The fixer did not finish round {rnd.round_no} in {settings.max_husk_retries + 1} "
                     "attempts and nothing was pushed. Answer to retry with guidance.")
         return Progress("escalate", "blocked", head,
                         Escalate("husk", question, fingerprint("husk", str(rnd.round_no))), "husk")
     if rnd.verdict in ("needs_input", "blocked") and rnd.question:
-        return Progress("escalate", rnd.verdict, head,
-                        Escalate(rnd.verdict, rnd.question, fingerprint("question", rnd.question)), rnd.verdict)
-    summary = (rnd.summary or "").strip() or "(no summary)"
-    question = (f"The fixer finished round {rnd.round_no} without changing the branch. "
-                f"Its summary:\n\n> {summary}\n\nHow should it proceed?")
-    return Progress("escalate", "needs_input", head,
-                    Escalate("no_advance", question, fingerprint("no_advance", summary)), "no-advance")
+        esc = Escalate(rnd.verdict, rnd.question, fingerprint("question", rnd.question))
+        status = rnd.verdict
+    else:
+        summary = (rnd.summary or "").strip() or "(no summary)"
+        question = (f"The fixer finished round {rnd.round_no} without changing the branch. "
+                    f"Its summary:\n\n> {summary}\n\nHow should it proceed?")
+        esc, status = Escalate("no_advance", question, fingerprint("no_advance", summary)), "needs_input"
+    if esc.fingerprint in memory and can_rerun:
+        return Progress("rerun", reason=f"answered from memory: {esc.kind}",
+                        instruction=attribution(memory[esc.fingerprint]), remembered=esc)
+    return Progress("escalate", status, head, esc, "no-advance" if esc.kind == "no_advance" else status)
+
+
+def _moved(pr: PrState, rnd: RoundState, head: str, history: tuple[RoundState, ...], settings: Settings,
+           memory: dict[str, Adjudication]) -> Progress:
+    reason = "head moved" if head != rnd.entry_head else "resolved"
+    remembered = instruction = None
+    churn = _churn_file(history, rnd, settings.churn_rounds)
+    if churn is not None:
+        question = (f"{settings.churn_rounds} rounds in a row were spent on findings in `{churn}`. "
+                    "Is the reviewer asking for something the code should not do?")
+        esc = Escalate("churn", question, fingerprint("churn", churn))
+        if esc.fingerprint not in memory:
+            return Progress("escalate", "addressed", head, esc, "churn")
+        # Answered before: go on to the next round, as the answer did then.
+        remembered, instruction = esc, attribution(memory[esc.fingerprint])
+        reason = "answered from memory: churn"
+    if pr.current_round >= pr.max_rounds:
+        question = (f"The PR did not converge in {pr.max_rounds} rounds. Answer to allow more "
+                    "rounds, or stop it with `/converge stop`.")
+        return Progress("escalate", "addressed", head,
+                        Escalate("round_cap", question, fingerprint("round_cap", str(pr.max_rounds))),
+                        "round cap")
+    return Progress("advance", "addressed", head, reason=reason, instruction=instruction, remembered=remembered)

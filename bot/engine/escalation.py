@@ -1,11 +1,23 @@
-"""Escalation comments (rendering is pure; posting is marker-deduplicated)."""
+"""Escalations: the fenced write that asks, and its comment (rendering is pure; the comment is
+an outbox effect, so it is posted once, after the write commits, however often anything retries)."""
 
 from __future__ import annotations
 
-from bot.prkey import parse_pr_key
+from collections.abc import Collection
+from typing import Any
+
+import structlog
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from bot import outbox
 from bot.runtime import Runtime
-from storage import escalations
-from storage.models import Escalation
+from storage import escalations, prs
+from storage.models import Escalation, PullRequest, utcnow
+from storage.statuses import Status
+
+from .model import Escalate
+
+log = structlog.get_logger(__name__)
 
 KIND_TITLES = {
     "review_stalled": "Review stalled",
@@ -16,6 +28,7 @@ KIND_TITLES = {
     "blocked": "The fixer is blocked",
     "churn": "Review churn",
     "merge": "Cannot merge",
+    "runaway": "Paused: too many writes",
 }
 
 
@@ -34,17 +47,40 @@ def render(esc: Escalation, maintainers: list[str]) -> str:
     )
 
 
-async def post(rt: Runtime, esc: Escalation) -> None:
-    """Post once: a retried job finds the comment by its hidden marker instead of posting again."""
-    key = parse_pr_key(esc.pr_key)
-    comment = await rt.github.comment_once(
-        key.owner, key.repo, key.number, marker(esc.id), render(esc, rt.config.convergence.maintainers)
-    )
-    await escalations.set_comment(rt.db, esc.id, comment["id"])
+async def queue_comment(session: AsyncSession, rt: Runtime, esc: Escalation) -> None:
+    """The escalation's comment, as an effect keyed on the escalation: posted once."""
+    await outbox.comment(session, esc.pr_key, marker(esc.id), render(esc, rt.config.convergence.maintainers),
+                         process_key=esc.process_key, escalation_id=esc.id)
 
 
-async def post_missing(rt: Runtime, pr_key: str) -> None:
-    """Open escalations whose comment was never posted (a crash after the write) get it now."""
-    for esc in await escalations.open_for(rt.db, pr_key):
-        if esc.comment_id is None:
-            await post(rt, esc)
+async def escalate(
+    session: AsyncSession, rt: Runtime, pr: PullRequest, action: Escalate, *,
+    expect_status: str | Collection[str], extra: dict[str, Any] | None = None,
+) -> Escalation | None:
+    """In the caller's transaction: status `escalated`, the escalation row and its comment.
+
+    Fenced on the run, the expected status and the round, so of two deciders only one asks.
+    """
+    won = await prs.fenced_update(None, pr.pr_key, pr.process_key, {
+        "status": Status.ESCALATED, "escalated_at": utcnow(),
+        "last_action": f"escalated: {action.kind}", **(extra or {}),
+    }, expect_status=expect_status, expect_round=pr.current_round, session=session)
+    if not won:
+        return None
+    esc = await escalations.create(session, pr.pr_key, pr.process_key, pr.current_round, action.kind,
+                                   action.question, action.fingerprint or action.kind)
+    await queue_comment(session, rt, esc)
+    log.info("pr.escalated", pr_key=pr.pr_key, kind=action.kind, escalation_id=esc.id)
+    return esc
+
+
+async def queue_missing(rt: Runtime, pr_key: str) -> None:
+    """Open escalations whose comment is not known to be posted get their effect again; its
+    key is the escalation's, so one still queued (or done) is not doubled."""
+    missing = [e for e in await escalations.open_for(rt.db, pr_key) if e.comment_id is None]
+    if not missing:
+        return
+    async with rt.db.session() as s:
+        for esc in missing:
+            await queue_comment(s, rt, esc)
+    rt.wake_workers()

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from bot.github.errors import Conflict, GitHubError, NotFound, Unavailable
+import structlog
+
+from bot import outbox
+from bot.github.errors import Conflict, NotFound
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import dependencies, prs, runs
 from storage.models import PullRequest, utcnow
 from storage.statuses import RunState, Status
 
+from .escalation import escalate
 from .findings import fingerprint
 from .merge import MergeView, decide_merge, find_cycle, parse_dependencies
 from .model import Escalate
+
+log = structlog.get_logger(__name__)
 
 MERGE_STATUSES = (Status.WAITING_DEPS, Status.WAITING_MERGE, Status.MERGING)
 
@@ -33,8 +39,6 @@ async def _unmerged(rt: Runtime, deps: list[str]) -> tuple[str, ...]:
 
 
 async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
-    from .step import escalate
-
     key = parse_pr_key(pr.pr_key)
     deps = parse_dependencies(gh_pr.get("body"), key.full_repo)
     await dependencies.replace_for(rt.db, pr.pr_key, deps)
@@ -48,52 +52,60 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
     )
     step = decide_merge(view)
     pk = pr.process_key
+    if step.kind == "back_to_waiting" and await outbox.pending(rt.db, pr.pr_key, "merge"):
+        return  # the merge effect is still trying: it alone settles `merging`
     fence = dict(expect_status=pr.status, expect_round=pr.current_round)
-    if step.kind == "wait":
-        await prs.fenced_update(rt.db, pr.pr_key, pk, {"last_action": step.reason}, **fence)
-    elif step.kind == "new_round":
-        await prs.fenced_update(rt.db, pr.pr_key, pk, {
-            "status": Status.CONVERGING, "current_round": pr.current_round + 1, "husk_retries": 0,
-            "converged_head": None, "converged_at": None, "last_action": step.reason}, **fence)
-    elif step.kind in ("to_merge", "back_to_waiting"):
-        await prs.fenced_update(rt.db, pr.pr_key, pk, {"status": Status.WAITING_MERGE, "last_action": step.reason},
-                                **fence)
-    elif step.kind == "escalate":
-        await escalate(rt, pr, Escalate("merge", f"convergebot cannot merge: {step.reason}.",
-                                        fingerprint("merge", step.reason)), bound, expect_status=pr.status)
-    elif step.kind == "update_branch":
-        if rt.config.merge.update_branch:
-            try:
-                await rt.github.update_branch(key.owner, key.repo, key.number, pr.head_sha or "")
-            except GitHubError as e:
-                bound.warning("merge.update_branch_failed", error=str(e))
-        await prs.fenced_update(rt.db, pr.pr_key, pk, {"last_action": "updating the branch from its base"}, **fence)
-    elif step.kind == "merge":
-        await _merge(rt, pr, bound)
-
-
-async def _merge(rt: Runtime, pr: PullRequest, bound) -> None:
-    key = parse_pr_key(pr.pr_key)
-    pk = pr.process_key
-    if not await prs.fenced_update(rt.db, pr.pr_key, pk, {"status": Status.MERGING, "last_action": "merging"},
-                                   expect_status=Status.WAITING_MERGE, expect_round=pr.current_round):
-        return
-    try:
-        # The converged head is the precondition: GitHub refuses (409) if anything else landed.
-        await rt.github.merge(key.owner, key.repo, key.number, pr.converged_head, rt.config.merge.method)
-    except Conflict as e:
-        await prs.fenced_update(rt.db, pr.pr_key, pk, {"status": Status.WAITING_MERGE,
-                                                       "last_action": f"merge refused: {e}"},
-                                expect_status=Status.MERGING)
-        return
-    except Unavailable as e:
-        # Never retried blindly: the merge may have happened. The next step re-reads the PR.
-        bound.warning("merge.unconfirmed", error=str(e))
-        return
     async with rt.db.session() as s:
-        won = await prs.fenced_update(None, pr.pr_key, pk, {
+        if step.kind == "wait":
+            await prs.fenced_update(None, pr.pr_key, pk, {"last_action": step.reason}, **fence, session=s)
+        elif step.kind == "new_round":
+            await prs.fenced_update(None, pr.pr_key, pk, {
+                "status": Status.CONVERGING, "current_round": pr.current_round + 1, "husk_retries": 0,
+                "converged_head": None, "converged_at": None, "last_action": step.reason}, **fence, session=s)
+        elif step.kind in ("to_merge", "back_to_waiting"):
+            await prs.fenced_update(None, pr.pr_key, pk, {"status": Status.WAITING_MERGE, "last_action": step.reason},
+                                    **fence, session=s)
+        elif step.kind == "escalate":
+            await escalate(s, rt, pr, Escalate("merge", f"convergebot cannot merge: {step.reason}.",
+                                               fingerprint("merge", step.reason)), expect_status=pr.status)
+        elif step.kind == "update_branch":
+            won = await prs.fenced_update(None, pr.pr_key, pk, {"last_action": "updating the branch from its base"},
+                                          **fence, session=s)
+            if won and rt.config.merge.update_branch:
+                await outbox.update_branch(s, pr.pr_key, pk, pr.head_sha or "")
+        elif step.kind == "merge":
+            # `merging` and the merge effect commit together; the effect re-reads the PR before
+            # every try, so a merge whose answer was lost is never made blind a second time.
+            if await prs.fenced_update(None, pr.pr_key, pk, {"status": Status.MERGING, "last_action": "merging"},
+                                       expect_status=Status.WAITING_MERGE, expect_round=pr.current_round, session=s):
+                await outbox.merge(s, pr.pr_key, pk, pr.converged_head, pr.current_round)
+                bound.info("merge.queued", head=pr.converged_head)
+
+
+async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> None:
+    """The merge effect: re-read, then merge with `sha` as the precondition, and record it."""
+    key = parse_pr_key(pr_key)
+    bound = log.bind(pr_key=pr_key, process_key=pk)
+    method = rt.config.merge.method
+    gh_pr = await rt.github.pull(key.owner, key.repo, key.number)
+    if not gh_pr.get("merged"):
+        if gh_pr.get("state") != "open":
+            return  # closed meanwhile: the next step ends the run
+        try:
+            # The converged head is the precondition: GitHub refuses (409) if anything else landed.
+            await rt.github.merge(key.owner, key.repo, key.number, sha, method)
+        except Conflict as e:
+            await prs.fenced_update(rt.db, pr_key, pk, {"status": Status.WAITING_MERGE,
+                                                        "last_action": f"merge refused: {e}"},
+                                    expect_status=Status.MERGING)
+            bound.info("merge.refused", error=str(e))
+            return
+        # Unavailable propagates: the job retries, and its next try re-reads before merging.
+    async with rt.db.session() as s:
+        won = await prs.fenced_update(None, pr_key, pk, {
             "status": Status.MERGED, "merged_at": utcnow(), "outcome": "merged",
-            "last_action": f"merged ({rt.config.merge.method})"}, expect_status=Status.MERGING, session=s)
+            "last_action": f"merged ({method})"}, expect_status=Status.MERGING, session=s)
         if won:
             await runs.end_run(None, pk, RunState.COMPLETED, "merged", session=s)
-    bound.info("pr.merged", head=pr.converged_head)
+            await outbox.check_run(s, pr_key)
+    bound.info("pr.merged", head=sha)

@@ -158,6 +158,7 @@ class CheckProgress(Action):
     """An asked fixer (a cloud agent, the author) pushed: check progress now, not at the deadline."""
 
     attempt: int
+    why: str = "push"
 
 
 @dataclass(frozen=True)

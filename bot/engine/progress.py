@@ -1,4 +1,4 @@
-"""The progress-check job (DESIGN §6.6): after the fixer, did the branch move?"""
+"""The progress-check job: after the fixer, did the branch move?"""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 
 import structlog
 
-from bot.github.errors import GitHubError
+from bot import outbox
+from bot.github.errors import GitHubError, Unavailable
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import prs, rounds
@@ -15,10 +16,9 @@ from storage.statuses import Status
 
 from . import checkrun
 from .decide import decide_progress
-from .dispatch import ask_fixer, queue_fixer, request_review
-from .escalation import post_missing
+from .dispatch import queue_fixer
+from .escalation import escalate
 from .read import memory_of, pr_state, round_state, settings_of
-from .step import escalate
 
 log = structlog.get_logger(__name__)
 
@@ -28,9 +28,14 @@ async def progress_check(rt: Runtime, job: Job) -> None:
         await _progress_check(rt, job)
 
 
+class _Lost(Exception):
+    """The decision's round write lost its fence: the whole transaction rolls back."""
+
+
 async def _progress_check(rt: Runtime, job: Job) -> None:
     attempt = json.loads(job.payload).get("attempt", 0)
-    bound = log.bind(pr_key=job.pr_key, process_key=job.process_key, round=job.round_no, job_key=job.key)
+    pk, n = job.process_key, job.round_no
+    bound = log.bind(pr_key=job.pr_key, process_key=pk, round=n, job_key=job.key)
     view = await prs.get(rt.db, job.pr_key)
     if view is None:
         return
@@ -39,10 +44,10 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
         # A redelivery: the stored result stands and nothing is written again.
         bound.info("progress.replayed", result=pr.last_progress_result)
         return
-    if pr.process_key != job.process_key or pr.status != Status.CONVERGING or pr.current_round != job.round_no:
+    if pr.process_key != pk or pr.status != Status.CONVERGING or pr.current_round != n:
         bound.info("progress.not_applicable", status=pr.status, round=pr.current_round)
         return
-    rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, pr.current_round)
+    rnd = await rounds.get(rt.db, pr.pr_key, pk, n)
     if rnd is None or rnd.attempt != attempt or rnd.status is not None:
         bound.info("progress.other_attempt", attempt=attempt)
         return
@@ -51,64 +56,69 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
     try:
         head = await rt.github.branch_head(key.owner, key.repo, pr.head_branch or "")
     except GitHubError as e:
+        # Undecidable now: come back with backoff instead of ending. A check that ended here
+        # would leave the round waiting on a fixer that finished long ago.
         bound.warning("progress.head_unreadable", error=str(e))
-        head = None
-    history = tuple(round_state(r) for r in await rounds.history(rt.db, pr.pr_key, pr.process_key)
-                    if r.round_no < pr.current_round)
+        raise Unavailable(f"progress-check: head unreadable ({e})") from e
+    history = tuple(round_state(r) for r in await rounds.history(rt.db, pr.pr_key, pk) if r.round_no < n)
     memory = await memory_of(rt, pr.pr_key)
     outcome = decide_progress(pr_state(pr), round_state(rnd), head, history, settings_of(rt), memory)
-    if outcome.kind == "fail_open":
-        # Unreadable head: no escalation, no write; the deadline or the poller comes back.
-        bound.warning("progress.fail_open")
-        return
 
     now = utcnow()
-    n = pr.current_round
     stamp = {"last_progress_job_key": job.key,
              "last_progress_result": json.dumps({"kind": outcome.kind, "reason": outcome.reason, "head": head})}
-    # Ownership is re-read inside this single combined write: a straggler of an older run, or a
-    # check of an attempt that was superseded, matches no row and writes nothing.
+    # One transaction, fenced on the job's own run, round and attempt (never on values re-read
+    # from the row): a straggler of an older run, or a second check of the same attempt in
+    # another process, matches nothing and the whole decision rolls back.
     round_end = {"status": outcome.round_status, "exit_head": outcome.exit_head, "ended_at": now}
-    async with rt.db.session() as s:
-        if outcome.kind == "advance":
-            won = await prs.fenced_update(None, pr.pr_key, pr.process_key, {
-                **stamp, "status": Status.WAITING_REVIEW, "current_round": n + 1, "husk_retries": 0,
-                "last_round_head": head, "waiting_since": now, "last_nudge_at": now,
-                "last_action": f"round {n} addressed ({outcome.reason}); review requested",
-            }, expect_status=Status.CONVERGING, expect_round=n, session=s)
-            if won:
-                await rounds.update_round(s, pr.pr_key, pr.process_key, n, round_end)
-                await rounds.start(s, pr.pr_key, pr.process_key, n + 1, head)
-        elif outcome.kind == "rerun":
-            instructions = json.loads(rnd.instructions or "[]")
-            if outcome.instruction:
-                instructions.append(outcome.instruction)
-            won = await prs.fenced_update(None, pr.pr_key, pr.process_key, {
-                **stamp, "husk_retries": pr.husk_retries + (0 if outcome.instruction else 1),
-                "last_action": f"round {n} rerun ({outcome.reason})",
-            }, expect_status=Status.CONVERGING, expect_round=n, session=s)
-            if won:
-                next_attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
-                    **rounds.VERDICT_FIELDS, "fixer_started_at": now, "instructions": json.dumps(instructions)})
-                await queue_fixer(s, rt, pr, n, next_attempt)
-        else:
-            won = await escalate(rt, pr, outcome.escalation, bound, expect_status=Status.CONVERGING,
-                                 extra=stamp, session=s)
-            if won:
-                await rounds.update_round(s, pr.pr_key, pr.process_key, n, round_end)
+    fence = dict(expect_status=Status.CONVERGING, expect_round=n)
+
+    async def end_round(s) -> None:
+        if not await rounds.update_round(s, pr.pr_key, pk, n, round_end, expect_attempt=attempt, open_only=True):
+            raise _Lost()
+
+    try:
+        async with rt.db.session() as s:
+            if outcome.kind == "advance":
+                won = await prs.fenced_update(None, pr.pr_key, pk, {
+                    **stamp, "status": Status.WAITING_REVIEW, "current_round": n + 1, "husk_retries": 0,
+                    "last_round_head": head, "waiting_since": now, "last_nudge_at": now,
+                    "last_action": f"round {n} addressed ({outcome.reason}); review requested",
+                }, **fence, session=s)
+                if won:
+                    await end_round(s)
+                    await rounds.start(s, pr.pr_key, pk, n + 1, head)
+                    await outbox.request_review(s, pr.pr_key, pk, n + 1, f"start:{head}")
+            elif outcome.kind == "rerun":
+                instructions = json.loads(rnd.instructions or "[]")
+                if outcome.instruction:
+                    instructions.append(outcome.instruction)
+                won = await prs.fenced_update(None, pr.pr_key, pk, {
+                    **stamp, "husk_retries": pr.husk_retries + 1, "last_round_head": head,
+                    "last_action": f"round {n} rerun ({outcome.reason})",
+                }, **fence, session=s)
+                if won:
+                    # The rerun starts from the branch as it is: its push lease is this head.
+                    nxt = await rounds.next_attempt(s, pr.pr_key, pk, n, {
+                        **rounds.VERDICT_FIELDS, "entry_head": head, "fixer_started_at": now,
+                        "instructions": json.dumps(instructions)}, expect_attempt=attempt)
+                    if nxt is None:
+                        raise _Lost()
+                    await queue_fixer(s, rt, pr, n, nxt, rnd.findings or "[]", instructions)
+            else:
+                won = await escalate(s, rt, pr, outcome.escalation, extra=stamp,
+                                     expect_status=Status.CONVERGING) is not None
+                if won:
+                    await end_round(s)
+            if won and outcome.remembered is not None:
+                await outbox.comment(
+                    s, pr.pr_key, f"convergebot:memory:{pk}:{n}:{outcome.remembered.fingerprint}",
+                    f"convergebot did not ask again: {outcome.remembered.question}\n\n"
+                    f"Answered from memory: {outcome.instruction}", process_key=pk)
+    except _Lost:
+        won = False
     if not won:
         bound.info("progress.lost", kind=outcome.kind)
         return
     bound.info("progress.decided", kind=outcome.kind, reason=outcome.reason, head=head)
-    if outcome.kind == "advance":
-        await request_review(rt, pr.pr_key)
-    elif outcome.kind == "rerun":
-        if outcome.remembered is not None:
-            await rt.github.comment_once(
-                key.owner, key.repo, key.number, f"convergebot:memory:{pr.process_key}:{n}:{attempt}",
-                f"convergebot did not ask again: {outcome.remembered.question}\n\n"
-                f"Answered from memory: {outcome.instruction}")
-        await ask_fixer(rt, pr, n, next_attempt, rnd.findings or "[]", instructions)
-    else:
-        await post_missing(rt, pr.pr_key)
     await checkrun.publish(rt, pr.pr_key)

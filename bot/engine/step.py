@@ -6,22 +6,22 @@ import json
 
 import structlog
 
+from bot import outbox
 from bot.github.errors import NotFound
 from bot.runtime import Runtime
 from bot.sync import read_observation
-from storage import escalations, jobs, prs, rounds, runs
+from storage import jobs, prs, rounds, runs
 from storage.models import Job, PullRequest, utcnow
 from storage.statuses import RunState, Status
 
 from . import checkrun
 from .decide import decide_step
-from .dispatch import ask_fixer, progress_key, queue_fixer, request_review
-from .escalation import post, post_missing
+from .dispatch import queue_fixer, queue_progress
+from .escalation import escalate, queue_missing
 from .merging import MERGE_STATUSES, merge_stage
 from .model import CheckProgress, Converge, Escalate, Fix, Heal, Nudge, StartRound, Wait
 from .observe import observe
 from .read import findings_json, read_snapshot
-from .threads import decline_threads
 
 log = structlog.get_logger(__name__)
 
@@ -30,6 +30,16 @@ async def step(rt: Runtime, job: Job) -> None:
     # One step per PR at a time in this process; across processes the fenced writes decide.
     async with rt.step_locks.hold(job.pr_key):
         await _step(rt, job.pr_key)
+
+
+async def _end(rt: Runtime, pr_key: str, pk: str, values: dict, state: RunState) -> bool:
+    """The row's terminal write and the run's end, in one transaction: a reader never sees a
+    finished row whose run still reads active, or the reverse."""
+    async with rt.db.session() as s:
+        won = await prs.fenced_update(None, pr_key, pk, values, session=s)
+        if won:
+            await runs.end_run(None, pk, state, values["outcome"], session=s)
+    return won
 
 
 async def _step(rt: Runtime, pr_key: str) -> None:
@@ -45,20 +55,20 @@ async def _step(rt: Runtime, pr_key: str) -> None:
         # A key for a PR that does not exist (a typo in `submit`), or one the credentials cannot
         # see: end the run instead of polling a 404 for ever.
         outcome = "the PR was not found on GitHub (or the credentials cannot see it)"
-        if await prs.fenced_update(rt.db, pr_key, pk, {"status": Status.ABANDONED, "outcome": outcome}):
-            await runs.end_run(rt.db, pk, RunState.TERMINATED, outcome)
+        if await _end(rt, pr_key, pk, {"status": Status.ABANDONED, "outcome": outcome}, RunState.TERMINATED):
             bound.warning("step.pr_not_found")
         return
     observed = observe(pr, seen)
+    if observed.end_run is not None:
+        if await _end(rt, pr_key, pk, observed.values, observed.end_run):
+            bound.info("step.ended_outside", outcome=observed.values["outcome"])
+            await checkrun.publish(rt, pr_key)
+        return
     if not await prs.fenced_update(rt.db, pr_key, pk, observed.values):
         bound.info("step.stale")
         return
-    if observed.end_run is not None:
-        await runs.end_run(rt.db, pk, observed.end_run, observed.values["outcome"])
-        bound.info("step.ended_outside", outcome=observed.values["outcome"])
-        return
     if pr.status == Status.ESCALATED:
-        await post_missing(rt, pr_key)
+        await queue_missing(rt, pr_key)
     pr = pr.model_copy(update=observed.values)  # the row as just written, without reading it back
     if pr.status in MERGE_STATUSES:
         await merge_stage(rt, pr, seen.pr, bound)
@@ -73,7 +83,11 @@ async def _step(rt: Runtime, pr_key: str) -> None:
 
 
 async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
-    """Apply one action; False stops the decision (a fenced write lost: someone else moved on)."""
+    """Apply one action; False stops the decision (a fenced write lost: someone else moved on).
+
+    Each write and the GitHub effects it decides commit together (the outbox), so a crash
+    between them can neither lose the effect nor make one nobody decided.
+    """
     pk, now, n = pr.process_key, utcnow(), pr.current_round
     if isinstance(action, Wait):
         bound.debug("step.wait", reason=action.reason)
@@ -87,24 +101,28 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
             }, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW), expect_round=n, session=s)
             if won:
                 await rounds.start(s, pr.pr_key, pk, n, action.entry_head)
+                # A round may start again at the same head (healed, retried): the key is the
+                # decision's time, and the fenced write above makes the decision once.
+                await outbox.request_review(s, pr.pr_key, pk, n, f"start:{now.isoformat()}")
         if won:
-            await request_review(rt, pr.pr_key)
             bound.info("round.started", entry_head=action.entry_head, reason=action.reason)
         return won
     if isinstance(action, Nudge):
-        won = await prs.fenced_update(rt.db, pr.pr_key, pk, {"last_nudge_at": now, "last_action": "nudged reviewers"},
-                                      expect_status=Status.WAITING_REVIEW, expect_round=n)
+        async with rt.db.session() as s:
+            won = await prs.fenced_update(None, pr.pr_key, pk, {"last_nudge_at": now, "last_action": "nudged reviewers"},
+                                          expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
+            if won:
+                await outbox.request_review(s, pr.pr_key, pk, n, f"nudge:{now.isoformat()}")
         if won:
-            await request_review(rt, pr.pr_key)
             bound.info("review.nudged")
         return won
     if isinstance(action, Fix):
-        if action.declines:
-            await decline_threads(rt, pr.pr_key, action.declines)
-        if not action.findings:
-            return True
         text = findings_json(action.findings)
         async with rt.db.session() as s:
+            for finding, reason in action.declines:
+                await outbox.reply(s, pr.pr_key, pk, finding, reason, resolve=True, key=f"{n}:declined")
+            if not action.findings:
+                return True
             won = await prs.fenced_update(None, pr.pr_key, pk, {
                 "status": Status.CONVERGING, "last_review_id": action.review_id, "husk_retries": 0,
                 "last_action": f"fixer asked to address {len(action.findings)} finding(s)",
@@ -113,9 +131,7 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
                 attempt = await rounds.next_attempt(s, pr.pr_key, pk, n, {
                     "review_id": action.review_id, "findings": text, "fixer": rt.config.fixer.kind,
                     "fixer_started_at": now, "instructions": json.dumps(action.instructions)})
-                await queue_fixer(s, rt, pr, n, attempt)
-        if won:
-            await ask_fixer(rt, pr, n, attempt, text, list(action.instructions))
+                await queue_fixer(s, rt, pr, n, attempt, text, action.instructions)
         return won
     if isinstance(action, Converge):
         status = Status.CONVERGED if pr.converge_only else Status.WAITING_DEPS
@@ -131,54 +147,33 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
                     "exit_head": action.head, "ended_at": now})
                 if pr.converge_only:
                     await runs.end_run(None, pk, RunState.COMPLETED, "converged", session=s)
+                else:
+                    await requeue(s, pr.pr_key, "converged")
         if won:
             bound.info("pr.converged", head=action.head)
-            if not pr.converge_only:
-                await _requeue(rt, pr.pr_key, "converged")
         return won
     if isinstance(action, Escalate):
-        return await escalate(rt, pr, action, bound, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW))
+        async with rt.db.session() as s:
+            esc = await escalate(s, rt, pr, action, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW))
+        return esc is not None
     if isinstance(action, CheckProgress):
-        await jobs.enqueue(rt.db, "progress_check", progress_key(pk, n, action.attempt, "push"), pr_key=pr.pr_key,
-                           process_key=pk, round_no=n, payload={"attempt": action.attempt})
-        rt.wake_workers()
+        async with rt.db.session() as s:
+            await queue_progress(s, pr.pr_key, pk, n, action.attempt, action.why)
         return True
     if isinstance(action, Heal):
-        won = await prs.fenced_update(rt.db, pr.pr_key, pk, {
-            "status": Status.CONVERGING, "escalated_at": None, "last_action": "resumed: no open escalation",
-        }, expect_status=Status.ESCALATED)
+        async with rt.db.session() as s:
+            won = await prs.fenced_update(None, pr.pr_key, pk, {
+                "status": Status.CONVERGING, "escalated_at": None, "last_action": "resumed: no open escalation",
+            }, expect_status=Status.ESCALATED, session=s)
+            if won:
+                await requeue(s, pr.pr_key, "healed")
         if won:
             bound.info("escalation.healed")
-            await _requeue(rt, pr.pr_key, "healed")
         return won
     raise TypeError(f"unknown action {action!r}")
 
 
-async def _requeue(rt: Runtime, pr_key: str, why: str) -> None:
-    """Take the next step now rather than at the next webhook or poll."""
-    await jobs.enqueue(rt.db, "sync", f"sync:{pr_key}:{why}:{utcnow().isoformat()}", pr_key=pr_key)
-    rt.wake_workers()
-
-
-async def escalate(rt: Runtime, pr: PullRequest, action: Escalate, bound, *, expect_status, extra=None,
-                   session=None) -> bool:
-    """Status `escalated` and the escalation row in one write; then the comment, once."""
-    async def write(s) -> tuple[bool, object]:
-        won = await prs.fenced_update(None, pr.pr_key, pr.process_key, {
-            "status": Status.ESCALATED, "escalated_at": utcnow(),
-            "last_action": f"escalated: {action.kind}", **(extra or {}),
-        }, expect_status=expect_status, expect_round=pr.current_round, session=s)
-        esc = None
-        if won:
-            esc = await escalations.create(s, pr.pr_key, pr.process_key, pr.current_round, action.kind,
-                                           action.question, action.fingerprint or action.kind)
-        return won, esc
-
-    if session is not None:
-        return (await write(session))[0]
-    async with rt.db.session() as s:
-        won, esc = await write(s)
-    if won:
-        bound.info("pr.escalated", kind=action.kind, escalation_id=esc.id)
-        await post(rt, esc)
-    return won
+async def requeue(session, pr_key: str, why: str) -> None:
+    """In the caller's transaction: take the next step now rather than at the next webhook or poll."""
+    await jobs.enqueue_in(session, session.bind.dialect.name == "postgresql", "sync",
+                          f"sync:{pr_key}:{why}:{utcnow().isoformat()}", pr_key=pr_key)

@@ -285,8 +285,9 @@ class GitHubClient:
                 return threads
             after = page["pageInfo"]["endCursor"]
 
-    async def check_runs(self, owner: str, repo: str, ref: str) -> list[dict]:
-        pages = await self._pages(f"/repos/{owner}/{repo}/commits/{ref}/check-runs")
+    async def check_runs(self, owner: str, repo: str, ref: str, name: str | None = None) -> list[dict]:
+        params = {"check_name": name} if name else None
+        pages = await self._pages(f"/repos/{owner}/{repo}/commits/{ref}/check-runs", params)
         return [run for page in pages for run in page.get("check_runs", [])]
 
     async def combined_status(self, owner: str, repo: str, ref: str) -> dict:
@@ -334,14 +335,22 @@ class GitHubClient:
             "POST", f"/repos/{owner}/{repo}/{kind}/comments/{comment_id}/reactions", json={"content": content}
         )
 
-    async def request_review(self, owner: str, repo: str, number: int, reviewers: list[str]) -> list[str]:
-        """Ask for reviews; Copilot through its endpoint where it exists, else as a reviewer.
+    async def requested_reviewers(self, owner: str, repo: str, number: int) -> list[str]:
+        data = await self._json("GET", f"/repos/{owner}/{repo}/pulls/{number}/requested_reviewers")
+        return [u["login"] for u in data.get("users", [])]
 
-        Returns the reviewers GitHub shows as requested afterwards (a request can silently not land).
+    async def request_review(self, owner: str, repo: str, number: int, reviewers: list[str]) -> list[str]:
+        """Ask for reviews from those not already asked; Copilot through its endpoint where it
+        exists, else as a reviewer. Returns whom it asked.
+
+        Looking first makes a repeat harmless: a request whose answer was lost (GitHub did it,
+        then answered 502) is seen as pending and not made again.
         """
         async with self.mutating(f"{owner}/{repo}#{number}"):
-            people = [r for r in reviewers if r != COPILOT_REVIEWER]
-            if COPILOT_REVIEWER in reviewers:
+            pending = {login.lower() for login in await self.requested_reviewers(owner, repo, number)}
+            wanted = [r for r in reviewers if r.lower() not in pending]
+            people = [r for r in wanted if r != COPILOT_REVIEWER]
+            if COPILOT_REVIEWER in wanted:
                 try:
                     await self._json("POST", f"/repos/{owner}/{repo}/pulls/{number}/copilot-code-review")
                 except Conflict:
@@ -352,8 +361,7 @@ class GitHubClient:
                 await self._json(
                     "POST", f"/repos/{owner}/{repo}/pulls/{number}/requested_reviewers", json={"reviewers": people}
                 )
-            data = await self._json("GET", f"/repos/{owner}/{repo}/pulls/{number}/requested_reviewers")
-            return [u["login"] for u in data.get("users", [])]
+            return wanted
 
     async def reply_to_thread(self, owner: str, repo: str, number: int, comment_id: int, body: str) -> dict:
         return await self._json(

@@ -51,9 +51,14 @@ async def test_converges_in_three_rounds_with_a_real_command_fixer(tmp_path, db_
         merge = h.sim.effects("merge")
         assert len(merge) == 1 and merge[0]["number"] == number
 
-        # The `convergebot` check run on the converged head says so, and each round's head had one.
-        (run,) = [r for r in await h.rt.github.check_runs("acme", "app", view.pr.converged_head)
-                  if r["name"] == "convergebot"]
+        # The `convergebot` check run on the converged head says so (an outbox effect, so it
+        # follows the merge), and each round's head had one.
+        async def ours():
+            found = [r for r in await h.rt.github.check_runs("acme", "app", view.pr.converged_head)
+                     if r["name"] == "convergebot"]
+            return found if found and found[0]["status"] == "completed" else None
+
+        (run,) = await h.wait_for("the check run to complete", ours)
         assert (run["status"], run["conclusion"]) == ("completed", "success")
         assert "round 3/8" in run["output"]["title"] and "merged" in run["output"]["summary"]
         for r in rounds[:2]:

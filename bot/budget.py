@@ -1,0 +1,76 @@
+"""The per-PR write budget: a run that writes too much to GitHub is paused and escalated.
+
+A loop nobody foresaw (an agent that never settles, a remembered answer that keeps rerunning)
+must cost a bounded number of comments, not hundreds: past `budget.comments_per_hour` or
+`budget.writes_per_hour` the run is escalated as "runaway" and its pending writes are skipped.
+A maintainer's answer gives it a fresh hour.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import func
+from sqlmodel import select
+
+from bot.runtime import Runtime
+from storage import escalations, prs
+from storage.jobs import JobStatus
+from storage.models import Job, utcnow
+from storage.statuses import ACTIVE, Status
+
+from .engine.escalation import escalate
+from .engine.findings import fingerprint
+from .engine.model import Escalate
+
+WINDOW = timedelta(hours=1)
+RUNAWAY = "runaway"
+
+
+async def _since(rt: Runtime, pr_key: str):
+    since = utcnow() - WINDOW
+    answered = [e.answered_at for e in await escalations.for_pr(rt.db, pr_key)
+                if e.kind == RUNAWAY and e.answered_at is not None]
+    return max([since, *answered])
+
+
+async def over_budget(rt: Runtime, pr_key: str, effect: str) -> str | None:
+    """Why this write would break the PR's budget, or None."""
+    cfg = rt.config.budget
+    since = await _since(rt, pr_key)
+    done = (Job.kind == "effect", Job.pr_key == pr_key, Job.process_key.is_not(None),
+            Job.status == JobStatus.DONE, Job.finished_at >= since)
+    async with rt.db.session() as s:
+        writes = (await s.exec(select(func.count()).select_from(Job).where(*done))).one()
+        comments = (await s.exec(select(func.count()).select_from(Job).where(
+            *done, Job.payload.contains('"effect": "comment"') | Job.payload.contains('"effect": "reply"')))).one()
+    if writes >= cfg.writes_per_hour:
+        return f"{writes} GitHub writes within the hour (budget {cfg.writes_per_hour})"
+    if effect in ("comment", "reply") and comments >= cfg.comments_per_hour:
+        return f"{comments} comments within the hour (budget {cfg.comments_per_hour})"
+    return None
+
+
+async def pause_runaway(rt: Runtime, pr_key: str, process_key: str, why: str) -> None:
+    """Escalate the run as runaway, once: a run already paused stays paused."""
+    view = await prs.get(rt.db, pr_key)
+    if view is None or view.pr.process_key != process_key or view.resubmittable:
+        return
+    if any(e.kind == RUNAWAY for e in await escalations.open_for(rt.db, pr_key)):
+        return
+    question = (f"convergebot paused this PR: its run made {why}. That looks like a loop. "
+                "Answer to resume with a fresh budget, or stop it with `/converge stop`.")
+    action = Escalate(RUNAWAY, question, fingerprint(RUNAWAY, process_key, utcnow().isoformat()))
+    async with rt.db.session() as s:
+        await escalate(s, rt, view.pr, action, expect_status=tuple(ACTIVE | {Status.ESCALATED}))
+    rt.wake_workers()
+
+
+async def paused(rt: Runtime) -> list[str]:
+    """PRs whose run is paused at its budget (for /readyz and /metrics)."""
+    async with rt.db.session() as s:
+        from storage.models import Escalation
+
+        rows = await s.exec(select(Escalation.pr_key).where(
+            Escalation.kind == RUNAWAY, Escalation.status == "open"))
+        return sorted(set(rows))

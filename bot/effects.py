@@ -1,0 +1,107 @@
+"""Running the outbox: one GitHub write per effect job, safe to repeat and to lose the answer of.
+
+Every handler first looks for what an earlier attempt may already have done (a lost answer:
+GitHub did the write, then answered 502; or a crash before the job was marked done), so the
+job layer may retry it freely. Errors propagate: the worker retries with capped backoff, and
+a rate limit re-schedules the job for when GitHub says.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from bot.github.errors import Conflict
+from bot.prkey import parse_pr_key
+from bot.runtime import Runtime
+from storage import escalations
+from storage.models import Job
+
+from . import metrics
+from .budget import over_budget, pause_runaway
+from .engine import checkrun
+from .engine.threads import reply_and_resolve
+
+log = structlog.get_logger(__name__)
+
+Handler = Callable[[Runtime, Job, dict], Awaitable[None]]
+
+
+async def run_effect(rt: Runtime, job: Job) -> None:
+    payload = json.loads(job.payload)
+    effect = payload["effect"]
+    handler = HANDLERS.get(effect)
+    if handler is None:
+        raise ValueError(f"unknown effect {effect!r}")
+    if job.process_key is not None and not _exempt(effect, payload):
+        why = await over_budget(rt, job.pr_key, effect)
+        if why is not None:
+            await pause_runaway(rt, job.pr_key, job.process_key, why)
+            metrics.EFFECTS.labels(effect, "over_budget").inc()
+            log.warning("effect.over_budget", pr_key=job.pr_key, effect=effect, why=why)
+            return
+    await handler(rt, job, payload)
+    metrics.EFFECTS.labels(effect, "done").inc()
+
+
+async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
+    key = parse_pr_key(job.pr_key)
+    asked = await rt.github.request_review(key.owner, key.repo, key.number, list(rt.config.convergence.reviewers))
+    log.info("review.requested", pr_key=job.pr_key, asked=asked, round=job.round_no)
+
+
+async def _comment(rt: Runtime, job: Job, p: dict) -> None:
+    key = parse_pr_key(job.pr_key)
+    posted = await rt.github.comment_once(key.owner, key.repo, key.number, p["marker"], p["body"])
+    if p.get("escalation_id") is not None:
+        await escalations.set_comment(rt.db, p["escalation_id"], posted["id"])
+
+
+async def _reply(rt: Runtime, job: Job, p: dict) -> None:
+    await reply_and_resolve(rt, job.pr_key, p["thread_id"], p["comment_id"], p["text"], resolve=p["resolve"])
+
+
+async def _react(rt: Runtime, job: Job, p: dict) -> None:
+    # GitHub answers 200 to a reaction the user already made: a repeat creates nothing.
+    key = parse_pr_key(job.pr_key)
+    await rt.github.react(key.owner, key.repo, p["comment_id"], p["content"], review_comment=p["review_comment"])
+
+
+async def _check_run(rt: Runtime, job: Job, p: dict) -> None:
+    await checkrun.sync(rt, job.pr_key)
+
+
+async def _update_branch(rt: Runtime, job: Job, p: dict) -> None:
+    key = parse_pr_key(job.pr_key)
+    try:
+        # `expected_head_sha` makes a repeat harmless: once the base is merged in, the head
+        # moved and GitHub refuses (422) instead of merging again.
+        await rt.github.update_branch(key.owner, key.repo, key.number, p["expected_head"])
+    except Conflict as e:
+        log.info("merge.update_branch_refused", pr_key=job.pr_key, error=str(e))
+
+
+async def _merge(rt: Runtime, job: Job, p: dict) -> None:
+    from .engine.merging import run_merge
+
+    await run_merge(rt, job.pr_key, job.process_key, p["sha"])
+
+
+HANDLERS: dict[str, Handler] = {
+    "request_review": _request_review,
+    "comment": _comment,
+    "reply": _reply,
+    "react": _react,
+    "check_run": _check_run,
+    "update_branch": _update_branch,
+    "merge": _merge,
+}
+
+
+def _exempt(effect: str, payload: dict) -> bool:
+    # A check run only mirrors the row, and an escalation's comment is bounded by the
+    # escalations themselves (each waits for a person); the runaway question must get out.
+    return effect == "check_run" or payload.get("escalation_id") is not None
+

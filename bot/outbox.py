@@ -1,0 +1,113 @@
+"""The outbox: every GitHub write is a durable effect, recorded in the decision's transaction.
+
+An effect is a row of the jobs table (kind `effect`), written in the same transaction as the
+state change that decides it, with an idempotency key, and run by the job workers with retries
+and backoff (`bot/effects.py`). A crash after the commit cannot lose the write, and a crash
+before it cannot make a write nobody decided. Each effect is also idempotent against GitHub
+itself: its handler first looks for what a lost answer may already have made.
+
+See docs/architecture.md ("The outbox").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from bot.fixers.base import Finding
+from storage import jobs
+from storage.models import Job, utcnow
+
+KIND = "effect"
+# An effect keeps trying through a long GitHub outage (capped backoff) rather than giving up:
+# a write that was decided must happen, and the liveness watchdog catches the rest.
+MAX_ATTEMPTS = 40
+
+# Effects that write comments (the per-PR comment budget counts these).
+COMMENT_EFFECTS = frozenset({"comment", "reply"})
+
+
+def _is_postgres(session: AsyncSession) -> bool:
+    return session.bind.dialect.name == "postgresql"
+
+
+async def add(
+    session: AsyncSession, effect: str, key: str, *, pr_key: str, process_key: str | None = None,
+    **payload: Any,
+) -> bool:
+    """Record one effect in the caller's transaction; False if its key was recorded before.
+
+    `process_key` ties the effect to a run: the worker drops it if that run stopped meanwhile.
+    Effects that describe a state (the check run) or answer a person (command reactions) carry
+    none, so they happen even once the run has ended.
+    """
+    _, created = await jobs.enqueue_in(
+        session, _is_postgres(session), KIND, f"fx:{effect}:{key}", pr_key=pr_key,
+        process_key=process_key, payload={"effect": effect, **payload}, max_attempts=MAX_ATTEMPTS,
+    )
+    return created
+
+
+async def pending(db, pr_key: str, effect: str) -> bool:
+    """Whether an effect of this kind is still to be done (queued or running) for the PR."""
+    async with db.session() as s:
+        return (await s.exec(select(Job.id).where(
+            Job.kind == KIND, Job.pr_key == pr_key,
+            Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)),
+            Job.payload.contains(f'"effect": "{effect}"')).limit(1))).first() is not None
+
+
+# -- the effects, one builder each ----------------------------------------------------------
+
+
+async def request_review(session: AsyncSession, pr_key: str, process_key: str, round_no: int, why: str) -> bool:
+    return await add(session, "request_review", f"{process_key}:{round_no}:{why}", pr_key=pr_key,
+                     process_key=process_key)
+
+
+async def comment(session: AsyncSession, pr_key: str, marker: str, body: str, *,
+                  process_key: str | None = None, escalation_id: int | None = None) -> bool:
+    """An issue comment carrying the hidden `marker`, posted at most once per marker."""
+    return await add(session, "comment", marker, pr_key=pr_key, process_key=process_key, marker=marker,
+                     body=body, escalation_id=escalation_id)
+
+
+async def reply(session: AsyncSession, pr_key: str, process_key: str, finding: Finding, text: str, *,
+                resolve: bool, key: str) -> bool:
+    """Reply on a review thread (once per thread), then resolve it if asked."""
+    if not finding.thread_id or not finding.comment_id:
+        return False
+    return await add(session, "reply", f"{process_key}:{finding.thread_id}:{key}", pr_key=pr_key,
+                     process_key=process_key, thread_id=finding.thread_id, comment_id=finding.comment_id,
+                     text=text, resolve=resolve)
+
+
+async def react(session: AsyncSession, pr_key: str, comment_id: int, content: str, *, review_comment: bool) -> bool:
+    return await add(session, "react", f"{comment_id}:{content}", pr_key=pr_key, comment_id=comment_id,
+                     content=content, review_comment=review_comment)
+
+
+async def merge(session: AsyncSession, pr_key: str, process_key: str, sha: str, round_no: int) -> bool:
+    return await add(session, "merge", f"{process_key}:{round_no}:{sha}:{utcnow().isoformat()}",
+                     pr_key=pr_key, process_key=process_key, sha=sha)
+
+
+async def update_branch(session: AsyncSession, pr_key: str, process_key: str, expected_head: str) -> bool:
+    return await add(session, "update_branch", f"{process_key}:{expected_head}", pr_key=pr_key,
+                     process_key=process_key, expected_head=expected_head)
+
+
+async def check_run(session: AsyncSession, pr_key: str) -> bool:
+    """Bring the `convergebot` check run up to date with the row; one waiting update per PR.
+
+    The handler renders from the row when it runs, so a queued update already covers any later
+    change and a second one would only repeat it.
+    """
+    waiting = (await session.exec(select(Job.id).where(
+        Job.kind == KIND, Job.pr_key == pr_key, Job.status == jobs.JobStatus.QUEUED,
+        Job.payload.contains('"effect": "check_run"')).limit(1))).first()
+    if waiting is not None:
+        return False
+    return await add(session, "check_run", f"{pr_key}:{utcnow().isoformat()}", pr_key=pr_key)
