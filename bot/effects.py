@@ -9,6 +9,7 @@ a rate limit re-schedules the job for when GitHub says.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -47,9 +48,17 @@ async def run_effect(rt: Runtime, job: Job) -> None:
 
 
 async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
+    """Ask the configured reviewers, except those who reviewed since the decision: a request
+    whose answer was lost may already have been answered by a fast reviewer, and asking again
+    would buy a second review of the same head."""
     key = parse_pr_key(job.pr_key)
-    asked = await rt.github.request_review(key.owner, key.repo, key.number, list(rt.config.convergence.reviewers))
-    log.info("review.requested", pr_key=job.pr_key, asked=asked, round=job.round_no)
+    since = job.created_at.replace(microsecond=0)
+    reviewed = {(r.get("user") or {}).get("login", "").lower()
+                for r in await rt.github.reviews(key.owner, key.repo, key.number)
+                if r.get("submitted_at") and datetime.fromisoformat(r["submitted_at"].replace("Z", "+00:00")) >= since}
+    wanted = [r for r in rt.config.convergence.reviewers if r.lower() not in reviewed]
+    asked = await rt.github.request_review(key.owner, key.repo, key.number, wanted) if wanted else []
+    log.info("review.requested", pr_key=job.pr_key, asked=asked, already_reviewed=sorted(reviewed))
 
 
 async def _comment(rt: Runtime, job: Job, p: dict) -> None:

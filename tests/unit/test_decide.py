@@ -208,6 +208,24 @@ class TestProgress:
         assert p.kind == "rerun" and "@maint" in p.instruction and "keep the name" in p.instruction
         assert p.remembered.kind == "needs_input"
 
+    def test_remembered_answers_rerun_only_within_the_round_s_one_rerun_cap(self):
+        q = done(verdict="needs_input", question="Rename the API?")
+        fp = fingerprint("question", "Rename the API?")
+        memory = {fp: Adjudication(fp, "keep the name", "maint", T0)}
+        # Reruns of any kind spend the same cap: once it is spent, the question is asked again
+        # (a person answers it), never rerun from memory for ever.
+        p = decide_progress(replace(FIXING, husk_retries=2), q, H1, (), SETTINGS, memory)
+        assert p.kind == "escalate" and p.escalation.fingerprint == fp
+
+    def test_a_remembered_churn_answer_moves_on_to_the_next_round(self):
+        past = tuple(done(round_no=n, status="addressed") for n in (1, 2, 3))
+        fp = fingerprint("churn", "a.py")
+        memory = {fp: Adjudication(fp, "decline: the reviewer is wrong", "maint", T0)}
+        p = decide_progress(replace(FIXING, current_round=4), done(round_no=4), H2, past, SETTINGS, memory)
+        # Not a rerun: the head moved, so a rerun's push would be refused by its lease.
+        assert (p.kind, p.exit_head, p.remembered.kind) == ("advance", H2, "churn")
+        assert "@maint" in p.instruction
+
 
 def test_an_asked_fixer_s_push_checks_progress_at_once():
     from bot.engine.model import CheckProgress

@@ -1,0 +1,130 @@
+"""The outbox under lost answers, unreadable heads and stuck rounds: nothing twice, nothing stranded."""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client import REGISTRY
+from sqlalchemy import update
+from sqlmodel import select
+
+from bot.fixers import ScriptedFixer
+from storage.models import Job
+
+from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
+
+CHECK_RUN_CREATE = r"^(?!/repos/[^/]+/[^/]+/check-runs$)"  # exclude every path but the create
+
+
+def _ours(sim, kind: str) -> list[dict]:
+    return [e for e in sim.effects(kind) if e["actor"] == "convergebot[bot]"]
+
+
+async def test_a_check_run_whose_create_answer_is_lost_is_found_again_not_duplicated(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"])) as h:
+        # Every check-run create is done by GitHub and then answered 502.
+        h.sim.chaos(7, lost_ack_rate=1.0, exclude=(CHECK_RUN_CREATE,))
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        key, number = await open_and_enroll(h)
+        view = await h.wait_status(key, "merged", timeout=60)
+        await quiesce(h)
+        created = _ours(h.sim, "check_run_created")
+        heads = [e["head_sha"] for e in created]
+        assert h.sim.chaos_counts.get("lost_ack", 0) >= 2
+        assert len(heads) == len(set(heads)) >= 2, created  # one run per head, however often retried
+        assert view.pr.converged_head in heads
+        assert h.sim.duplicate_effects() == []
+
+
+async def test_lost_answers_on_every_kind_of_write_repeat_nothing(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"])) as h:
+        h.sim.chaos(11, lost_ack_rate=0.5)
+        h.sim.set_reviewer(REPO, steps(2, 1, 0))
+        key, number = await open_and_enroll(h)
+        await h.wait_status(key, "merged", timeout=90)
+        await quiesce(h)
+        assert h.sim.chaos_counts.get("lost_ack", 0) >= 5
+        assert h.sim.duplicate_effects() == []
+        assert len(h.sim.effects("merge")) == 1
+        assert len(_ours(h.sim, "review_reply")) == 3  # one per thread: 2 + 1
+        # One review request per round, whatever the lost answers.
+        assert len(h.sim.effects("copilot_review_requested")) == 3
+
+
+class _PushThenHideTheHead:
+    """Pushes, then makes the branch unreadable until a progress-check has failed on it."""
+
+    kind = "fake"
+
+    def __init__(self, h_box: list) -> None:
+        self.inner = ScriptedFixer(["push"])
+        self.h_box = h_box
+        self.hidden = False
+
+    async def run(self, req):
+        verdict = await self.inner.run(req)
+        if not self.hidden:
+            self.hidden = True
+            self.h_box[0].sim.inject_fault(r"/git/ref/heads/feat$", status=502)
+        return verdict
+
+
+async def test_a_progress_check_that_cannot_read_the_head_comes_back_instead_of_ending(tmp_path, db_url):
+    box: list = [None]
+    async with bot_on_simulator(tmp_path, db_url, fixer=_PushThenHideTheHead(box)) as h:
+        box[0] = h
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        key, _ = await open_and_enroll(h)
+
+        async def failed_check():
+            async with h.rt.db.session() as s:
+                return (await s.exec(select(Job).where(
+                    Job.kind == "progress_check", Job.last_error.contains("head unreadable")))).first()
+
+        failed = await h.wait_for("a progress-check to fail on the hidden head", failed_check)
+        assert failed.status == "queued"  # retried with backoff, not done
+        h.sim.clear_faults()
+        # The fixer's deadline is 80 s away: only the retried check can move the round on.
+        view = await h.wait_status(key, "merged", timeout=30)
+        assert [r.status for r in await h.rounds(key)] == ["addressed", "converged"]
+        assert view.pr.current_round == 2
+
+
+class _HangOnce:
+    """The first run hangs until cancelled; later runs push."""
+
+    kind = "fake"
+
+    def __init__(self) -> None:
+        self.inner = ScriptedFixer(["push"])
+        self.started = asyncio.Event()
+        self.runs = 0
+
+    async def run(self, req):
+        self.runs += 1
+        if self.runs == 1:
+            self.started.set()
+            await asyncio.Event().wait()
+        return await self.inner.run(req)
+
+
+def _healed() -> float:
+    return REGISTRY.get_sample_value("convergebot_liveness_healed_total") or 0.0
+
+
+async def test_the_watchdog_heals_a_round_whose_every_job_gave_up(tmp_path, db_url):
+    fixer = _HangOnce()
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, poller={"interval_seconds": 0.5},
+                                jobs={"lease_seconds": 1.5}) as h:
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        key, _ = await open_and_enroll(h)
+        await asyncio.wait_for(fixer.started.wait(), 30)
+        before = _healed()
+        # The fixer's job and its deadline check both give up (as after many failures): nothing
+        # is left that would ever close round 1, and the step only waits for the fixer.
+        async with h.rt.db.session() as s:
+            await s.exec(update(Job).where(Job.pr_key == key, Job.kind.in_(("fix", "progress_check")))
+                         .values(status="failed", lease_owner=None))
+        view = await h.wait_status(key, "merged", timeout=30)
+        assert _healed() - before >= 1
+        assert view.pr.husk_retries == 0 and [r.status for r in await h.rounds(key)] == ["addressed", "converged"]

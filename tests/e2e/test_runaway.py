@@ -1,0 +1,81 @@
+"""Loops nobody foresaw stay bounded: a remembered churn answer, a run past its write budget."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+from storage import jobs
+
+from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
+
+# Edits the file of every finding and says nothing about the threads: the review keeps finding
+# something in the same file, so the rounds churn.
+UNSETTLING_AGENT = textwrap.dedent('''
+    import json, os, pathlib
+    doc = json.load(open(os.environ["CONVERGEBOT_FINDINGS_FILE"]))
+    for f in doc["findings"]:
+        p = pathlib.Path(f["path"] or "CHANGES.md")
+        p.write_text((p.read_text() if p.exists() else "") + "# tweak %s.%s\\n" % (doc["round"], doc["attempt"]))
+    print(json.dumps({"status": "addressed", "summary": "tweaked"}))
+''')
+
+
+def _agent(tmp_path) -> dict:
+    script = tmp_path / "agent.py"
+    script.write_text(UNSETTLING_AGENT)
+    return {"kind": "command", "command": [sys.executable, str(script)]}
+
+
+async def test_after_a_churn_answer_the_run_moves_on_and_stays_bounded(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, fixer_config=_agent(tmp_path)) as h:
+        h.sim.set_reviewer(REPO, steps(1))  # one new finding in app/core.py every review, for ever
+        key, number = await open_and_enroll(h, command="/converge start --rounds 6")
+        await h.wait_status(key, "escalated", timeout=60)
+        (churn,) = await h.escalations(key)
+        assert churn.kind == "churn" and churn.round_no == 4
+        await h.sim.comment(REPO, number, "/converge answer decline: the reviewer is wrong here", user="maint")
+
+        # The answer is remembered: churn is not asked again, and the run goes on round by round
+        # until its round cap asks the one question memory cannot answer.
+        async def asked_again():
+            return len(await h.escalations(key)) > 1
+
+        await h.wait_for("the next escalation", asked_again, timeout=90)
+        await quiesce(h)
+        view = await h.view(key)
+        kinds = [e.kind for e in await h.escalations(key)]
+        assert kinds == ["churn", "round_cap"], kinds
+        assert view.pr.current_round == 6
+        attempts = {r.round_no: r.attempt for r in await h.rounds(key)}
+        assert all(a == 0 for a in attempts.values()), attempts  # no reruns, let alone hundreds
+        fixes = [j for j in await jobs.list_jobs(h.rt.db, key) if j.kind == "fix"]
+        assert len(fixes) == 6
+        comments = h.bot_comments(number)
+        memory = [c for c in comments if "Answered from memory" in c["body"]]
+        assert len(memory) == 1  # round 5; round 6 asks about the round cap instead
+        assert len(comments) <= 6, [c["body"][:60] for c in comments]
+        assert h.sim.duplicate_effects() == [] and h.sim.forced_pushes() == []
+
+
+async def test_a_run_past_its_write_budget_is_paused_and_escalated_once(tmp_path, db_url):
+    from bot.fixers import ScriptedFixer
+
+    budget = {"comments_per_hour": 4}
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"]), budget=budget,
+                                poller={"interval_seconds": 0.5}) as h:
+        h.sim.set_reviewer(REPO, steps(3))  # three findings a review, each fixed and replied to
+        key, number = await open_and_enroll(h)
+        await h.wait_status(key, "escalated", timeout=60)
+        await quiesce(h)
+        (esc,) = await h.escalations(key)
+        assert esc.kind == "runaway" and "comments within the hour" in esc.question
+        replies = [e for e in h.sim.effects("review_reply") if e["actor"] == "convergebot[bot]"]
+        # Workers may each have passed the check at once: at most one write past the budget each.
+        assert 4 <= len(replies) <= 4 + 3, len(replies)
+        assert len([c for c in h.bot_comments(number) if "escalation #" in c["body"]]) == 1
+
+        async def listed():
+            return key in (await h.http.get("/readyz")).json()["paused_runaway"]
+
+        await h.wait_for("/readyz to list the paused PR", listed)
