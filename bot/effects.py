@@ -9,8 +9,8 @@ a rate limit re-schedules the job for when GitHub says.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 import structlog
 
