@@ -1,4 +1,4 @@
-"""submit_pr: the one door every enrollment path goes through (DESIGN §5)."""
+"""submit_pr: the one door every enrollment path goes through."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The poller (DESIGN §8): the truth-keeper for missed webhooks and out-of-band changes.
+"""The poller: the truth-keeper for missed webhooks and out-of-band changes.
 
 An APScheduler 3.x interval job; each tick queues a sync job for every active PR (a conditional
 re-read, so an unchanged PR costs no rate limit) and resumes keyless rows.

@@ -1,4 +1,4 @@
-"""The durable job queue (DESIGN §8): enqueue by idempotency key, claim under a lease, finish.
+"""The durable job queue: enqueue by idempotency key, claim under a lease, finish.
 
 Every transition after the claim is a compare-and-set on (id, lease_owner, status='running'),
 so a worker whose lease expired and was reclaimed cannot overwrite the new owner's outcome.

@@ -1,4 +1,4 @@
-"""SQLModel tables (DESIGN §4). The migrations under migrations/ create exactly this schema."""
+"""SQLModel tables. The migrations under migrations/ create exactly this schema."""
 
 from __future__ import annotations
 

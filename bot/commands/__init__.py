@@ -1,1 +1,1 @@
-"""Maintainer commands given as PR comments (DESIGN §7)."""
+"""Maintainer commands given as PR comments."""

@@ -1,4 +1,4 @@
-"""The round rules (DESIGN §6), as pure functions: a snapshot in, a decision out.
+"""The round rules, as pure functions: a snapshot in, a decision out.
 
 Every rule lives here so it can be tested exhaustively without a network or a database; the
 shell (step.py, progress.py) only reads, calls these, and applies the actions.

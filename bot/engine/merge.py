@@ -1,4 +1,4 @@
-"""The merge stage (DESIGN §9): dependencies, mergeability, the merge itself."""
+"""The merge stage: dependencies, mergeability, the merge itself."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""POST /webhook (DESIGN §8): verify, record once, queue, answer at once."""
+"""POST /webhook: verify, record once, queue, answer at once."""
 
 from __future__ import annotations
 

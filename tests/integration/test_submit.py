@@ -1,4 +1,4 @@
-"""submit_pr guards (DESIGN §5), on SQLite and PostgreSQL."""
+"""submit_pr guards, on SQLite and PostgreSQL."""
 
 import asyncio
 import time
