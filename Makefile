@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install
+.PHONY: demo test install guards
 
 install: $(STAMP)
 
@@ -22,3 +22,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	scripts/ensure-postgres.sh
 	$(PY) -m pytest
+
+# Break each guard on purpose (in a throwaway worktree of HEAD) and check its named test fails.
+guards: $(STAMP)
+	$(PY) scripts/guards.py
