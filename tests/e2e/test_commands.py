@@ -22,7 +22,7 @@ async def test_answers_refusals_and_memory(tmp_path, db_url):
         # A read-only user is refused with a reply; nothing changes.
         refused = await h.sim.comment(REPO, number, "/converge answer rename it", user="reader")
         await h.wait_for("the refusal", lambda: _settled(h, refused.id))
-        assert any("write access" in c["body"] for c in h.bot_comments(number))
+        await h.wait_for("the refusal's reply", lambda: _replied(h, number, "write access"))
         # An edited comment and the bot's own comments are never commands.
         edited = await h.sim.comment(REPO, number, "thinking about it", user="maint")
         await h.sim.edit_comment(REPO, edited.id, "/converge answer rename it", user="maint")
@@ -102,3 +102,7 @@ async def test_the_cli_answers_an_escalation_and_the_running_bot_resumes(tmp_pat
         await h.wait_status(key, "merged", timeout=30)
         assert [(e.status, e.answered_by) for e in await h.escalations(key)] == [("answered", "alice")]
         assert any("@alice" in i and "Keep the name." in i for i in fixer.requests[1].instructions)
+
+
+async def _replied(h, number: int, text: str) -> bool:
+    return any(text in c["body"] for c in h.bot_comments(number))
