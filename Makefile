@@ -2,11 +2,12 @@
 #   make demo   install into .venv, then run `convergebot demo`: the bot against its built-in
 #               GitHub simulator on a temporary SQLite file
 #   make test   install into .venv (and PostgreSQL if missing), then run the whole suite
+#   make chaos  the chaos suite at full size (docs/chaos.md): 40 PRs, 5 kills, 3 seeds, both backends
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install guards
+.PHONY: demo test install guards chaos
 
 install: $(STAMP)
 
@@ -26,3 +27,15 @@ test: $(STAMP)
 # Break each guard on purpose (in a throwaway worktree of HEAD) and check its named test fails.
 guards: $(STAMP)
 	$(PY) scripts/guards.py
+
+# The real bot process under GitHub faults, webhook faults and SIGKILLs, at full size
+# (`make test` runs the same tests small). Override any of these on the command line;
+# CHAOS_ARGS goes to pytest (e.g. CHAOS_ARGS="-x --basetemp=/tmp/chaos").
+CHAOS_PRS ?= 40
+CHAOS_KILLS ?= 5
+CHAOS_SEEDS ?= 1,2,3
+CHAOS_ARGS ?=
+chaos: $(STAMP)
+	scripts/ensure-postgres.sh
+	CONVERGEBOT_CHAOS_PRS=$(CHAOS_PRS) CONVERGEBOT_CHAOS_KILLS=$(CHAOS_KILLS) \
+	CONVERGEBOT_CHAOS_SEEDS=$(CHAOS_SEEDS) $(PY) -m pytest tests/chaos -m chaos -s $(CHAOS_ARGS)
