@@ -48,14 +48,22 @@ async def run_effect(rt: Runtime, job: Job) -> None:
 
 
 async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
-    """Ask the configured reviewers, except those who reviewed since the decision: a request
-    whose answer was lost may already have been answered by a fast reviewer, and asking again
-    would buy a second review of the same head."""
+    """Ask the configured reviewers, except those who already reviewed this head since the
+    decision: a request whose answer was lost may already have been answered by a fast
+    reviewer, and asking again would buy a second review of the same head."""
     key = parse_pr_key(job.pr_key)
-    since = job.created_at.replace(microsecond=0)
+    since = job.created_at.replace(microsecond=0)  # GitHub stamps reviews to the second
+
+    def answers(r: dict) -> bool:
+        if r.get("commit_id") != p["head"] or not isinstance(r.get("id"), int):
+            return False
+        if p.get("baseline") is not None:
+            return r["id"] > p["baseline"]
+        stamp = r.get("submitted_at")
+        return bool(stamp) and datetime.fromisoformat(stamp.replace("Z", "+00:00")) >= since
+
     reviewed = {(r.get("user") or {}).get("login", "").lower()
-                for r in await rt.github.reviews(key.owner, key.repo, key.number)
-                if r.get("submitted_at") and datetime.fromisoformat(r["submitted_at"].replace("Z", "+00:00")) >= since}
+                for r in await rt.github.reviews(key.owner, key.repo, key.number) if answers(r)}
     wanted = [r for r in rt.config.convergence.reviewers if r.lower() not in reviewed]
     asked = await rt.github.request_review(key.owner, key.repo, key.number, wanted) if wanted else []
     log.info("review.requested", pr_key=job.pr_key, asked=asked, already_reviewed=sorted(reviewed))

@@ -62,9 +62,12 @@ async def pending(db, pr_key: str, effect: str) -> bool:
 # -- the effects, one builder each ----------------------------------------------------------
 
 
-async def request_review(session: AsyncSession, pr_key: str, process_key: str, round_no: int, why: str) -> bool:
+async def request_review(session: AsyncSession, pr_key: str, process_key: str, round_no: int, why: str,
+                         head: str | None, baseline: int | None) -> bool:
+    """Ask the configured reviewers for a review of `head`; `baseline` is the newest review id
+    the decision knew of (a review after it answers this request)."""
     return await add(session, "request_review", f"{process_key}:{round_no}:{why}", pr_key=pr_key,
-                     process_key=process_key)
+                     process_key=process_key, head=head, baseline=baseline)
 
 
 async def comment(session: AsyncSession, pr_key: str, marker: str, body: str, *,

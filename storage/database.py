@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,7 +36,9 @@ class Database:
         self.backend = parsed.get_backend_name()
         if self.backend == "sqlite":
             if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+                path = Path(parsed.database).expanduser().resolve()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _ensure_wal(path)
             self.engine: AsyncEngine = create_async_engine(
                 self.url, echo=echo, connect_args={"timeout": 30}
             )
@@ -56,13 +61,31 @@ class Database:
         await self.engine.dispose()
 
 
+def _ensure_wal(path: Path, patience: float = 30.0) -> None:
+    """Put the file in WAL mode once, before any pooled connection opens (WAL is persistent).
+
+    Switching needs the file to itself, and SQLite refuses at once (no busy wait) while another
+    process holds a lock, as when several processes start on a new file together: retry.
+    """
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            with contextlib.closing(sqlite3.connect(path, timeout=patience)) as conn:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _install_sqlite_hooks(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:
         # Take transaction control away from pysqlite so our BEGIN below is the only one.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA busy_timeout=5000")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA synchronous=NORMAL")

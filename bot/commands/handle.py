@@ -141,9 +141,11 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str 
                 raise _Lost()
             if plan == "next_round":
                 await rounds.start(s, pr.pr_key, pr.process_key, n + 1, pr.head_sha or "")
-                await outbox.request_review(s, pr.pr_key, pr.process_key, n + 1, f"answer:{target.id}")
+                await outbox.request_review(s, pr.pr_key, pr.process_key, n + 1, f"answer:{target.id}",
+                                            pr.head_sha, pr.latest_review_id)
             elif plan == "review":
-                await outbox.request_review(s, pr.pr_key, pr.process_key, n, f"answer:{target.id}")
+                await outbox.request_review(s, pr.pr_key, pr.process_key, n, f"answer:{target.id}",
+                                            pr.head_sha, pr.latest_review_id)
             elif rnd is not None:
                 attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
                     **rounds.VERDICT_FIELDS, "fixer_started_at": now, "instructions": json.dumps(instructions)})

@@ -88,7 +88,8 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
                 if won:
                     await end_round(s)
                     await rounds.start(s, pr.pr_key, pk, n + 1, head)
-                    await outbox.request_review(s, pr.pr_key, pk, n + 1, f"start:{head}")
+                    await outbox.request_review(s, pr.pr_key, pk, n + 1, f"start:{head}", head,
+                                                pr.last_review_id)
             elif outcome.kind == "rerun":
                 instructions = json.loads(rnd.instructions or "[]")
                 if outcome.instruction:

@@ -103,7 +103,8 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
                 await rounds.start(s, pr.pr_key, pk, n, action.entry_head)
                 # A round may start again at the same head (healed, retried): the key is the
                 # decision's time, and the fenced write above makes the decision once.
-                await outbox.request_review(s, pr.pr_key, pk, n, f"start:{now.isoformat()}")
+                await outbox.request_review(s, pr.pr_key, pk, n, f"start:{now.isoformat()}",
+                                            action.entry_head, action.review_baseline)
         if won:
             bound.info("round.started", entry_head=action.entry_head, reason=action.reason)
         return won
@@ -112,7 +113,8 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
             won = await prs.fenced_update(None, pr.pr_key, pk, {"last_nudge_at": now, "last_action": "nudged reviewers"},
                                           expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
             if won:
-                await outbox.request_review(s, pr.pr_key, pk, n, f"nudge:{now.isoformat()}")
+                await outbox.request_review(s, pr.pr_key, pk, n, f"nudge:{now.isoformat()}",
+                                            pr.last_round_head, pr.last_review_id)
         if won:
             bound.info("review.nudged")
         return won
