@@ -18,6 +18,17 @@ from storage.migrate import migrate
 from .pgcluster import Cluster
 from .simulator_fixtures import api, sim, simulator, webhook_receiver  # noqa: F401  (shared fixtures)
 
+# CONVERGEBOT_TEST_REPEAT=N runs every selected test N times (scripts/stress.sh uses it to show a
+# test is not flaky under load).
+REPEAT = int(os.environ.get("CONVERGEBOT_TEST_REPEAT", "1"))
+
+
+def pytest_generate_tests(metafunc):
+    if REPEAT > 1:
+        metafunc.fixturenames.append("repeat_index")
+        metafunc.parametrize("repeat_index", range(REPEAT))
+
+
 BACKENDS = [b.strip() for b in os.environ.get("CONVERGEBOT_TEST_BACKENDS", "sqlite,postgres").split(",")]
 TEMPLATE_DB = "convergebot_template"
 
