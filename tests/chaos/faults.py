@@ -18,6 +18,7 @@ import json
 import random
 from collections import Counter
 from dataclasses import asdict, dataclass
+from datetime import datetime
 
 from bot.github.simulator import Fault, Simulator
 
@@ -40,7 +41,9 @@ class WebhookRates:
     drop_rate: float = 0.10
     duplicate_rate: float = 0.05
     reorder_rate: float = 0.05
-    delay_max: float = 0.5  # some deliveries wait up to this long
+    # Deliveries wait up to this long; the simulator sends them one at a time, as GitHub does
+    # per hook, so a delay holds the later ones too: keep the mean well under the event rate.
+    delay_max: float = 0.2
 
 
 class Chaos:
@@ -115,8 +118,14 @@ class Chaos:
             "hook_dropped": hooks.get("dropped", sum(d.dropped for d in deliveries)),
             "hook_duplicated": hooks.get("duplicated", sum(d.duplicate for d in deliveries)),
             "hook_reordered": hooks.get("reordered", sum(d.reordered for d in deliveries)),
-            "hook_delayed": hooks.get("delayed", 0),
+            "hook_delayed": hooks.get("delayed", self.stats["hook_delayed"]),
         }
+
+    def webhook_lag_max(self) -> float:
+        """The longest a delivery waited between its event and its first attempt (seconds)."""
+        lags = [(datetime.fromisoformat(d.attempts[0].at) - datetime.fromisoformat(d.queued_at))
+                .total_seconds() for d in self.sim.deliveries if d.attempts]
+        return max(lags, default=0.0)
 
     def duplicates(self) -> list[dict]:
         if self.native_api and hasattr(self.sim, "duplicate_effects"):
@@ -177,6 +186,7 @@ class Chaos:
                 faults.reorder_next = max(faults.reorder_next, 2)  # this one and the next, swapped
             # The dispatcher applies `delay` to the next delivery it sends: about one in five waits.
             faults.delay = rng.uniform(0, rates.delay_max) if rng.random() < 0.2 else 0.0
+            self.stats["hook_delayed"] += faults.delay > 0
         return self._emit(event, payload)
 
 

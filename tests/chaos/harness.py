@@ -278,8 +278,13 @@ class ChaosRun:
             if self._seen.get(p.number, (None,))[0] != sig:
                 self._seen[p.number] = (sig, now)
             elif (now - self._seen[p.number][1] > STALL_SECONDS and sig[0] != "waiting_deps"
-                  and not self._final(p)):
+                  and not self._final(p) and not self._answer_in_flight(p)):
                 self.stalled[p.number] = f"no progress for {STALL_SECONDS:.0f}s at {sig}"
+
+    def _answer_in_flight(self, p: PrPlan) -> bool:
+        """The maintainer's answer is still in the simulator's webhook queue (not yet sent)."""
+        return any(d.event == "issue_comment" and not d.dropped and not d.attempts
+                   and p.answer_token.encode() in d.body for d in self.sim.deliveries)
 
     def _final(self, p: PrPlan) -> bool:
         """Ended, or stuck for good: waiting on a question the maintainer will not answer (not in
@@ -345,7 +350,8 @@ class ChaosRun:
         return (f"chaos seed={self.seed} backend={self.backend} prs={len(self.plans)} "
                 f"final={dict(sorted(finals.items()))} "
                 f"requests={snapshot['total']} {dict(sorted(by_class.items()))} "
-                f"faults={self.chaos.injected()} kills={self.kills_done}/{self.size.kills} "
+                f"faults={self.chaos.injected()} hook_lag_max={self.chaos.webhook_lag_max():g}s "
+                f"kills={self.kills_done}/{self.size.kills} "
                 f"crashes={len(self.crashes)} duplicates={len(self.duplicates)} "
                 f"forced_pushes={len(self.forced)} heals={heals} "
                 f"rounds={sum(self.rounds_of.values())} wall={wall:.1f}s")

@@ -38,7 +38,8 @@ async def test_fallback_request_faults_lost_acks_and_webhook_drops(tmp_path, web
         chaos.off()
         await sim.comment(REPO, pr.number, "delivered", user="maint")
         await sim.settle()
-        fates = {d.payload["comment"]["body"]: d.dropped for d in sim.webhooks.find("issue_comment")}
+        fates = {d.payload["comment"]["body"]: d.dropped
+                 for d in sim.webhooks.find("issue_comment")}
         assert fates == {"hi": False, "dropped": True, "delivered": False}
         assert chaos.injected()["hook_dropped"] == 1
 
