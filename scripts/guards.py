@@ -64,6 +64,10 @@ CATALOGUE = [
     Guard("budget: a run past its write budget is paused and escalated",
           "bot/effects.py", "        if why is not None:", "        if False:",
           "tests/e2e/test_runaway.py::test_a_run_past_its_write_budget_is_paused_and_escalated_once"),
+    Guard("lost intent: an answer whose webhook never came is found on the escalated PR",
+          "bot/commands/recover.py", "    if pr.escalated_at is None:\n        return 0",
+          "    if True:\n        return 0",
+          "tests/e2e/test_commands.py::test_an_answer_whose_webhook_is_lost_is_found_by_the_poller"),
     Guard("one write: an unknown PR's abandon and its run's end are one transaction",
           "bot/engine/step.py",
           '        won = await prs.fenced_update(None, pr_key, pk, values, session=s)\n'

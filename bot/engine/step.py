@@ -7,6 +7,7 @@ import json
 import structlog
 
 from bot import outbox
+from bot.commands.recover import recover_commands
 from bot.github.errors import NotFound
 from bot.runtime import Runtime
 from bot.sync import read_observation
@@ -69,6 +70,7 @@ async def _step(rt: Runtime, pr_key: str) -> None:
         return
     if pr.status == Status.ESCALATED:
         await queue_missing(rt, pr_key)
+        await recover_commands(rt, pr)
     pr = pr.model_copy(update=observed.values)  # the row as just written, without reading it back
     if pr.status in MERGE_STATUSES:
         await merge_stage(rt, pr, seen.pr, bound)

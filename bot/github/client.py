@@ -293,8 +293,10 @@ class GitHubClient:
     async def combined_status(self, owner: str, repo: str, ref: str) -> dict:
         return await self._json("GET", f"/repos/{owner}/{repo}/commits/{ref}/status")
 
-    async def issue_comments(self, owner: str, repo: str, number: int) -> list[dict]:
-        return await self._pages(f"/repos/{owner}/{repo}/issues/{number}/comments")
+    async def issue_comments(self, owner: str, repo: str, number: int, since: datetime | None = None) -> list[dict]:
+        """The PR's issue comments (updated at or after `since`, when given)."""
+        params = {"since": since.strftime("%Y-%m-%dT%H:%M:%SZ")} if since else None
+        return await self._pages(f"/repos/{owner}/{repo}/issues/{number}/comments", params)
 
     async def permission(self, owner: str, repo: str, user: str) -> str:
         """The user's permission on the repo (`admin`/`maintain`/`write`/...), cached briefly."""

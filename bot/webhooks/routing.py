@@ -35,14 +35,15 @@ class EnrollRules:
     authors: frozenset[str] = frozenset()
 
 
-def _looks_like_command(body: object) -> bool:
+def looks_like_command(body: object) -> bool:
+    """Worth a `command` job: the job re-reads the comment and parses it for real."""
     return isinstance(body, str) and ("/converge" in body or "convergebot escalation #" in body)
 
 
 def _command(delivery_id: str, key: PrKey | None, comment: object, kind: str) -> tuple[Wake, ...]:
     if key is None or not isinstance(comment, dict) or not isinstance(comment.get("id"), int):
         return ()
-    if (comment.get("user") or {}).get("type") == "Bot" or not _looks_like_command(comment.get("body")):
+    if (comment.get("user") or {}).get("type") == "Bot" or not looks_like_command(comment.get("body")):
         return ()
     return (Wake("command", f"cmd:{comment['id']}", str(key), {"comment_id": comment["id"], "kind": kind}),)
 

@@ -106,3 +106,22 @@ async def test_the_cli_answers_an_escalation_and_the_running_bot_resumes(tmp_pat
 
 async def _replied(h, number: int, text: str) -> bool:
     return any(text in c["body"] for c in h.bot_comments(number))
+
+
+async def test_an_answer_whose_webhook_is_lost_is_found_by_the_poller(tmp_path, db_url):
+    fixer = Recording(ScriptedFixer([f"ask:{QUESTION}", "push"]))
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, poller={"interval_seconds": 0.5}) as h:
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        key, number = await open_and_enroll(h)
+        await h.wait_status(key, "escalated")
+        await h.sim.settle()
+        h.sim.webhook_faults(drop_next=1)  # the answer's delivery never arrives
+        answer = await h.sim.comment(REPO, number, "/converge answer Keep it.", user="maint")
+        view = await h.wait_status(key, "merged", timeout=30)
+        (delivery,) = [d for d in h.sim.deliveries
+                       if d.event == "issue_comment" and d.payload["comment"]["id"] == answer.id]
+        assert delivery.dropped
+        handled = [(c.comment_id, c.verb, c.accepted) for c in await commands.for_pr(h.rt.db, key)]
+        assert handled[-1] == (answer.id, "answer", True) and len(handled) == 2
+        assert any("Keep it." in i for i in fixer.requests[1].instructions)
+        assert view.pr.outcome == "merged"

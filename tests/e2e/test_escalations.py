@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bot import outbox
 from bot.effects import run_effect
 from bot.engine.progress import progress_check
 from bot.fixers import ScriptedFixer
@@ -80,7 +81,11 @@ async def test_review_never_arrives_one_nudge_per_window_then_escalation(tmp_pat
                                 poller={"interval_seconds": 0.25}) as h:
         key, number = await open_and_enroll(h)  # no reviewer script: Copilot never answers
         view = await h.wait_status(key, "escalated", timeout=30)
-        await quiesce(h)
+
+        async def asked():  # every request decided has been made (or found unneeded)
+            return not await outbox.pending(h.rt.db, key, "request_review")
+
+        await h.wait_for("the review requests to be made", asked)
         # Nudges are decided at most once per 2 s window; how many fit in 4.5 s depends on how
         # fast the machine polls, never more than two, and never two within one window.
         nudged = sorted(datetime.fromisoformat(j.key.rsplit(":nudge:", 1)[1])
