@@ -68,6 +68,12 @@ CATALOGUE = [
           "bot/commands/recover.py", "    if pr.escalated_at is None:\n        return 0",
           "    if True:\n        return 0",
           "tests/e2e/test_commands.py::test_an_answer_whose_webhook_is_lost_is_found_by_the_poller"),
+    Guard("thread reply: read, check and post under the PR's lock, so one reply per thread",
+          "bot/engine/threads.py", "    async with rt.github.mutating(pr_key):", "    if True:",
+          "tests/integration/test_github_client.py::test_two_replies_to_one_thread_at_once_post_one"),
+    Guard("findings wait while our replies and resolves are still in the outbox",
+          "bot/engine/decide.py", "    if s.threads_settling:", "    if False:",
+          "tests/unit/test_decide.py"),
     Guard("one write: an unknown PR's abandon and its run's end are one transaction",
           "bot/engine/step.py",
           '        won = await prs.fenced_update(None, pr_key, pk, values, session=s)\n'

@@ -126,6 +126,10 @@ def decide_step(s: Snapshot) -> Decision:
             return Decision((Nudge(), Wait("waiting for a review")))
         return Decision((Wait("waiting for a review"),))
 
+    if s.threads_settling:
+        # A thread we answered but whose resolve is still being retried would read as a new
+        # finding, and a round spent on it looks like churn.
+        return Decision((Wait("replies to the last round are still being posted"),))
     findings = from_threads(s.threads or ()) or from_review_body(review)
     keep, instructions, declines = apply_adjudications(findings, s.adjudications)
     if not keep:

@@ -101,6 +101,7 @@ class Snapshot:
     now: datetime
     settings: Settings
     history: tuple[RoundState, ...] = ()
+    threads_settling: bool = False  # replies/resolves of ours are still queued in the outbox
 
 
 # -- actions ------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from bot import outbox
 from bot.fixers.base import Finding
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
@@ -122,6 +123,8 @@ async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_revi
 
     if head is None or pr.status != "waiting_review" or fresh_review(snap) is None:
         return snap
+    if await outbox.pending(rt.db, pr.pr_key, "reply"):
+        return replace(snap, threads_settling=True)
     # Only a fresh review needs threads and checks: that keeps the unchanged-PR poll free.
     gh = rt.github
     threads = tuple(thread_of(t) for t in await gh.review_threads(key.owner, key.repo, key.number))

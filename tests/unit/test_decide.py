@@ -118,6 +118,10 @@ class TestStep:
         assert fix.findings[0].body == "rename it"
         assert decide_step(snap(reviews=(review(body="Copilot reviewed 2 files"),))).actions == (Converge(101, H1),)
 
+    def test_a_fresh_review_waits_while_our_replies_are_still_being_posted(self):
+        d = decide_step(snap(reviews=(review(),), threads=(thread(),), threads_settling=True))
+        assert kinds(d) == [Wait]
+
     def test_remembered_answers_decline_or_instruct(self):
         t1, t2 = thread("T1", body="rename"), thread("T2", path="b.py", body="add docs")
         fp1 = fingerprint("thread", "a.py", "rename")
