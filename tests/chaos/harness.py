@@ -50,9 +50,8 @@ FIXER_TIMEOUT = 12.0
 ESCALATION_TAG = re.compile(r"convergebot escalation #(\d+)")
 OUR_QUESTION = "keep its public name"
 FINAL = ("merged", "converged", "abandoned")
-# A PR whose status, round and last action have not changed for this long is stuck. The longest
-# quiet spell a PR may have on purpose: a kill takes its running fixer, and the round's deadline
-# check (fixer timeout + 60 s after the dispatch, plus an expired lease) picks it up again.
+# A PR whose status, round and last action have not changed for this long is stuck: far longer
+# than any quiet spell on purpose (a kill takes its running fixer; its job's lease must expire).
 STALL_SECONDS = 120.0
 
 
@@ -71,8 +70,7 @@ class Size:
 
     @property
     def deadline(self) -> float:
-        """Seconds every PR gets to finish after enrollment. A kill can cost a PR its running
-        fixer, which only the round's deadline check (fixer timeout + 60 s) picks up again."""
+        """Seconds every PR gets to finish after enrollment, with room for each kill's cost."""
         return 120 + 4 * self.prs + (FIXER_TIMEOUT + 75) * self.kills
 
     @property
