@@ -32,7 +32,7 @@ class Guard:
 CATALOGUE = [
     Guard("check run: a lost create is found on its head, not made twice",
           "bot/engine/checkrun.py",
-          "    if run_id is None:\n        # A create", "    if False:\n        # A create",
+          "        if run_id is None:\n            # A create", "        if False:\n            # A create",
           "tests/e2e/test_outbox.py::test_a_check_run_whose_create_answer_is_lost_is_found_again_not_duplicated"),
     Guard("review request: who reviewed since the decision is not asked again",
           "bot/effects.py", "if r.lower() not in reviewed]", "]",
@@ -74,6 +74,14 @@ CATALOGUE = [
     Guard("findings wait while our replies and resolves are still in the outbox",
           "bot/engine/decide.py", "    if s.threads_settling:", "    if False:",
           "tests/unit/test_decide.py"),
+    Guard("check run: look and create under the PR's lock, so two updates make one run",
+          "bot/engine/checkrun.py", "    async with rt.github.mutating(pr_key):\n        run_id",
+          "    if True:\n        run_id",
+          "tests/e2e/test_outbox.py::test_two_check_run_updates_at_once_make_one_run"),
+    Guard("lost intent: an edited comment is never recovered as a command",
+          "bot/commands/recover.py", 'if comment.get("updated_at") != comment.get("created_at"):',
+          "if False:",
+          "tests/e2e/test_commands.py::test_an_edited_comment_is_never_recovered_as_a_command"),
     Guard("one write: an unknown PR's abandon and its run's end are one transaction",
           "bot/engine/step.py",
           '        won = await prs.fenced_update(None, pr_key, pk, values, session=s)\n'

@@ -40,6 +40,8 @@ async def recover_commands(rt: Runtime, pr: PullRequest) -> int:
                 continue
             if not looks_like_command(comment.get("body")):
                 continue
+            if comment.get("updated_at") != comment.get("created_at"):
+                continue  # edited: only a comment as it was created is a command, never an edit
             _, created = await jobs.enqueue_in(s, rt.db.is_postgres, "command", f"cmd:{cid}", pr_key=pr.pr_key,
                                                payload={"comment_id": cid, "kind": "issue"})
             queued += created

@@ -74,19 +74,22 @@ async def sync(rt: Runtime, pr_key: str) -> None:
     if _said(rt).get(pr_key) == (head, fields):
         return
     key = parse_pr_key(pr_key)
-    run_id = pr.check_run_id if pr.check_run_head == head else None
-    if run_id is None:
-        # A create whose answer was lost (or a crash before its id was stored) left a run on
-        # this head already: update that one instead of creating a second.
-        app = rt.config.github.bot_login.removesuffix("[bot]").lower()
-        ours = [r for r in await rt.github.check_runs(key.owner, key.repo, head, name=CHECK_RUN_NAME)
-                if ((r.get("app") or {}).get("slug") or "").lower() == app]
-        run_id = min((r["id"] for r in ours), default=None)
-    if run_id is None:
-        run_id = (await rt.github.create_check_run(key.owner, key.repo, name=CHECK_RUN_NAME,
-                                                   head_sha=head, **fields))["id"]
-    else:
-        await rt.github.update_check_run(key.owner, key.repo, run_id, **fields)
+    # Look and create under the PR's mutation lock: two updates of one PR on two workers must
+    # not both find no run on the head and both create one.
+    async with rt.github.mutating(pr_key):
+        run_id = pr.check_run_id if pr.check_run_head == head else None
+        if run_id is None:
+            # A create whose answer was lost (or a crash before its id was stored) left a run on
+            # this head already: update that one instead of creating a second.
+            app = rt.config.github.bot_login.removesuffix("[bot]").lower()
+            ours = [r for r in await rt.github.check_runs(key.owner, key.repo, head, name=CHECK_RUN_NAME)
+                    if ((r.get("app") or {}).get("slug") or "").lower() == app]
+            run_id = min((r["id"] for r in ours), default=None)
+        if run_id is None:
+            run_id = (await rt.github.create_check_run(key.owner, key.repo, name=CHECK_RUN_NAME,
+                                                       head_sha=head, **fields))["id"]
+        else:
+            await rt.github.update_check_run(key.owner, key.repo, run_id, **fields)
     _said(rt)[pr_key] = (head, fields)
     if pr.check_run_id != run_id and pr.process_key:
         await prs.fenced_update(rt.db, pr_key, pr.process_key, {"check_run_id": run_id, "check_run_head": head})

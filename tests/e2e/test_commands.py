@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.fixers import ScriptedFixer
-from storage import adjudications, commands
+from storage import adjudications, commands, jobs
 
 from .harness import REPO, Recording, bot_on_simulator, open_and_enroll, steps
 
@@ -25,6 +25,7 @@ async def test_answers_refusals_and_memory(tmp_path, db_url):
         await h.wait_for("the refusal's reply", lambda: _replied(h, number, "write access"))
         # An edited comment and the bot's own comments are never commands.
         edited = await h.sim.comment(REPO, number, "thinking about it", user="maint")
+        await _a_second_later(h, edited)  # GitHub stamps to the second: an edit shows from the next
         await h.sim.edit_comment(REPO, edited.id, "/converge answer rename it", user="maint")
         await h.sim.comment(REPO, number, "/converge stop", user="convergebot[bot]")
         await h.sim.settle()
@@ -125,3 +126,42 @@ async def test_an_answer_whose_webhook_is_lost_is_found_by_the_poller(tmp_path, 
         assert handled[-1] == (answer.id, "answer", True) and len(handled) == 2
         assert any("Keep it." in i for i in fixer.requests[1].instructions)
         assert view.pr.outcome == "merged"
+
+
+async def test_an_edited_comment_is_never_recovered_as_a_command(tmp_path, db_url):
+    fixer = ScriptedFixer([f"ask:{QUESTION}", "push"])
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, poller={"interval_seconds": 0.25}) as h:
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        key, number = await open_and_enroll(h)
+        await h.wait_status(key, "escalated")
+        edited = await h.sim.comment(REPO, number, "thinking about it", user="maint")
+        await _a_second_later(h, edited)  # GitHub stamps to the second: an edit shows from the next
+        await h.sim.edit_comment(REPO, edited.id, "/converge answer rename it", user="maint")
+        # The escalated PR's steps read its comments several times meanwhile.
+        ticks = h.rt.extras.setdefault("test_ticks", [])
+        start = h.rt.health.last_poll_at
+
+        async def polled_thrice():
+            now = h.rt.health.last_poll_at
+            if now != start and (not ticks or ticks[-1] != now):
+                ticks.append(now)
+            return len(ticks) >= 3
+
+        await h.wait_for("three polls", polled_thrice)
+
+        async def no_command_waiting():
+            return not [j for j in await jobs.list_jobs(h.rt.db, key)
+                        if j.kind == "command" and j.status in ("queued", "running")]
+
+        await h.wait_for("command jobs to be handled", no_command_waiting)
+        assert (await h.view(key)).derived_status == "escalated"
+        assert edited.id not in [c.comment_id for c in await commands.for_pr(h.rt.db, key)]
+
+
+async def _a_second_later(h, comment) -> None:
+    from datetime import UTC, datetime
+
+    async def later():
+        return datetime.now(UTC).replace(microsecond=0) > comment.created_at.replace(microsecond=0)
+
+    await h.wait_for("the next second", later)

@@ -9,7 +9,7 @@ from sqlalchemy import update
 from sqlmodel import select
 
 from bot.fixers import ScriptedFixer
-from storage.models import Job
+from storage.models import Job, PullRequest
 
 from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
 
@@ -128,3 +128,26 @@ async def test_the_watchdog_heals_a_round_whose_every_job_gave_up(tmp_path, db_u
         view = await h.wait_status(key, "merged", timeout=30)
         assert _healed() - before >= 1
         assert view.pr.husk_retries == 0 and [r.status for r in await h.rounds(key)] == ["addressed", "converged"]
+
+
+async def test_two_check_run_updates_at_once_make_one_run(tmp_path, db_url):
+    from bot.engine import checkrun
+
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"])) as h:
+        key, _ = await open_and_enroll(h)  # no reviewer: the PR waits for a review
+        await h.wait_status(key, "waiting_review")
+        await quiesce(h)
+        view = await h.view(key)
+        before = len(_ours(h.sim, "check_run_created"))
+        # As if two workers ran two updates of a new head at once: nothing stored, nothing said.
+        async with h.rt.db.session() as s:
+            await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(
+                check_run_id=None, check_run_head=None, head_sha=view.pr.head_sha, last_action="again"))
+        await h.sim.push(REPO, "feat", {"app/new.py": "x = 1\n"})
+        head = await h.rt.github.branch_head("acme", "app", "feat")
+        async with h.rt.db.session() as s:
+            await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(head_sha=head))
+        h.rt.extras["check_runs"] = {}
+        await asyncio.gather(checkrun.sync(h.rt, key), checkrun.sync(h.rt, key))
+        created = [e for e in _ours(h.sim, "check_run_created")[before:] if e["head_sha"] == head]
+        assert len(created) == 1, created
