@@ -94,16 +94,16 @@ class ChaosDecision:
     may_lose_ack: bool = False  # applies only if the request turns out to be a write
 
 
-class RequestChaos:
-    """The chaos settings in force (None: off), their Random and what they did."""
+class SeededRun:
+    """Chaos settings in force (None: off), the Random they draw from and what they did."""
 
     def __init__(self) -> None:
-        self.settings: ChaosSettings | None = None
+        self.settings = None
         self.counts: Counter[str] = Counter()
-        self.seen = 0  # requests the chaos drew for
+        self.seen = 0  # requests (or deliveries) the chaos drew for
         self._random = random.Random(0)
 
-    def start(self, settings: ChaosSettings) -> None:
+    def start(self, settings) -> None:
         """A fresh run: a new Random(seed) and zeroed counts."""
         self.settings = settings
         self._random = random.Random(settings.seed)
@@ -113,6 +113,10 @@ class RequestChaos:
     def stop(self) -> None:
         """No more chaos; the counts stay readable."""
         self.settings = None
+
+
+class RequestChaos(SeededRun):
+    settings: ChaosSettings | None
 
     def decide(self, path: str) -> ChaosDecision | None:
         s = self.settings

@@ -7,11 +7,9 @@ reproducible given the same seed and event order.
 
 from __future__ import annotations
 
-import random
-from collections import Counter
 from dataclasses import dataclass
 
-from .chaos import check_rate
+from .chaos import SeededRun, check_rate
 from .errors import Unprocessable
 
 
@@ -46,24 +44,10 @@ class DeliveryChaos:
     delay: float = 0.0
 
 
-class WebhookChaos:
+class WebhookChaos(SeededRun):
     """The webhook chaos in force (None: off), its Random and what it did."""
 
-    def __init__(self) -> None:
-        self.settings: WebhookChaosSettings | None = None
-        self.counts: Counter[str] = Counter()
-        self.seen = 0
-        self._random = random.Random(0)
-
-    def start(self, settings: WebhookChaosSettings) -> None:
-        """A fresh run: a new Random(seed) and zeroed counts."""
-        self.settings = settings
-        self._random = random.Random(settings.seed)
-        self.counts.clear()
-        self.seen = 0
-
-    def stop(self) -> None:
-        self.settings = None
+    settings: WebhookChaosSettings | None
 
     def decide(self) -> DeliveryChaos | None:
         s = self.settings
