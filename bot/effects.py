@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 
 import structlog
 
@@ -23,6 +22,8 @@ from storage.models import Job
 from . import metrics
 from .budget import over_budget, pause_runaway
 from .engine import checkrun
+from .engine.model import Review
+from .engine.read import review_of
 from .engine.threads import reply_and_resolve
 
 log = structlog.get_logger(__name__)
@@ -54,16 +55,15 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
     key = parse_pr_key(job.pr_key)
     since = job.created_at.replace(microsecond=0)  # GitHub stamps reviews to the second
 
-    def answers(r: dict) -> bool:
-        if r.get("commit_id") != p["head"] or not isinstance(r.get("id"), int):
+    def answers(r: Review) -> bool:
+        if r.commit_id != p["head"]:
             return False
         if p.get("baseline") is not None:
-            return r["id"] > p["baseline"]
-        stamp = r.get("submitted_at")
-        return bool(stamp) and datetime.fromisoformat(stamp.replace("Z", "+00:00")) >= since
+            return r.id > p["baseline"]
+        return r.submitted_at is not None and r.submitted_at >= since
 
-    reviewed = {(r.get("user") or {}).get("login", "").lower()
-                for r in await rt.github.reviews(key.owner, key.repo, key.number) if answers(r)}
+    raw = await rt.github.reviews(key.owner, key.repo, key.number)
+    reviewed = {r.user.lower() for r in (review_of(x) for x in raw if isinstance(x.get("id"), int)) if answers(r)}
     wanted = [r for r in rt.config.convergence.reviewers if r.lower() not in reviewed]
     asked = await rt.github.request_review(key.owner, key.repo, key.number, wanted) if wanted else []
     log.info("review.requested", pr_key=job.pr_key, asked=asked, already_reviewed=sorted(reviewed))
