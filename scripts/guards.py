@@ -1,130 +1,182 @@
 #!/usr/bin/env python3
-"""The guard catalogue, executable: each guard is broken on purpose and its named test must fail.
+"""The guard catalogue, executable: each guard is broken on purpose and its named tests must fail.
 
-Every entry names a guard, the code that is the guard (an exact snippet in one file), the same
-code with the guard removed, and the test that must go red. Each mutation runs in a throwaway
-`git worktree` of HEAD, so the working tree is never touched. Run with `make guards`; pass
-words to run only entries whose name contains one of them. Exits non-zero if any mutation
-survives or any snippet no longer matches the code (keep this file in step with the code).
+The catalogue is data: `tests/guards/*.toml`, one `[[guard]]` table per guard with
+  name       a short title
+  race       the race (or failure) the guard prevents, in one sentence
+  path       the file that holds the guard
+  code       the exact code that is the guard (it must occur exactly once in `path`)
+  mutation   what replaces `code` to remove the guard
+  tests      the test node ids that must fail under the mutation
+  backends   where to run them: ["sqlite"] (default) or ["sqlite", "postgres"] for guards in SQL
+
+Each mutation is applied to a scratch copy of the working tree (tracked and untracked files, not
+the ignored ones), so the tree itself is never touched and uncommitted work is what is tested.
+
+  scripts/guards.py                 every guard, on the backends it names
+  scripts/guards.py WORD...         only guards whose name contains one of the words
+  scripts/guards.py --check         only check the catalogue against the code (no tests run)
+  scripts/guards.py --pick N        a rotating subset of N guards (by the date, or --seed S)
+
+Exits non-zero if any mutation survives, or any entry no longer matches the code.
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime
 import os
+import random
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+CATALOGUE_DIR = ROOT / "tests" / "guards"
+BACKENDS = ("sqlite", "postgres")
+FIELDS = {"name", "race", "path", "code", "mutation", "tests", "backends"}
 
 
 @dataclass(frozen=True)
 class Guard:
     name: str
+    race: str
     path: str
-    guard: str
-    broken: str
-    test: str
+    code: str
+    mutation: str
+    tests: tuple[str, ...]
+    backends: tuple[str, ...] = ("sqlite",)
+    source: str = field(default="", compare=False)
 
 
-CATALOGUE = [
-    Guard("check run: a lost create is found on its head, not made twice",
-          "bot/engine/checkrun.py",
-          "        if run_id is None:\n            # A create", "        if False:\n            # A create",
-          "tests/e2e/test_outbox.py::test_a_check_run_whose_create_answer_is_lost_is_found_again_not_duplicated"),
-    Guard("review request: who reviewed since the decision is not asked again",
-          "bot/effects.py", "if r.lower() not in reviewed]", "]",
-          "tests/e2e/test_outbox.py::test_lost_answers_on_every_kind_of_write_repeat_nothing"),
-    Guard("review request: a reviewer already pending is not asked again",
-          "bot/github/client.py", "wanted = [r for r in reviewers if r.lower() not in pending]",
-          "wanted = list(reviewers)",
-          "tests/e2e/test_escalations.py::test_review_never_arrives_one_nudge_per_window_then_escalation"),
-    Guard("progress-check: an unreadable head comes back later instead of ending",
-          "bot/engine/progress.py",
-          '        raise Unavailable(f"progress-check: head unreadable ({e})") from e', "        return",
-          "tests/e2e/test_outbox.py::test_a_progress_check_that_cannot_read_the_head_comes_back_instead_of_ending"),
-    Guard("liveness watchdog: a round no job will close is healed",
-          "bot/liveness.py", "    if not suspects:\n        return 0", "    if True:\n        return 0",
-          "tests/e2e/test_outbox.py::test_the_watchdog_heals_a_round_whose_every_job_gave_up"),
-    Guard("rounds.next_attempt: two checks of one attempt start one rerun",
-          "storage/rounds.py",
-          "(*where, Round.attempt == expect_attempt, Round.status.is_(None)) if expect_attempt is not None else where",
-          "where", "tests/integration/test_round_fences.py"),
-    Guard("rounds.update_round(open_only): a decided round is not decided again",
-          "storage/rounds.py", "        conds.append(Round.status.is_(None))", "        pass",
-          "tests/integration/test_round_fences.py"),
-    Guard("memory: a remembered churn answer moves to the next round, not a rerun",
-          "bot/engine/decide.py", "        if esc.fingerprint not in memory:\n", "        if True:\n",
-          "tests/unit/test_decide.py tests/e2e/test_runaway.py::test_after_a_churn_answer_the_run_moves_on_and_stays_bounded"),
-    Guard("memory: remembered reruns count against the round's one rerun cap",
-          "bot/engine/decide.py", "if esc.fingerprint in memory and can_rerun:", "if esc.fingerprint in memory:",
-          "tests/unit/test_decide.py"),
-    Guard("budget: a run past its write budget is paused and escalated",
-          "bot/effects.py", "        if why is not None:", "        if False:",
-          "tests/e2e/test_runaway.py::test_a_run_past_its_write_budget_is_paused_and_escalated_once"),
-    Guard("lost intent: an answer whose webhook never came is found on the escalated PR",
-          "bot/commands/recover.py", "    if pr.escalated_at is None:\n        return 0",
-          "    if True:\n        return 0",
-          "tests/e2e/test_commands.py::test_an_answer_whose_webhook_is_lost_is_found_by_the_poller"),
-    Guard("thread reply: read, check and post under the PR's lock, so one reply per thread",
-          "bot/engine/threads.py", "    async with rt.github.mutating(pr_key):", "    if True:",
-          "tests/integration/test_github_client.py::test_two_replies_to_one_thread_at_once_post_one"),
-    Guard("findings wait while our replies and resolves are still in the outbox",
-          "bot/engine/decide.py", "    if s.threads_settling:", "    if False:",
-          "tests/unit/test_decide.py"),
-    Guard("check run: look and create under the PR's lock, so two updates make one run",
-          "bot/engine/checkrun.py", "    async with rt.github.mutating(pr_key):\n        run_id",
-          "    if True:\n        run_id",
-          "tests/e2e/test_outbox.py::test_two_check_run_updates_at_once_make_one_run"),
-    Guard("lost intent: an edited comment is never recovered as a command",
-          "bot/commands/recover.py", 'if comment.get("updated_at") != comment.get("created_at"):',
-          "if False:",
-          "tests/e2e/test_commands.py::test_an_edited_comment_is_never_recovered_as_a_command"),
-    Guard("one write: an unknown PR's abandon and its run's end are one transaction",
-          "bot/engine/step.py",
-          '        won = await prs.fenced_update(None, pr_key, pk, values, session=s)\n'
-          '        if won:\n            await runs.end_run(None, pk, state, values["outcome"], session=s)',
-          '        won = await prs.fenced_update(None, pr_key, pk, values, session=s)\n'
-          '    if won:\n        import asyncio; await asyncio.sleep(0.5)\n'
-          '        await runs.end_run(rt.db, pk, state, values["outcome"])',
-          "tests/e2e/test_polling.py::test_a_pr_that_does_not_exist_ends_its_run_instead_of_polling_404s"),
-]
+def load(directory: Path = CATALOGUE_DIR) -> list[Guard]:
+    guards = []
+    for file in sorted(directory.glob("*.toml")):
+        for entry in tomllib.loads(file.read_text()).get("guard", []):
+            unknown = set(entry) - FIELDS
+            if unknown:
+                raise ValueError(f"{file.name}: {entry.get('name')!r}: unknown fields {sorted(unknown)}")
+            guards.append(Guard(
+                name=entry["name"], race=entry["race"], path=entry["path"], code=entry["code"],
+                mutation=entry["mutation"], tests=tuple(entry["tests"]),
+                backends=tuple(entry.get("backends", ["sqlite"])), source=file.name))
+    return guards
 
 
-def run(guard: Guard, tree: Path) -> tuple[bool, str]:
+def problems(guard: Guard, tree: Path = ROOT) -> list[str]:
+    """What is wrong with an entry against the code in `tree` (empty: it is sound)."""
+    found = []
+    target = tree / guard.path
+    if not target.is_file():
+        return [f"{guard.path} does not exist"]
+    count = target.read_text().count(guard.code)
+    if count != 1:
+        found.append(f"its code occurs {count} times in {guard.path} (must be exactly once)")
+    if guard.code == guard.mutation:
+        found.append("the mutation does not change the code")
+    if not guard.race.strip() or not guard.tests:
+        found.append("it names no race or no test")
+    for backend in guard.backends:
+        if backend not in BACKENDS:
+            found.append(f"unknown backend {backend!r}")
+    for node in guard.tests:
+        file, _, name = node.partition("::")
+        test_file = tree / file
+        if not test_file.is_file():
+            found.append(f"test file {file} does not exist")
+        elif name and not re.search(rf"^\s*(async )?def {re.escape(name.split('[')[0])}\(",
+                                    test_file.read_text(), re.M):
+            found.append(f"test {name} is not defined in {file}")
+    return found
+
+
+def scratch_copy(dest: Path) -> None:
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, check=True, capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def run(guard: Guard, backend: str, tree: Path) -> tuple[bool, str]:
     target = tree / guard.path
     source = target.read_text()
-    if guard.guard not in source:
-        return False, "the guard's code is not in the file any more: update the catalogue"
-    target.write_text(source.replace(guard.guard, guard.broken, 1))
+    target.write_text(source.replace(guard.code, guard.mutation, 1))
     try:
-        env = {**os.environ, "PYTHONPATH": str(tree), "CONVERGEBOT_TEST_BACKENDS": "sqlite"}
+        env = {**os.environ, "PYTHONPATH": str(tree), "CONVERGEBOT_TEST_BACKENDS": backend,
+               "CONVERGEBOT_TEST_REPEAT": "1"}
         result = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *guard.test.split()],
-            cwd=tree, env=env, capture_output=True, text=True, timeout=600)
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *guard.tests],
+            cwd=tree, env=env, capture_output=True, text=True, timeout=900)
     finally:
         target.write_text(source)
     summary = next((line for line in reversed(result.stdout.splitlines()) if " in " in line), "")
-    return result.returncode != 0, summary
+    # Exit code 1 is "tests failed"; anything else (usage error, collection error) proves nothing.
+    return result.returncode == 1, summary
 
 
-def main(words: list[str]) -> int:
-    chosen = [g for g in CATALOGUE if not words or any(w in g.name for w in words)]
+def _imports_from(tree: Path) -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import bot; print(bot.__file__)"], cwd=tree,
+                           env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
+    return probe.stdout.strip().startswith(str(tree))
+
+
+def pick(guards: list[Guard], n: int, seed: str) -> list[Guard]:
+    return random.Random(seed).sample(guards, min(n, len(guards)))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("words", nargs="*", help="only guards whose name contains one of these")
+    parser.add_argument("--check", action="store_true", help="check the catalogue only; run no tests")
+    parser.add_argument("--file", help="only the entries of this catalogue file (e.g. storage.toml)")
+    parser.add_argument("--backend", choices=BACKENDS, help="only this backend")
+    parser.add_argument("--pick", type=int, help="a rotating subset of this many guards")
+    parser.add_argument("--seed", default=datetime.date.today().isoformat(), help="seed of --pick")
+    args = parser.parse_args(argv)
+
+    guards = load()
+    broken = {g.name: problems(g) for g in guards}
+    broken = {name: found for name, found in broken.items() if found}
+    for name, found in broken.items():
+        print(f"STALE    {name}: {'; '.join(found)}", flush=True)
+    names = [g.name for g in guards]
+    for name in {n for n in names if names.count(n) > 1}:
+        print(f"STALE    {name}: two entries have this name", flush=True)
+        broken[name] = ["duplicate"]
+    if args.check:
+        print(f"{len(guards) - len(broken)} of {len(guards)} catalogue entries match the code")
+        return 1 if broken else 0
+
+    chosen = [g for g in guards if g.name not in broken
+              and (not args.words or any(w in g.name for w in args.words))
+              and (not args.file or g.source == Path(args.file).name)]
+    if args.pick:
+        chosen = pick(chosen, args.pick, args.seed)
+        print(f"rotating subset (seed {args.seed}): {len(chosen)} guards", flush=True)
+    runs = [(g, b) for g in chosen for b in g.backends if not args.backend or b == args.backend]
     survived = 0
     with tempfile.TemporaryDirectory(prefix="convergebot-guards-") as tmp:
-        tree = Path(tmp) / "tree"
-        subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(tree), "HEAD"], cwd=ROOT, check=True)
-        try:
-            for guard in chosen:
-                caught, summary = run(guard, tree)
-                survived += not caught
-                print(f"{'caught  ' if caught else 'SURVIVED'} {guard.name}  [{summary}]", flush=True)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
-    print(f"{len(chosen) - survived} of {len(chosen)} guards caught by their tests")
-    return 1 if survived else 0
+        tree = Path(tmp)
+        scratch_copy(tree)
+        if not _imports_from(tree):
+            print("the scratch copy's `bot` does not shadow the installed one; nothing would be tested")
+            return 2
+        for i, (guard, backend) in enumerate(runs, 1):
+            caught, summary = run(guard, backend, tree)
+            survived += not caught
+            print(f"[{i}/{len(runs)}] {'killed  ' if caught else 'SURVIVED'} {guard.name} ({backend})"
+                  f"  [{summary}]", flush=True)
+    print(f"{len(runs) - survived} of {len(runs)} mutations killed by their tests"
+          f"{f'; {len(broken)} stale entries' if broken else ''}")
+    return 1 if survived or broken else 0
 
 
 if __name__ == "__main__":
