@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The guard catalogue, executable: each guard is broken on purpose and its named tests must fail.
 
-The catalogue is data: `tests/guards/*.toml`, one `[[guard]]` table per guard with
+The catalogue is data: `tests/guards/*.toml`, each with a `title` and one `[[guard]]` table per guard:
   name       a short title
   race       the race (or failure) the guard prevents, in one sentence
   path       the file that holds the guard
@@ -52,19 +52,22 @@ class Guard:
     tests: tuple[str, ...]
     backends: tuple[str, ...] = ("sqlite",)
     source: str = field(default="", compare=False)
+    section: str = field(default="", compare=False)
 
 
 def load(directory: Path = CATALOGUE_DIR) -> list[Guard]:
     guards = []
     for file in sorted(directory.glob("*.toml")):
-        for entry in tomllib.loads(file.read_text()).get("guard", []):
+        data = tomllib.loads(file.read_text())
+        for entry in data.get("guard", []):
             unknown = set(entry) - FIELDS
             if unknown:
                 raise ValueError(f"{file.name}: {entry.get('name')!r}: unknown fields {sorted(unknown)}")
             guards.append(Guard(
                 name=entry["name"], race=entry["race"], path=entry["path"], code=entry["code"],
                 mutation=entry["mutation"], tests=tuple(entry["tests"]),
-                backends=tuple(entry.get("backends", ["sqlite"])), source=file.name))
+                backends=tuple(entry.get("backends", ["sqlite"])), source=file.name,
+                section=data.get("title", file.stem)))
     return guards
 
 
@@ -128,6 +131,28 @@ def _imports_from(tree: Path) -> bool:
     return probe.stdout.strip().startswith(str(tree))
 
 
+def anchor(guard: Guard) -> str:
+    """The guard's anchor in docs/guards.md (GitHub's heading slug)."""
+    return re.sub(r"[^a-z0-9 _-]", "", guard.name.lower()).replace(" ", "-")
+
+
+def markdown(guards: list[Guard]) -> str:
+    """docs/guards.md: the catalogue for people, generated (`scripts/guards.py --markdown`)."""
+    lines = ["# The guard catalogue", "",
+             "Generated from `tests/guards/*.toml` by `scripts/guards.py --markdown`; do not edit by hand.",
+             "`make guards` removes each guard in a scratch copy and runs its tests, which must fail.",
+             "The test suite checks every entry against the code and runs a rotating subset.", ""]
+    for file in sorted({g.source for g in guards}):
+        section = [g for g in guards if g.source == file]
+        lines += [f"## {section[0].section}", "", f"`tests/guards/{file}`", ""]
+        for g in section:
+            tests = ", ".join(f"`{t.split('::')[-1]}`" for t in g.tests)
+            lines += [f"### {g.name}", "", g.race, "",
+                      f"- guard: `{g.path}`" + (" (SQL: killed on SQLite and PostgreSQL)" if "postgres" in g.backends else ""),
+                      f"- killed by: {tests}", ""]
+    return "\n".join(lines)
+
+
 def pick(guards: list[Guard], n: int, seed: str) -> list[Guard]:
     return random.Random(seed).sample(guards, min(n, len(guards)))
 
@@ -140,9 +165,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--backend", choices=BACKENDS, help="only this backend")
     parser.add_argument("--pick", type=int, help="a rotating subset of this many guards")
     parser.add_argument("--seed", default=datetime.date.today().isoformat(), help="seed of --pick")
+    parser.add_argument("--catalogue", type=Path, default=CATALOGUE_DIR, help="the catalogue's directory")
+    parser.add_argument("--markdown", action="store_true", help="print the catalogue as docs/guards.md")
     args = parser.parse_args(argv)
 
-    guards = load()
+    guards = load(args.catalogue)
+    if args.markdown:
+        print(markdown(guards), end="")
+        return 0
     broken = {g.name: problems(g) for g in guards}
     broken = {name: found for name, found in broken.items() if found}
     for name, found in broken.items():

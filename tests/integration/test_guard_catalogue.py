@@ -1,0 +1,80 @@
+"""The guard catalogue (tests/guards/*.toml, scripts/guards.py) stays true to the code.
+
+Every run checks each entry against the code and that docs/guards.md is the catalogue's page; it
+also breaks a rotating subset of guards (`CONVERGEBOT_GUARDS_PICK`, default 2, seeded by the
+commit) and requires their tests to fail. `make guards` runs them all.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import guards  # noqa: E402
+
+PICK = int(os.environ.get("CONVERGEBOT_GUARDS_PICK", "2"))
+
+
+def _script(*args: str, timeout: float = 1500) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "guards.py"), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_every_entry_matches_the_code_and_names_its_race_and_tests():
+    catalogue = guards.load()
+    assert len(catalogue) >= 16
+    assert {name: found for g in catalogue if (found := guards.problems(g)) for name in [g.name]} == {}
+    names = [g.name for g in catalogue]
+    assert len(names) == len(set(names))
+
+
+def test_docs_guards_md_is_the_catalogue():
+    page = (ROOT / "docs" / "guards.md").read_text()
+    assert page == guards.markdown(guards.load()), "regenerate: scripts/guards.py --markdown > docs/guards.md"
+
+
+def test_a_guard_no_test_catches_is_reported_as_survived(tmp_path):
+    # The harness itself must be able to fail: a "guard" whose mutation only rewrites a comment
+    # survives its test, and the script says so and exits non-zero.
+    (tmp_path / "fake.toml").write_text(
+        'title = "fake"\n[[guard]]\nname = "a comment is no guard"\nrace = "none."\n'
+        'path = "bot/prkey.py"\n'
+        f"code = '''{(ROOT / 'bot/prkey.py').read_text().splitlines()[0]}'''\n"
+        "mutation = '''\"\"\"A rewritten docstring.\"\"\"'''\n"
+        'tests = ["tests/unit/test_prkey.py"]\n')
+    result = _script("--catalogue", str(tmp_path), timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "SURVIVED a comment is no guard" in result.stdout
+
+
+def test_a_stale_entry_fails_the_check(tmp_path):
+    (tmp_path / "stale.toml").write_text(
+        'title = "stale"\n[[guard]]\nname = "gone"\nrace = "none."\npath = "bot/prkey.py"\n'
+        "code = '''this code is not in the file'''\nmutation = '''x'''\n"
+        'tests = ["tests/unit/test_prkey.py::test_no_such_test"]\n')
+    result = _script("--catalogue", str(tmp_path), "--check", timeout=60)
+    assert result.returncode == 1
+    assert "occurs 0 times" in result.stdout and "test_no_such_test is not defined" in result.stdout
+
+
+def _commit() -> str:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return head.stdout.strip() or "no-commit"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(PICK == 0, reason="CONVERGEBOT_GUARDS_PICK=0")
+def test_a_rotating_subset_of_guards_is_killed_by_their_tests():
+    backends = os.environ.get("CONVERGEBOT_TEST_BACKENDS", "sqlite,postgres")
+    only = [] if "postgres" in backends else ["--backend", "sqlite"]
+    result = _script("--pick", str(PICK), "--seed", _commit(), *only)
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{PICK} guards" in result.stdout
