@@ -24,8 +24,10 @@ test: $(STAMP)
 	scripts/ensure-postgres.sh
 	$(PY) -m pytest
 
-# Break each guard on purpose (in a throwaway worktree of HEAD) and check its named test fails.
+# Break each guard on purpose (in a scratch copy of the tree) and check its named tests fail:
+# the catalogue is tests/guards/*.toml, its page docs/guards.md.
 guards: $(STAMP)
+	scripts/ensure-postgres.sh
 	$(PY) scripts/guards.py
 
 # The real bot process under GitHub faults, webhook faults and SIGKILLs, at full size
