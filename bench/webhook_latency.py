@@ -1,7 +1,7 @@
 """How fast POST /webhook answers a new delivery, next to /livez on the same server.
 
-DESIGN §8 asks for 202 "within milliseconds": the handler verifies the signature, records the
-delivery and queues its job in one transaction before answering. This prints the latency
+A delivery must be answered 202 within milliseconds (docs/architecture.md): the handler verifies
+the signature, records the delivery and queues its job in one transaction before answering. This prints the latency
 percentiles of both endpoints measured in one run and their ratio (the machine is noisy; the
 ratio is what to compare between runs).
 
