@@ -112,6 +112,8 @@ async def claim(db: Database, owner: str, lease_seconds: float) -> Job | None:
 
 
 def _mine(job: Job):
+    # The owner, not just `running`: a worker whose lease expired and whose job another worker
+    # re-claimed must not complete, fail, reschedule or renew the job the other now runs.
     return and_(
         Job.id == job.id, Job.lease_owner == job.lease_owner, Job.status == JobStatus.RUNNING
     )

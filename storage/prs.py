@@ -55,6 +55,8 @@ def _owned_by(process_key: str):
     # Ownership is the key on the row AND a run that is still active: a run terminated out of
     # band (abandon, lost race) must not keep writing through a key that is still on the row.
     return and_(
+        # A run still active whose key is no longer on the row (superseded, its end not yet
+        # written, or orphaned by a crashed submitter) must not write the row another run owns.
         PullRequest.process_key == process_key,
         exists().where(Run.process_key == process_key, Run.state == RunState.ACTIVE),
     )
@@ -104,6 +106,8 @@ async def insert_new(db: Database, pr: PullRequest, run: Run) -> bool:
         stmt = _insert_ignore(s, PullRequest.__table__).values(**values).on_conflict_do_nothing(
             index_elements=["pr_key"]
         )
+        # Two submitters that both read "no row" both insert: the one whose insert did nothing
+        # lost, and must neither record its run nor report it started.
         if (await s.exec(stmt)).rowcount != 1:
             return False
         s.add(run)
@@ -157,7 +161,12 @@ async def reopen(
         update(PullRequest)
         .where(
             PullRequest.pr_key == pr_key,
+            # Two submitters that read the same finished row: once one has reopened it, the other's
+            # stale reopen must lose even where the status it read is back (both read `converging`
+            # under a run ended out of band, or the new run already finished the same way).
             PullRequest.process_key.is_not_distinct_from(old_process_key),
+            # A submitter that read the row as finished must not reopen it after its status moved
+            # under the same key (the run it read, not yet ended, wrote again): that run is live.
             PullRequest.status == old_status,
         )
         .values(**reopen_values(new_process_key, options))

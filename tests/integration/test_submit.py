@@ -224,3 +224,136 @@ async def test_two_processes_racing_one_pr_leave_one_active_run(db, monkeypatch,
     active = [r for r in await runs.runs_for(db, KEY) if r.state == "active"]
     assert len(active) == 1
     assert (await prs.get(db, KEY)).pr.process_key == active[0].process_key
+
+
+class ReadGate:
+    """Hold the first `n` reads of the PR row (submit_pr's ownership read) until released.
+
+    Each held reader has finished its read, so every one of them decides from the same row, as
+    submitters in separate processes would; `release()` lets them all write. Reads after the
+    first `n` (the loser's read-back, the test's own) pass straight through.
+    """
+
+    def __init__(self, monkeypatch, n: int) -> None:
+        self.n = n
+        self.views: list = []
+        self.all_read = asyncio.Event()
+        self._released = asyncio.Event()
+        original = storage.prs.get
+
+        async def get(db, pr_key):
+            view = await original(db, pr_key)
+            if len(self.views) < self.n:
+                self.views.append(view)
+                if len(self.views) == self.n:
+                    self.all_read.set()
+                await asyncio.wait_for(self._released.wait(), timeout=30)
+            return view
+
+        monkeypatch.setattr(storage.prs, "get", get)
+
+    async def wait_all_read(self) -> None:
+        await asyncio.wait_for(self.all_read.wait(), timeout=30)
+
+    def release(self) -> None:
+        self._released.set()
+
+
+async def _submit_in_two_processes(db, gate: ReadGate):
+    """Two submit_pr calls with separate lock registries (two processes), both past their read."""
+    from storage.locks import KeyedLocks
+
+    tasks = [asyncio.create_task(submit_pr(db, parse_pr_key(KEY), locks=KeyedLocks())) for _ in range(2)]
+    await gate.wait_all_read()
+    gate.release()
+    return await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
+
+
+async def test_two_processes_submitting_a_new_pr_both_read_no_row_and_one_run_starts(db, monkeypatch):
+    """The insert's compare-and-set decides: both submitters read "no row" and both insert."""
+    gate = ReadGate(monkeypatch, 2)
+    results = await _submit_in_two_processes(db, gate)
+    assert gate.views == [None, None], "the submitters did not both read before writing"
+
+    assert sorted(r.outcome for r in results) == ["already_running", "started"]
+    winner = next(r for r in results if r.outcome == "started")
+    loser = next(r for r in results if r.outcome == "already_running")
+    assert loser.process_key == winner.process_key
+    all_runs = await runs.runs_for(db, KEY)
+    # The loser's run was never recorded, so nothing active is left without the row.
+    assert [(r.process_key, r.state) for r in all_runs] == [(winner.process_key, "active")]
+    view = await prs.get(db, KEY)
+    assert (view.pr.process_key, view.derived_status) == (winner.process_key, "converging")
+
+
+@pytest.mark.parametrize("shape", ["run-ended-out-of-band", "keyless"])
+async def test_two_processes_reopening_a_converging_row_with_no_live_run_start_one_run(db, monkeypatch, shape):
+    """Both submitters read `converging` with no live run; after one reopens, the row is
+    `converging` again, so only the key on the row tells the other its read is stale."""
+    if shape == "keyless":
+        now = utcnow()
+        async with db.session() as s:
+            s.add(PullRequest(pr_key=KEY, repo="acme/widgets", number=1, url="u", title="t",
+                              status="converging", current_round=2, process_key=None,
+                              created_at=now, updated_at=now))
+        old = None
+    else:
+        old = await enroll(db, KEY)
+        assert await runs.terminate_run(db, old, "operator")
+    gate = ReadGate(monkeypatch, 2)
+    results = await _submit_in_two_processes(db, gate)
+    assert all(v.resubmittable and v.pr.status == "converging" for v in gate.views)
+
+    assert sorted(r.outcome for r in results) == ["already_running", "started"]
+    winner = next(r for r in results if r.outcome == "started")
+    view = await prs.get(db, KEY)
+    assert (view.pr.process_key, view.pr.status, view.run_state) == (winner.process_key, "converging", "active")
+    new = [r for r in await runs.runs_for(db, KEY) if r.process_key != old]
+    assert len(new) == 2
+    loser_run = next(r for r in new if r.process_key != winner.process_key)
+    assert (loser_run.state, loser_run.reason) == ("terminated", "lost submit race")
+
+
+async def test_a_submit_that_read_the_row_finished_does_not_reopen_it_once_its_run_moved_it_on(db, monkeypatch):
+    """The row's key is unchanged but its status is not what the submitter read: the run it
+    read, whose end was not yet written, wrote again, so the row is live and keeps its run."""
+    from storage.locks import KeyedLocks
+
+    pk = await enroll(db, KEY)
+    # The terminal status is written; the run's end is not (yet): the row reads finished.
+    assert await prs.fenced_update(db, KEY, pk, {"status": "converged"})
+    gate = ReadGate(monkeypatch, 1)
+    task = asyncio.create_task(submit_pr(db, parse_pr_key(KEY), locks=KeyedLocks()))
+    await gate.wait_all_read()
+    assert gate.views[0].resubmittable and gate.views[0].pr.status == "converged"
+    # The run, still active, moves the row on under the same key before the submitter writes.
+    assert await prs.fenced_update(db, KEY, pk, {"status": "converging", "current_round": 2})
+    gate.release()
+    result = await asyncio.wait_for(task, timeout=60)
+
+    assert (result.outcome, result.process_key) == ("already_running", pk)
+    view = await prs.get(db, KEY)
+    assert (view.pr.process_key, view.pr.status, view.pr.current_round, view.run_state) == (
+        pk, "converging", 2, "active")
+    lost = [r for r in await runs.runs_for(db, KEY) if r.process_key != pk]
+    assert [(r.state, r.reason) for r in lost] == [("terminated", "lost submit race")]
+
+
+async def test_a_run_still_active_whose_key_left_the_row_cannot_write_it(db):
+    """A superseded run whose end is not written yet still reads `active`: the key on the row,
+    not the run's state alone, decides who may write."""
+    old = await enroll(db, KEY)
+    new = await runs.create_run(db, KEY)
+    async with db.session() as s:
+        assert await prs.reopen(s, KEY, old_process_key=old, old_status="converging",
+                                new_process_key=new.process_key, options={})
+    assert (await runs.get_run(db, old)).state == "active"
+
+    assert not await prs.fenced_update(db, KEY, old, {"status": "abandoned", "outcome": "straggler"})
+    assert not await prs.fenced_update(db, KEY, old, {"current_round": 7}, expect_status="converging")
+    view = await prs.get(db, KEY)
+    assert (view.pr.process_key, view.pr.status, view.pr.current_round, view.pr.outcome) == (
+        new.process_key, "converging", 1, None)
+    # The owner still writes.
+    assert await prs.fenced_update(db, KEY, new.process_key, {"current_round": 2})
+    assert (await prs.get(db, KEY)).pr.current_round == 2
