@@ -85,6 +85,9 @@ class WorkerPool:
                 log.exception("jobs.loop_error", owner=owner)
                 ran = False
             if not ran and not self._stopping:
+                # The poll's timeout bounds the lost wakeup: a job queued between our empty claim
+                # and this clear() (or by another process, or coming due by its run_at) gets no
+                # wake() we would see, and would otherwise wait for some unrelated one.
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.settings.idle_poll_seconds)
@@ -128,9 +131,13 @@ class WorkerPool:
         )
 
     async def _run(self, job: Job, handler: Handler, bound) -> None:
-        heartbeat = asyncio.create_task(self._heartbeat(job, asyncio.current_task()))
+        # The handler runs in a task of its own, so the heartbeat can cancel the job and not the
+        # worker: a worker loop cancelled on every lost lease would be one worker fewer for good.
+        # Cancelling the worker (shutdown) still cancels the handler: it is awaited here.
+        work = asyncio.create_task(handler(job))
+        heartbeat = asyncio.create_task(self._heartbeat(job, work))
         try:
-            await handler(job)
+            await work
         except Reschedule as r:
             await jobs.reschedule(self.db, job, r.at, r.why)
             bound.info("job.rescheduled", run_at=r.at.isoformat(), why=r.why)
@@ -138,7 +145,8 @@ class WorkerPool:
             # Shutdown or a lost lease: hand the job back so it runs again promptly.
             await asyncio.shield(jobs.reschedule(self.db, job, utcnow(), "cancelled"))
             bound.warning("job.cancelled")
-            raise
+            if asyncio.current_task().cancelling():
+                raise  # the worker itself is being stopped
         except Exception as e:
             delay = jobs.backoff_delay(
                 job.attempts, self.settings.backoff_base_seconds, self.settings.backoff_cap_seconds
@@ -160,7 +168,8 @@ class WorkerPool:
         while True:
             await asyncio.sleep(interval)
             if not await jobs.renew_lease(self.db, job, self.settings.lease_seconds):
-                # Someone reclaimed it: two runners of one job must not both act.
+                # Our lease ran out and another worker re-claimed the job: cancelled here, so this
+                # runner stops before it acts (pushes, comments) alongside the new owner's run.
                 log.warning("job.lease_lost", job_id=job.id)
             elif not await self._owned(job):
                 # Its run was stopped or superseded meanwhile: a long fixer run would otherwise

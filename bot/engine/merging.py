@@ -87,6 +87,8 @@ async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> None:
     key = parse_pr_key(pr_key)
     bound = log.bind(pr_key=pr_key, process_key=pk)
     method = rt.config.merge.method
+    # Re-read before every try: a try whose answer was lost (GitHub merged, then answered 502)
+    # is retried, and a blind second PUT would be refused (405) and taken for a refusal.
     gh_pr = await rt.github.pull(key.owner, key.repo, key.number)
     if not gh_pr.get("merged"):
         if gh_pr.get("state") != "open":

@@ -383,6 +383,8 @@ class GitHubClient:
     async def merge(self, owner: str, repo: str, number: int, sha: str, method: str = "squash") -> dict:
         """Merge only if the head is still `sha` (GitHub answers 409 otherwise)."""
         async with self.mutating(f"{owner}/{repo}#{number}"):
+            # `sha` is the precondition: a push after convergence (between our decision and this
+            # PUT) makes GitHub refuse, instead of merging code no round reviewed.
             return await self._json(
                 "PUT", f"/repos/{owner}/{repo}/pulls/{number}/merge", json={"sha": sha, "merge_method": method}
             )

@@ -45,7 +45,10 @@ async def receive_webhook(request: Request) -> JSONResponse:
     if body is None:
         return _error(413, "payload larger than 25 MB")
 
-    # The signature is checked on the raw bytes before anything is parsed or stored.
+    # The signature is checked on the raw bytes before anything is parsed or stored. The
+    # constant-time comparison happens here: githubkit's `verify` compares with
+    # hmac.compare_digest, so how long a forged signature takes to be refused does not tell a
+    # sender how many of its leading characters were right (`==` stops at the first wrong one).
     secret = rt.webhook_secret
     signature = request.headers.get("x-hub-signature-256", "")
     if not secret or not signature.startswith("sha256=") or not verify(secret, body, signature):
