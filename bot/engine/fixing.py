@@ -49,11 +49,21 @@ async def fix(rt: Runtime, job: Job) -> None:
         # it does not run; the progress-check sees the move and starts the next round.
         verdict = Verdict(status="addressed", summary="the branch moved before the fixer ran")
     else:
+        async def still_current() -> bool:
+            # Asked by the fixer right before it pushes: a run stopped or superseded, or a round
+            # rerun or retried, while the agent worked must not push what it made.
+            now, latest = await prs.get(rt.db, pr.pr_key), await rounds.get(rt.db, pr.pr_key, pk, n)
+            return (now is not None and now.pr.process_key == pk and now.derived_status == Status.CONVERGING
+                    and now.pr.current_round == n and latest is not None and latest.attempt == attempt
+                    and latest.entry_head == rnd.entry_head and latest.fixer_started_at is not None
+                    and latest.fixer_finished_at is None and latest.status is None)
+
         request = FixRequest(
             pr_key=pr.pr_key, round_no=n, attempt=attempt, title=gh_pr.get("title") or pr.title,
             description=gh_pr.get("body") or "", head_branch=branch, entry_head=rnd.entry_head,
             clone_url=head_repo.get("clone_url") or "", token=await rt.github.clone_token(),
             findings=findings, instructions=tuple(json.loads(rnd.instructions or "[]")),
+            still_current=still_current,
         )
         bound.info("fix.started", fixer=rt.config.fixer.kind, findings=len(findings))
         verdict = await rt.extras["fixer"].run(request)

@@ -61,6 +61,8 @@ async def _step(rt: Runtime, pr_key: str) -> None:
         return
     observed = observe(pr, seen)
     if observed.end_run is not None:
+        # Closed or merged on GitHub: the terminal row and the run's end commit together, or the
+        # run would stay active behind a finished row and its queued jobs would still own the PR.
         if await _end(rt, pr_key, pk, observed.values, observed.end_run):
             bound.info("step.ended_outside", outcome=observed.values["outcome"])
             await checkrun.publish(rt, pr_key)
@@ -166,6 +168,8 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
         return True
     if isinstance(action, Heal):
         async with rt.db.session() as s:
+            # Fenced on `escalated`: a heal decided from a row read before a maintainer's answer
+            # resumed the PR (or the run moved on) must not overwrite what that answer wrote.
             won = await prs.fenced_update(None, pr.pr_key, pk, {
                 "status": Status.CONVERGING, "escalated_at": None, "last_action": "resumed: no open escalation",
             }, expect_status=Status.ESCALATED, session=s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args, runtime_checkable
 
@@ -43,6 +44,9 @@ class FixRequest:
     findings: tuple[Finding, ...]
     instructions: tuple[str, ...]  # maintainer answers / adjudications to apply, attributed text
     pr_author: str | None = None  # login of the PR author, for the `author` fixer's comment
+    # Asked right before a push: does this run still own the PR, with this attempt still the
+    # round's? None: nobody to ask (a fixer run by hand), the push goes ahead.
+    still_current: Callable[[], Awaitable[bool]] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class Verdict:
     finished: bool = True  # False = the fixer never finished (crash, timeout, killed): a "husk"
     pushed_head: str | None = None  # sha the bot pushed, if it pushed
     push_rejected: bool = False  # the lease failed: someone else pushed; nothing overwritten
+    withheld: bool = False  # not pushed: the run or the round's attempt moved on while it worked
     comment: str | None = None  # for ask-style fixers: the comment the engine should post
     detail: str | None = None  # short diagnostic (exit code, timeout...), no secrets
 

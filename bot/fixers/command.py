@@ -69,6 +69,7 @@ class CommandFixer:
             finished=verdict.finished,
             pushed_head=verdict.pushed_head,
             push_rejected=verdict.push_rejected,
+            withheld=verdict.withheld,
             thread_actions=len(verdict.thread_actions),
             detail=verdict.detail,
             seconds=round(time.monotonic() - started, 3),

@@ -38,8 +38,15 @@ class Publication:
 
     pushed_head: str | None = None
     rejected: bool = False  # the lease failed: the branch is no longer at the entry head
+    withheld: str | None = None  # why nothing was pushed: the run or attempt moved on meanwhile
 
     def apply(self, verdict: Verdict) -> Verdict:
+        if self.withheld:
+            # The work belongs to a run or attempt that no longer owns the round: nothing is
+            # answered "fixed", and were the verdict ever recorded it would read as a husk.
+            kept = tuple(a for a in verdict.thread_actions if a.action != "fixed")
+            return replace(verdict, thread_actions=kept, pushed_head=None, finished=False,
+                           withheld=True, detail=self.withheld)
         if not self.rejected:
             return replace(verdict, pushed_head=self.pushed_head)
         # The fix never reached the branch, so no thread may be answered "fixed".
@@ -128,7 +135,8 @@ class Workspace:
         return True
 
     async def publish(self, message: str) -> Publication:
-        """Commit leftovers, then push HEAD to the branch if it moved, leased on the entry head.
+        """Commit leftovers, then push HEAD to the branch if it moved, leased on the entry head,
+        unless the request's run or attempt no longer owns the round (`FixRequest.still_current`).
 
         `--force-with-lease=<branch>:<entry_head>` lets the push replace the entry head (a fixer
         may rebase) and nothing else: a commit someone pushed meanwhile is never overwritten.
@@ -139,6 +147,12 @@ class Workspace:
             return Publication()
         publish = await self._publish_repo()
         branch = self.req.head_branch
+        # Asked last, right before the push: a run stopped, superseded or rerun while the fixer
+        # worked must not push, and the heartbeat that cancels its job may be a third of a lease
+        # away. The lease below still guards the branch against anyone else's push.
+        withheld = await _withheld(self.req)
+        if withheld:
+            return Publication(withheld=withheld)
         result = await self.remote.call(
             "push", "--porcelain", "--no-verify",
             f"--force-with-lease=refs/heads/{branch}:{self.req.entry_head}",
@@ -167,6 +181,21 @@ class Workspace:
         result = await self.remote.call("ls-remote", "--", self.req.clone_url, ref, cwd=cwd)
         words = result.stdout.split() if result.ok else []
         return words[0] if words else None
+
+
+async def _withheld(req: FixRequest) -> str | None:
+    """Why the push must not happen (the request's run or attempt moved on), else None.
+
+    An answer that cannot be read is a no: a push for a run nobody drives is the worse mistake.
+    """
+    if req.still_current is None:
+        return None
+    try:
+        if await req.still_current():
+            return None
+    except Exception as e:
+        return f"not pushed: could not confirm the run still owns the round ({type(e).__name__})"
+    return "not pushed: the run was stopped or the round moved on while the fixer worked"
 
 
 def _lease_refused(porcelain: str) -> bool:
