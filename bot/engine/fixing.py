@@ -32,6 +32,8 @@ async def fix(rt: Runtime, job: Job) -> None:
     bound = log.bind(pr_key=job.pr_key, process_key=pk, round=n, attempt=attempt)
     view = await prs.get(rt.db, job.pr_key)
     rnd = await rounds.get(rt.db, job.pr_key, pk, n)
+    # The job's own run first: a stopped run's round row can still look open at the new run's
+    # round and attempt, and its fix job would run the agent (and push) for a run nobody drives.
     if (view is None or view.pr.process_key != pk or view.pr.status != Status.CONVERGING
             or view.pr.current_round != n or rnd is None or rnd.attempt != attempt
             or rnd.fixer_finished_at is not None or rnd.status is not None):

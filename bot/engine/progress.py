@@ -24,6 +24,9 @@ log = structlog.get_logger(__name__)
 
 
 async def progress_check(rt: Runtime, job: Job) -> None:
+    # Behind the PR's step in this process: a check that comes due while the step is deciding
+    # (say, restarting a round a maintainer retried) would decide the same round from the state
+    # the step is replacing; waiting, it sees the step's decision and finds nothing to do.
     async with rt.step_locks.hold(job.pr_key):
         await _progress_check(rt, job)
 
@@ -41,9 +44,14 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
         return
     pr = view.pr
     if pr.last_progress_job_key == job.key:
-        # A redelivery: the stored result stands and nothing is written again.
+        # A redelivery: the stored result stands and nothing is written again. The fences below
+        # do not cover it: after a /retry the row is converging at the same round and attempt
+        # with the round's verdict cleared, and this check would decide the retried round again.
         bound.info("progress.replayed", result=pr.last_progress_result)
         return
+    # The job's own run, before anything is read: a check of a stopped or superseded run whose
+    # old round still looks open would read GitHub and decide, and its escalation (fenced on the
+    # row's run, `pr.process_key`) would escalate the new run with the old run's question.
     if pr.process_key != pk or pr.status != Status.CONVERGING or pr.current_round != n:
         bound.info("progress.not_applicable", status=pr.status, round=pr.current_round)
         return
@@ -54,6 +62,8 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
 
     key = parse_pr_key(pr.pr_key)
     try:
+        # From the branch ref, not the PR object: GitHub's `head.sha` lags a push for a while, and
+        # a check reading it right after the fixer pushed would see no move and escalate.
         head = await rt.github.branch_head(key.owner, key.repo, pr.head_branch or "")
     except GitHubError as e:
         # Undecidable now: come back with backoff instead of ending. A check that ended here

@@ -155,6 +155,17 @@ async def set_mergeable(sim, request, body):
     return {"mergeable_state": body.get("mergeable_state")}
 
 
+async def head_lag(sim, request, body):
+    """PUT `{"reads": N | null}` freezes the PR object's head; DELETE releases; GET shows it."""
+    repo, number = _repo(request), _number(request)
+    if request.method == "PUT":
+        return (await sim.lag_pr_head(repo, number, reads=body.get("reads"))).to_dict()
+    if request.method == "DELETE":
+        return {"released": sim.release_pr_head(repo, number)}
+    lag = sim.head_lag(repo, number)
+    return lag.to_dict() if lag else None
+
+
 async def request_review(sim, request, body):
     pr = await sim.request_reviewers(_repo(request), _number(request), body["reviewers"],
                                      actor=body.get("user", "octocat"))
@@ -294,6 +305,7 @@ def routes(sim: Simulator) -> list[Route]:
         (pull + "/labels", ["POST"], add_labels, 200),
         (pull + "/mergeable", ["PUT"], set_mergeable, 200),
         (pull + "/request-review", ["POST"], request_review, 200),
+        (pull + "/head-lag", ["GET", "PUT", "DELETE"], head_lag, 200),
         ("/_sim/webhooks", ["GET", "PUT"], webhooks, 200),
         ("/_sim/webhooks/faults", ["GET", "PUT"], webhook_faults, 200),
         ("/_sim/deliveries", ["GET"], deliveries, 200),

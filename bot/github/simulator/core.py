@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .gitstore import Author, GitStore
+from .headlag import HeadLag
 from .ids import iso, now
 from .shapes import RenderContext
 from .shapes.pulls import DiffStats, Heads, pull_request
@@ -39,6 +40,7 @@ class SimulatorCore:
         self.lock = asyncio.Lock()
         self.side_effects: list[dict[str, Any]] = []
         self.ref_updates: list[dict[str, Any]] = []  # every branch move, forced or not
+        self.head_lags: dict[tuple[str, int], HeadLag] = {}  # PR objects whose head.sha lags
         self._stats: dict[tuple[str, str], DiffStats] = {}
         self._outdated_cache: dict[tuple[str, str, str, int], bool] = {}
 
@@ -89,10 +91,23 @@ class SimulatorCore:
         return self._stats[key]
 
     async def pr_json(self, repo: Repo, pr: PullRequest, *, full: bool = True,
-                      branches: dict[str, str] | None = None) -> dict:
+                      branches: dict[str, str] | None = None, read: bool = False) -> dict:
+        """`read`: a PR-object read (GET /pulls/{n}, the list), where a head lag shows."""
         heads = await self.heads(repo, pr, branches)
+        if read:
+            heads = self._lagged(repo, pr, heads)
         stats = await self.diff_stats(repo, heads) if full else None
         return pull_request(self.ctx, repo, pr, heads, full=full, stats=stats)
+
+    def _lagged(self, repo: Repo, pr: PullRequest, heads: Heads) -> Heads:
+        """The heads a PR-object read shows: the frozen head while a lag lasts (open PRs only)."""
+        key = (repo.full_name, pr.number)
+        lag = self.head_lags.get(key)
+        if lag is None or pr.state != "open":
+            return heads
+        if lag.read():
+            del self.head_lags[key]
+        return Heads(lag.sha, heads.base)
 
     def open_prs_at(self, repo: Repo, sha: str,
                     branches: dict[str, str]) -> list[tuple[PullRequest, str, str]]:

@@ -12,6 +12,7 @@ from .core import DEFAULT_TOKEN_USER
 from .counters import Counters
 from .duplicates import duplicate_effects
 from .faults import Fault, Faults
+from .headlag import HeadLag
 from .ids import iso
 from .ops.checks import CheckOps
 from .ops.comments import CommentOps
@@ -135,6 +136,28 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps):
         """Deliveries webhook chaos changed, by kind: dropped, duplicated, reordered, delayed."""
         return dict(self.webhooks.chaos.counts)
 
+    # -- a PR object whose head lags its branch -------------------------------------------
+
+    async def lag_pr_head(self, repo: str, number: int, *, reads: int | None = None) -> HeadLag:
+        """Freeze the PR object's `head.sha` (GET /pulls/{n} and the PR list) at the branch's
+        current head, while the branch ref goes on moving: until `release_pr_head`, or for the
+        next `reads` reads of the PR object (the one after sees the branch). Calling it again
+        replaces the lag with one at the branch's head now. Open PRs only."""
+        repo_obj, pr = self.pr(repo, number)
+        async with self.lock:
+            lag = HeadLag(await self.head_sha(repo_obj, pr), reads)
+            self.head_lags[(repo_obj.full_name, pr.number)] = lag
+        return lag
+
+    def release_pr_head(self, repo: str, number: int) -> bool:
+        """End a head lag: the PR object reads its head from the branch again. False if none."""
+        repo_obj, pr = self.pr(repo, number)
+        return self.head_lags.pop((repo_obj.full_name, pr.number), None) is not None
+
+    def head_lag(self, repo: str, number: int) -> HeadLag | None:
+        repo_obj, pr = self.pr(repo, number)
+        return self.head_lags.get((repo_obj.full_name, pr.number))
+
     def configure_webhooks(self, url: str | None, secret: str | None = None) -> None:
         self.webhooks.configure(url, secret)
 
@@ -212,6 +235,8 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps):
                           "state": x.state, "created_at": iso(x.created_at)}
                          for x in s.statuses],
             "ref_updates": list(self.ref_updates),
+            "head_lags": [{"repo": r, "number": n, **lag.to_dict()}
+                          for (r, n), lag in self.head_lags.items()],
         }
 
     @property

@@ -23,13 +23,13 @@ async def list_pulls(sim, req: ApiRequest) -> Reply:
     prs.sort(key=lambda pr: pr.number, reverse=newest_first)
     page, headers = req.page(prs)
     branches = await sim.git.heads(repo.git_dir)  # one git call for the whole page
-    return Reply([await sim.pr_json(repo, pr, full=False, branches=branches) for pr in page],
-                 headers=headers)
+    return Reply([await sim.pr_json(repo, pr, full=False, branches=branches, read=True)
+                  for pr in page], headers=headers)
 
 
 async def get_pull(sim, req: ApiRequest) -> Reply:
     repo, pr = sim.pr(req.repo, req.number())
-    return Reply(await sim.pr_json(repo, pr))
+    return Reply(await sim.pr_json(repo, pr, read=True))  # a PR-object read: lags show
 
 
 async def edit_pull(sim, req: ApiRequest) -> Reply:
