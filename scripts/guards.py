@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE_DIR = ROOT / "tests" / "guards"
 BACKENDS = ("sqlite", "postgres")
 FIELDS = {"name", "race", "path", "code", "mutation", "tests", "backends"}
+KEPT_FIELDS = {"name", "path", "code", "why", "covered_by"}
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,42 @@ def load(directory: Path = CATALOGUE_DIR) -> list[Guard]:
                 backends=tuple(entry.get("backends", ["sqlite"])), source=file.name,
                 section=data.get("title", file.stem)))
     return guards
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A check kept in the code that is not a guard: removing it alone changes no outcome, because
+    the guards it names already stop the same race (so no test can kill its mutation)."""
+
+    name: str
+    path: str
+    code: str
+    why: str
+    covered_by: tuple[str, ...]
+
+
+def load_kept(directory: Path = CATALOGUE_DIR) -> list[Kept]:
+    kept = []
+    for file in sorted(directory.glob("*.toml")):
+        for entry in tomllib.loads(file.read_text()).get("kept", []):
+            unknown = set(entry) - KEPT_FIELDS
+            if unknown:
+                raise ValueError(f"{file.name}: {entry.get('name')!r}: unknown fields {sorted(unknown)}")
+            kept.append(Kept(entry["name"], entry["path"], entry["code"], entry["why"],
+                             tuple(entry["covered_by"])))
+    return kept
+
+
+def kept_problems(kept: Kept, guards: list[Guard], tree: Path = ROOT) -> list[str]:
+    target = tree / kept.path
+    found = [] if target.is_file() else [f"{kept.path} does not exist"]
+    if not found and (count := target.read_text().count(kept.code)) != 1:
+        found.append(f"its code occurs {count} times in {kept.path} (must be exactly once)")
+    names = {g.name for g in guards}
+    found += [f"it names no guard {name!r}" for name in kept.covered_by if name not in names]
+    if not kept.covered_by:
+        found.append("it names no guard that covers it")
+    return found
 
 
 def problems(guard: Guard, tree: Path = ROOT) -> list[str]:
@@ -136,7 +173,7 @@ def anchor(guard: Guard) -> str:
     return re.sub(r"[^a-z0-9 _-]", "", guard.name.lower()).replace(" ", "-")
 
 
-def markdown(guards: list[Guard]) -> str:
+def markdown(guards: list[Guard], kept: list[Kept] = ()) -> str:
     """docs/guards.md: the catalogue for people, generated (`scripts/guards.py --markdown`)."""
     lines = ["# The guard catalogue", "",
              "Generated from `tests/guards/*.toml` by `scripts/guards.py --markdown`; do not edit by hand.",
@@ -150,6 +187,14 @@ def markdown(guards: list[Guard]) -> str:
             lines += [f"### {g.name}", "", g.race, "",
                       f"- guard: `{g.path}`" + (" (SQL: killed on SQLite and PostgreSQL)" if "postgres" in g.backends else ""),
                       f"- killed by: {tests}", ""]
+    if kept:
+        lines += ["## Kept, but not guards", "",
+                  "Checks that duplicate a guard: removing one alone changes no outcome (no test can",
+                  "kill the mutation), so they are listed here with the guards that stop the race.", ""]
+        for k in kept:
+            covered = ", ".join(f"[{name}](#{anchor(next(g for g in guards if g.name == name))})"
+                                for name in k.covered_by if any(g.name == name for g in guards))
+            lines += [f"### {k.name}", "", k.why, "", f"- code: `{k.path}`", f"- covered by: {covered}", ""]
     return "\n".join(lines)
 
 
@@ -170,19 +215,25 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
 
     guards = load(args.catalogue)
+    kept = load_kept(args.catalogue)
     if args.markdown:
-        print(markdown(guards), end="")
+        print(markdown(guards, kept), end="")
         return 0
     broken = {g.name: problems(g) for g in guards}
     broken = {name: found for name, found in broken.items() if found}
     for name, found in broken.items():
         print(f"STALE    {name}: {'; '.join(found)}", flush=True)
     names = [g.name for g in guards]
+    for k in kept:
+        if found := kept_problems(k, guards):
+            print(f"STALE    kept {k.name}: {'; '.join(found)}", flush=True)
+            broken[f"kept: {k.name}"] = found
     for name in {n for n in names if names.count(n) > 1}:
         print(f"STALE    {name}: two entries have this name", flush=True)
         broken[name] = ["duplicate"]
     if args.check:
-        print(f"{len(guards) - len(broken)} of {len(guards)} catalogue entries match the code")
+        print(f"{len(guards) + len(kept) - len(broken)} of {len(guards) + len(kept)} catalogue entries"
+              " match the code")
         return 1 if broken else 0
 
     chosen = [g for g in guards if g.name not in broken

@@ -100,7 +100,10 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[b
             }, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW, Status.ESCALATED), session=s)
             if won:
                 await escalations.mark_open_stale(s, pr_key)
-                await rounds.update_round(s, pr_key, pr.process_key, pr.current_round,
+                # The retried round is a new attempt: every job of the old one (a fixer still
+                # running, its check, the deadline's check, a redelivery), in this process or
+                # another, then fails its attempt fence instead of deciding the restarted round.
+                await rounds.next_attempt(s, pr_key, pr.process_key, pr.current_round,
                                           {**rounds.VERDICT_FIELDS, "entry_head": None})
         return (True, None) if won else (False, "The run moved on meanwhile; try again.")
     return await answer(rt, pr, cmd, author)

@@ -56,18 +56,21 @@ async def queue_comment(session: AsyncSession, rt: Runtime, esc: Escalation) -> 
 async def escalate(
     session: AsyncSession, rt: Runtime, pr: PullRequest, action: Escalate, *,
     expect_status: str | Collection[str], extra: dict[str, Any] | None = None,
+    process_key: str | None = None,
 ) -> Escalation | None:
     """In the caller's transaction: status `escalated`, the escalation row and its comment.
 
     Fenced on the run, the expected status and the round, so of two deciders only one asks.
+    A job passes its own `process_key`: the row it read may already carry a newer run's.
     """
-    won = await prs.fenced_update(None, pr.pr_key, pr.process_key, {
+    pk = process_key or pr.process_key
+    won = await prs.fenced_update(None, pr.pr_key, pk, {
         "status": Status.ESCALATED, "escalated_at": utcnow(),
         "last_action": f"escalated: {action.kind}", **(extra or {}),
     }, expect_status=expect_status, expect_round=pr.current_round, session=session)
     if not won:
         return None
-    esc = await escalations.create(session, pr.pr_key, pr.process_key, pr.current_round, action.kind,
+    esc = await escalations.create(session, pr.pr_key, pk, pr.current_round, action.kind,
                                    action.question, action.fingerprint or action.kind)
     await queue_comment(session, rt, esc)
     log.info("pr.escalated", pr_key=pr.pr_key, kind=action.kind, escalation_id=esc.id)

@@ -24,9 +24,9 @@ log = structlog.get_logger(__name__)
 
 
 async def progress_check(rt: Runtime, job: Job) -> None:
-    # Behind the PR's step in this process: a check that comes due while the step is deciding
-    # (say, restarting a round a maintainer retried) would decide the same round from the state
-    # the step is replacing; waiting, it sees the step's decision and finds nothing to do.
+    # Behind the PR's step in this process. Not a guard (docs/guards.md, "kept"): a second
+    # replica holds no such lock, so the writes below are compare-and-sets that stand alone;
+    # waiting saves a check from reading GitHub while the step is deciding.
     async with rt.step_locks.hold(job.pr_key):
         await _progress_check(rt, job)
 
@@ -44,14 +44,14 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
         return
     pr = view.pr
     if pr.last_progress_job_key == job.key:
-        # A redelivery: the stored result stands and nothing is written again. The fences below
-        # do not cover it: after a /retry the row is converging at the same round and attempt
-        # with the round's verdict cleared, and this check would decide the retried round again.
+        # A redelivery: the stored result stands and nothing is written again. Not a guard
+        # (docs/guards.md, "kept"): every decision, and a /retry, changes the status, round or
+        # attempt the checks below compare, so a redelivery would stop there anyway.
         bound.info("progress.replayed", result=pr.last_progress_result)
         return
     # The job's own run, before anything is read: a check of a stopped or superseded run whose
-    # old round still looks open would read GitHub and decide, and its escalation (fenced on the
-    # row's run, `pr.process_key`) would escalate the new run with the old run's question.
+    # old round still looks open would spend GitHub requests on a decision its writes (fenced on
+    # the job's run) can only lose.
     if pr.process_key != pk or pr.status != Status.CONVERGING or pr.current_round != n:
         bound.info("progress.not_applicable", status=pr.status, round=pr.current_round)
         return
@@ -117,7 +117,7 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
                         raise _Lost()
                     await queue_fixer(s, rt, pr, n, nxt, rnd.findings or "[]", instructions)
             else:
-                won = await escalate(s, rt, pr, outcome.escalation, extra=stamp,
+                won = await escalate(s, rt, pr, outcome.escalation, extra=stamp, process_key=pk,
                                      expect_status=Status.CONVERGING) is not None
                 if won:
                     await end_round(s)

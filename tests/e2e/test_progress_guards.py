@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from sqlmodel import select
 
 from bot.engine.fixing import fix
-from bot.engine.progress import progress_check
+from bot.engine.progress import _progress_check, progress_check
 from bot.fixers import ScriptedFixer
 from bot.fixers.base import husk
 from storage import escalations, rounds
@@ -239,7 +239,7 @@ async def _dropped(h, key: str) -> Job | None:
     return job if job is not None and job.status == "dropped" else None
 
 
-# -- 4 and 5. after a /retry: the replay stamp, and the step's lock --------------------------------
+# -- 4. after a /retry: every job of the replaced attempt is fenced, in any process --------------
 
 
 class _WatchedLocks(KeyedLocks):
@@ -248,9 +248,6 @@ class _WatchedLocks(KeyedLocks):
     def __init__(self) -> None:
         super().__init__()
         self.tasks: dict[str, set[asyncio.Task]] = {}
-
-    def queued(self, key: str, task: asyncio.Task) -> bool:
-        return task in self.tasks.get(key, ())
 
     @asynccontextmanager
     async def hold(self, key: str) -> AsyncIterator[None]:
@@ -262,37 +259,6 @@ class _WatchedLocks(KeyedLocks):
                 yield
         finally:
             here.discard(task)
-
-
-class _Turn:
-    """A place in the line for the PR's lock, taken now: when its turn comes it holds the lock
-    (nothing after it in line moves) until `done()`, so the test can look at what came before."""
-
-    def __init__(self, locks: _WatchedLocks, key: str) -> None:
-        self.locks, self.key = locks, key
-        self.mine, self.finished = asyncio.Event(), asyncio.Event()
-        self.task = asyncio.create_task(self._hold())
-
-    async def _hold(self) -> None:
-        async with self.locks.hold(self.key):
-            self.mine.set()
-            await self.finished.wait()
-
-    async def queued(self) -> _Turn:
-        await _until("a turn at the PR's lock", lambda: self.locks.queued(self.key, self.task))
-        return self
-
-    async def done(self) -> None:
-        self.finished.set()
-        await self.task
-
-
-async def _until(what: str, check, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def _escalated_after_a_noop(h) -> tuple[str, int, str, _WatchedLocks]:
@@ -307,14 +273,14 @@ async def _escalated_after_a_noop(h) -> tuple[str, int, str, _WatchedLocks]:
     return key, number, pk, h.rt.step_locks
 
 
-async def _retry(h, key: str, number: int, locks: _WatchedLocks, *ours: asyncio.Task) -> None:
+async def _retry(h, key: str, number: int, locks: _WatchedLocks) -> None:
     """A maintainer's `/retry`, acknowledged: its step is queued and waits at the PR's lock."""
     comment = await h.sim.comment(REPO, number, "/converge retry", user="maint")
+    me = asyncio.current_task()
 
     async def waiting() -> bool:
         step = await _job(h, f"sync:{key}:cmd:{comment.id}")  # queued with the acknowledgement
-        others = locks.tasks.get(key, set()) - set(ours)
-        return step is not None and step.status == "running" and bool(others)
+        return step is not None and step.status == "running" and bool(locks.tasks.get(key, set()) - {me})
 
     await h.wait_for("the retry's step at the PR's lock", waiting)
     assert (await h.view(key)).pr.last_action == "round 1 retried by @maint"
@@ -326,67 +292,29 @@ async def _retry(h, key: str, number: int, locks: _WatchedLocks, *ours: asyncio.
 RETRY_FIXER = ["noop", "push"]
 
 
-async def test_a_check_redelivered_after_a_retry_replays_instead_of_deciding_again(tmp_path, db_url):
+async def test_after_a_retry_no_job_of_the_replaced_attempt_decides_the_round(tmp_path, db_url):
     async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(RETRY_FIXER), **QUIET) as h:
         key, number, pk, locks = await _escalated_after_a_noop(h)
-        check = await _job(h, f"pc:{pk}:1:0:fixer")  # done: it escalated the PR
-        head = await h.rt.github.branch_head("acme", "app", "feat")
-        async with locks.hold(key):  # a long step of the PR: whatever comes next waits
-            # The check is delivered again (its worker died after the commit, before marking it
-            # done, and its lease ran out) and waits for the PR, first in line; the test's turn
-            # comes right after it.
-            again = asyncio.create_task(progress_check(h.rt, check))
-            await _until("the redelivered check at the PR's lock", lambda: locks.queued(key, again))
-            turn = await _Turn(locks, key).queued()
-            # Meanwhile a maintainer retries: the row is converging again at round 1, the round's
-            # verdict cleared, its attempt unchanged. The retry's step queues behind the test.
-            await _retry(h, key, number, locks, asyncio.current_task(), again, turn.task)
+        redelivered = await _job(h, f"pc:{pk}:1:0:fixer")  # done: it escalated the PR
+        deadline_check = await _job(h, f"pc:{pk}:1:0:deadline")  # queued, due later
+        assert (redelivered.status, deadline_check.status) == ("done", "queued")
+        async with locks.hold(key):  # the retry's own step waits: the round is converging, unstarted
+            await _retry(h, key, number, locks)
             rnd = await rounds.get(h.rt.db, key, pk, 1)
-            assert (rnd.attempt, rnd.status, rnd.entry_head) == (0, None, None)
-            before = await _state(h, key)
-        await asyncio.wait_for(again, 30)
-        await asyncio.wait_for(turn.mine.wait(), 30)
-        # It replayed: nothing decided for the retried round, nothing queued.
-        assert await _state(h, key) == before
-        assert await rounds.get(h.rt.db, key, pk, 2) is None
-        await turn.done()
+            assert (rnd.status, rnd.entry_head) == (None, None)  # restarted: open, no entry head yet
+            before, requests = await _state(h, key), h.sim.counters.total()
+            # Both checks of the replaced attempt run now, as in a second process (which this
+            # process's step lock does not hold back): the deadline's coming due, and the fixer's
+            # delivered again (its worker died after the commit, before marking it done). The
+            # retried round looks open at its round with no entry head, so either one deciding it
+            # would call it addressed at a head nobody pushed.
+            for job in (deadline_check, redelivered):
+                await _progress_check(h.rt, job)
+            assert await _state(h, key) == before, "a job of the replaced attempt decided the retried round"
+            assert h.sim.counters.total() == requests, "a job of the replaced attempt read GitHub"
 
         # The retry goes on as the step decides it: the fixer runs again and pushes.
         await h.wait_status(key, "merged")
         round1, round2 = await h.rounds(key)
         assert (round1.status, round2.status) == ("addressed", "converged")
-        assert round1.exit_head != head  # ended by the fixer's push, not at the head it had
-        assert [j.key for j in await _jobs(h, "fix")] == [f"fix:{pk}:1:0", f"fix:{pk}:1:1"]
-
-
-async def test_a_check_waits_for_the_step_that_holds_the_pr(tmp_path, db_url):
-    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(RETRY_FIXER), **QUIET) as h:
-        key, number, pk, locks = await _escalated_after_a_noop(h)
-        deadline_check = await _job(h, f"pc:{pk}:1:0:deadline")  # queued, due later
-        assert deadline_check.status == "queued"
-        head = await h.rt.github.branch_head("acme", "app", "feat")
-        async with locks.hold(key):  # the step holds the PR (as while it reads GitHub)...
-            # ...and the retry's step waits its turn to start round 1 again.
-            await _retry(h, key, number, locks, asyncio.current_task())
-            before, requests = await _state(h, key), h.sim.counters.total()
-            # The round's deadline check comes due now: the retried round looks open, at its
-            # attempt, with no entry head, so a check deciding it now would call it addressed.
-            check = asyncio.create_task(progress_check(h.rt, deadline_check))
-            await _until("the check to wait or finish", lambda: locks.queued(key, check) or check.done())
-            assert await _state(h, key) == before, "the check decided while the PR's step held it"
-            assert h.sim.counters.total() == requests, "the check read GitHub while the step held the PR"
-            assert not check.done()
-            turn = await _Turn(locks, key).queued()
-        await asyncio.wait_for(check, 30)
-        await asyncio.wait_for(turn.mine.wait(), 30)
-        # The step went first and started round 1 again; the check then found nothing to do.
-        view = await h.view(key)
-        assert (view.pr.status, view.pr.current_round) == ("waiting_review", 1)
-        assert view.pr.last_progress_job_key == f"pc:{pk}:1:0:fixer"
-        rnd = await rounds.get(h.rt.db, key, pk, 1)
-        assert (rnd.entry_head, rnd.status) == (head, None)
-        assert await rounds.get(h.rt.db, key, pk, 2) is None
-        await turn.done()
-
-        await h.wait_status(key, "merged")
-        assert [r.status for r in await h.rounds(key)] == ["addressed", "converged"]
+        assert [j.key for j in await _jobs(h, "fix")] == [f"fix:{pk}:1:0", f"fix:{pk}:1:2"]
