@@ -8,6 +8,7 @@ commit) and requires their tests to fail. `make guards` runs them all.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,14 @@ def test_every_entry_matches_the_code_and_names_its_race_and_tests():
 def test_docs_guards_md_is_the_catalogue():
     page = (ROOT / "docs" / "guards.md").read_text()
     assert page == guards.markdown(guards.load(), guards.load_kept()), "regenerate: scripts/guards.py --markdown > docs/guards.md"
+
+
+def test_every_guard_link_in_the_readme_and_docs_names_an_entry():
+    anchors = {guards.anchor(g) for g in guards.load()}
+    for page in ("README.md", "docs/architecture.md"):
+        linked = re.findall(r"guards\.md#([\w-]+)", (ROOT / page).read_text())
+        assert set(linked) <= anchors, f"{page} links to no entry: {set(linked) - anchors}"
+    assert re.findall(r"guards\.md#([\w-]+)", (ROOT / "README.md").read_text())
 
 
 def test_a_guard_no_test_catches_is_reported_as_survived(tmp_path):
