@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import delete
 from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database
 from .models import Dependency
@@ -23,3 +24,8 @@ async def edges(db: Database) -> dict[str, list[str]]:
     for row in rows:
         out.setdefault(row.pr_key, []).append(row.depends_on_key)
     return out
+
+
+async def dependents(session: AsyncSession, pr_key: str) -> list[str]:
+    """The PRs that depend on `pr_key` (in the caller's transaction)."""
+    return list((await session.exec(select(Dependency.pr_key).where(Dependency.depends_on_key == pr_key))).all())

@@ -53,10 +53,31 @@ async def enqueue_in(
     round_no: int | None = None,
     payload: Mapping[str, Any] | None = None,
     run_at: datetime | None = None,
+    delay_seconds: float = 0.0,
     max_attempts: int = 8,
 ) -> tuple[int, bool]:
-    """`enqueue` inside the caller's transaction."""
+    """`enqueue` inside the caller's transaction.
+
+    A `sync` of a PR coalesces: while one is queued (not yet running) for the PR, another is
+    not added; the queued one runs at the earlier of the two times instead. A sync re-reads the
+    whole PR, so one queued is as good as ten, and a burst of webhooks (a review and its
+    comments, a push and its checks) costs one read. A sync already running does not count: it
+    may have read GitHub before the news that queued the next one.
+    """
     now = utcnow()
+    run_at = run_at or now + timedelta(seconds=delay_seconds)
+    if kind == "sync" and pr_key is not None:
+        waiting = (
+            await session.exec(
+                select(Job.id, Job.run_at).where(Job.kind == "sync", Job.pr_key == pr_key,
+                                                 Job.status == JobStatus.QUEUED).limit(1)
+            )
+        ).first()
+        if waiting is not None:
+            if run_at < waiting.run_at:
+                await session.exec(update(Job).where(Job.id == waiting.id, Job.status == JobStatus.QUEUED)
+                                   .values(run_at=run_at))
+            return waiting.id, False
     values = dict(
         kind=kind,
         key=key,
@@ -64,7 +85,7 @@ async def enqueue_in(
         process_key=process_key,
         round_no=round_no,
         payload=json.dumps(dict(payload or {}), sort_keys=True),
-        run_at=run_at or now,
+        run_at=run_at,
         attempts=0,
         max_attempts=max_attempts,
         status=JobStatus.QUEUED,

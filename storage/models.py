@@ -162,7 +162,10 @@ class Dependency(SQLModel, table=True):
 
 class Job(SQLModel, table=True):
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_status_run_at", "status", "run_at"),)
+    __table_args__ = (
+        Index("ix_jobs_status_run_at", "status", "run_at"),
+        Index("ix_jobs_pr_key_kind_status", "pr_key", "kind", "status"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     kind: str = Field(max_length=64)

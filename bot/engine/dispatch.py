@@ -70,3 +70,10 @@ async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round
                          run_at=utcnow() + timeout + DEADLINE_MARGIN)
     log.info("fixer.dispatched", pr_key=pr.pr_key, round=round_no, attempt=attempt, fixer=kind,
              findings=len(json.loads(findings_text or "[]")))
+
+
+async def requeue(session: AsyncSession, pr_key: str, why: str) -> None:
+    """In the caller's transaction: take the PR's next step now rather than at the next webhook or
+    poll (it coalesces into a sync already queued for the PR, pulling that one forward)."""
+    await jobs.enqueue_in(session, session.bind.dialect.name == "postgresql", "sync",
+                          f"sync:{pr_key}:{why}:{utcnow().isoformat()}", pr_key=pr_key)

@@ -12,6 +12,7 @@ from storage import dependencies, prs, runs
 from storage.models import PullRequest, utcnow
 from storage.statuses import RunState, Status
 
+from .dispatch import requeue
 from .escalation import escalate
 from .findings import fingerprint
 from .merge import MergeView, decide_merge, find_cycle, parse_dependencies
@@ -59,12 +60,14 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
         if step.kind == "wait":
             await prs.fenced_update(None, pr.pr_key, pk, {"last_action": step.reason}, **fence, session=s)
         elif step.kind == "new_round":
-            await prs.fenced_update(None, pr.pr_key, pk, {
-                "status": Status.CONVERGING, "current_round": pr.current_round + 1, "husk_retries": 0,
-                "converged_head": None, "converged_at": None, "last_action": step.reason}, **fence, session=s)
+            if await prs.fenced_update(None, pr.pr_key, pk, {
+                    "status": Status.CONVERGING, "current_round": pr.current_round + 1, "husk_retries": 0,
+                    "converged_head": None, "converged_at": None, "last_action": step.reason}, **fence, session=s):
+                await requeue(s, pr.pr_key, "new_round")  # the stage changed: its next step now
         elif step.kind in ("to_merge", "back_to_waiting"):
-            await prs.fenced_update(None, pr.pr_key, pk, {"status": Status.WAITING_MERGE, "last_action": step.reason},
-                                    **fence, session=s)
+            if await prs.fenced_update(None, pr.pr_key, pk, {"status": Status.WAITING_MERGE,
+                                                             "last_action": step.reason}, **fence, session=s):
+                await requeue(s, pr.pr_key, "waiting_merge")
         elif step.kind == "escalate":
             await escalate(s, rt, pr, Escalate("merge", f"convergebot cannot merge: {step.reason}.",
                                                fingerprint("merge", step.reason)), expect_status=pr.status)
@@ -97,9 +100,13 @@ async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> None:
             # The converged head is the precondition: GitHub refuses (409) if anything else landed.
             await rt.github.merge(key.owner, key.repo, key.number, sha, method)
         except Conflict as e:
-            await prs.fenced_update(rt.db, pr_key, pk, {"status": Status.WAITING_MERGE,
-                                                        "last_action": f"merge refused: {e}"},
-                                    expect_status=Status.MERGING)
+            # Refused (the head moved): the push's own webhook came while we were `merging`, so
+            # the next step is queued here, or the new head would wait for the next poll.
+            async with rt.db.session() as s:
+                if await prs.fenced_update(None, pr_key, pk, {"status": Status.WAITING_MERGE,
+                                                              "last_action": f"merge refused: {e}"},
+                                           expect_status=Status.MERGING, session=s):
+                    await requeue(s, pr_key, "merge_refused")
             bound.info("merge.refused", error=str(e))
             return
         # Unavailable propagates: the job retries, and its next try re-reads before merging.
@@ -110,4 +117,7 @@ async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> None:
         if won:
             await runs.end_run(None, pk, RunState.COMPLETED, "merged", session=s)
             await outbox.check_run(s, pr_key)
+            # PRs waiting on this one move now, not at the next poll.
+            for dependent in await dependencies.dependents(s, pr_key):
+                await requeue(s, dependent, "dependency_merged")
     bound.info("pr.merged", head=sha)

@@ -11,13 +11,13 @@ from bot.commands.recover import recover_commands
 from bot.github.errors import NotFound
 from bot.runtime import Runtime
 from bot.sync import read_observation
-from storage import jobs, prs, rounds, runs
+from storage import prs, rounds, runs
 from storage.models import Job, PullRequest, utcnow
 from storage.statuses import RunState, Status
 
 from . import checkrun
 from .decide import decide_step
-from .dispatch import queue_fixer, queue_progress
+from .dispatch import queue_fixer, queue_progress, requeue
 from .escalation import escalate, queue_missing
 from .merging import MERGE_STATUSES, merge_stage
 from .model import CheckProgress, Converge, Escalate, Fix, Heal, Nudge, StartRound, Wait
@@ -179,9 +179,3 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
             bound.info("escalation.healed")
         return won
     raise TypeError(f"unknown action {action!r}")
-
-
-async def requeue(session, pr_key: str, why: str) -> None:
-    """In the caller's transaction: take the next step now rather than at the next webhook or poll."""
-    await jobs.enqueue_in(session, session.bind.dialect.name == "postgresql", "sync",
-                          f"sync:{pr_key}:{why}:{utcnow().isoformat()}", pr_key=pr_key)

@@ -19,6 +19,12 @@ KNOWN_EVENTS = frozenset({
 })
 
 
+# A PR's webhooks come in bursts (a review, then each of its comments; a push, then its checks):
+# its sync waits this long so the burst coalesces into the one queued sync (storage/jobs.py).
+SYNC_DEBOUNCE_SECONDS = 0.2
+CHECK_RUN_NAME = "convergebot"
+
+
 @dataclass(frozen=True)
 class Wake:
     """A job to queue: `sync` one PR, or `sync_ref` the enrolled PRs at a sha or branch."""
@@ -27,12 +33,14 @@ class Wake:
     key: str
     pr_key: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)
+    delay_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
 class EnrollRules:
     label: str = "converge"
     authors: frozenset[str] = frozenset()
+    bot_login: str = ""  # whose events only echo our own writes (empty: none are)
 
 
 def looks_like_command(body: object) -> bool:
@@ -80,7 +88,38 @@ def _pr_key(repo: str | None, number: Any) -> PrKey | None:
 
 def _sync(delivery_id: str, *keys: PrKey | None) -> tuple[Wake, ...]:
     unique = sorted({k for k in keys if k is not None})
-    return tuple(Wake("sync", f"sync:{k}:{delivery_id}", str(k)) for k in unique)
+    return tuple(Wake("sync", f"sync:{k}:{delivery_id}", str(k), delay_seconds=SYNC_DEBOUNCE_SECONDS)
+                 for k in unique)
+
+
+def _login(user: object) -> str:
+    return ((user.get("login") if isinstance(user, dict) else None) or "").lower()
+
+
+def echo(event: str, payload: dict, bot_login: str) -> str | None:
+    """Why this event only echoes a write of ours and wakes nothing, or None.
+
+    Our replies, resolves, reviews-by-reply, review requests and check runs each come back as a
+    webhook; the write's own decision already queued what follows it, so re-reading the PR for
+    them costs requests and learns nothing. Pushes and merges are not echoes here: a push is
+    news for the round whoever made it, and a merge ends the run.
+    """
+    bot = bot_login.lower()
+    if event in ("check_run", "check_suite"):
+        obj = payload.get(event) if isinstance(payload.get(event), dict) else {}
+        app = obj.get("app") if isinstance(obj.get("app"), dict) else {}
+        ours = bool(bot) and (app.get("slug") or "").lower() == bot.removesuffix("[bot]")
+        if ours or (event == "check_run" and obj.get("name") == CHECK_RUN_NAME):
+            return f"{event}: our own check run"
+        return None
+    if not bot or _login(payload.get("sender")) != bot:
+        return None
+    action = payload.get("action")
+    if event in ("pull_request_review_comment", "pull_request_review_thread", "pull_request_review"):
+        return f"{event} {action}: our own reply or resolve"
+    if event == "pull_request" and action in ("review_requested", "review_request_removed", "labeled", "unlabeled"):
+        return f"pull_request {action}: our own request"
+    return None
 
 
 def _sync_ref(delivery_id: str, repo: str | None, *, sha: Any = None, branch: Any = None) -> tuple[Wake, ...]:
@@ -97,6 +136,8 @@ def route(event: str, payload: dict, delivery_id: str, rules: EnrollRules = Enro
     repo = _repo(payload)
     if event in ("ping", "installation", "installation_repositories", "installation_target"):
         return Routed("ignored", f"{event}: nothing to do")
+    if (why := echo(event, payload, rules.bot_login)) is not None:
+        return Routed("ignored", why)
 
     action = payload.get("action")
     if event.startswith("pull_request"):

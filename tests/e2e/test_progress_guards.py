@@ -279,8 +279,11 @@ async def _retry(h, key: str, number: int, locks: _WatchedLocks) -> None:
     me = asyncio.current_task()
 
     async def waiting() -> bool:
-        step = await _job(h, f"sync:{key}:cmd:{comment.id}")  # queued with the acknowledgement
-        return step is not None and step.status == "running" and bool(locks.tasks.get(key, set()) - {me})
+        # The command queued the PR's step with its acknowledgement (into the PR's pending
+        # sync, if one was queued): it runs, and waits at the PR's lock.
+        handled = [j for j in await _jobs(h, "command") if j.key == f"cmd:{comment.id}" and j.status == "done"]
+        steps = [j for j in await _jobs(h, "sync") if j.pr_key == key and j.status == "running"]
+        return bool(handled and steps) and bool(locks.tasks.get(key, set()) - {me})
 
     await h.wait_for("the retry's step at the PR's lock", waiting)
     assert (await h.view(key)).pr.last_action == "round 1 retried by @maint"

@@ -215,8 +215,8 @@ async def test_pruning_keeps_queued_and_recent_jobs(db):
 
     from storage.models import Job
 
-    for key in ("old-done", "new-done", "old-failed", "queued"):
-        await jobs.enqueue(db, "sync", key, pr_key="o/r#1")
+    for number, key in enumerate(("old-done", "new-done", "old-failed", "queued"), 1):
+        await jobs.enqueue(db, "sync", key, pr_key=f"o/r#{number}")
     now = utcnow()
     async with db.session() as s:
         await s.exec(update(Job).where(Job.key == "old-done").values(status="done", finished_at=now - timedelta(days=2)))
@@ -224,7 +224,31 @@ async def test_pruning_keeps_queued_and_recent_jobs(db):
         await s.exec(update(Job).where(Job.key == "old-failed").values(status="failed", finished_at=now - timedelta(days=2)))
     assert await jobs.prune(db, now - timedelta(days=1), now - timedelta(days=7)) == 1
     assert sorted(j.key for j in await jobs.list_jobs(db)) == ["new-done", "old-failed", "queued"]
-    assert await jobs.pending_pr_keys(db, "sync") == {"o/r#1"}
+    assert await jobs.pending_pr_keys(db, "sync") == {"o/r#4"}
+
+
+async def test_syncs_of_one_pr_coalesce_while_one_is_queued(db):
+    from datetime import timedelta
+
+    first, created = await jobs.enqueue(db, "sync", "sync:o/r#1:d1", pr_key="o/r#1", delay_seconds=60)
+    assert created
+    # A burst of webhooks for the PR: each finds the queued sync and adds nothing.
+    for i in range(2, 6):
+        assert await jobs.enqueue(db, "sync", f"sync:o/r#1:d{i}", pr_key="o/r#1", delay_seconds=60) == (first, False)
+    # Another PR, and another kind of job for the same PR, are not coalesced.
+    assert (await jobs.enqueue(db, "sync", "sync:o/r#2:d1", pr_key="o/r#2", delay_seconds=60))[1]
+    assert (await jobs.enqueue(db, "fix", "fix:o/r#1", pr_key="o/r#1", delay_seconds=60))[1]
+    queued = [j for j in await jobs.list_jobs(db) if j.kind == "sync" and j.pr_key == "o/r#1"]
+    assert [j.id for j in queued] == [first]
+    # A sync wanted now pulls the queued one forward instead of waiting behind its debounce.
+    assert await jobs.enqueue(db, "sync", "sync:o/r#1:now", pr_key="o/r#1") == (first, False)
+    assert (await jobs.get_job(db, first)).run_at <= utcnow()
+    # While it runs, news queues one more: the running one may have read GitHub before it.
+    claimed = await jobs.claim(db, "w1", 30)
+    assert claimed.id == first
+    second, created = await jobs.enqueue(db, "sync", "sync:o/r#1:d9", pr_key="o/r#1")
+    assert created and second != first
+    assert (await jobs.get_job(db, second)).run_at <= utcnow() + timedelta(seconds=1)
 
 
 async def test_the_poller_queues_one_sync_per_pr_however_many_ticks(db):
