@@ -1,6 +1,6 @@
 import pytest
 
-from bot.webhooks.routing import route
+from bot.webhooks.routing import EnrollRules, route
 
 from ..openapi import webhook_examples
 
@@ -81,3 +81,45 @@ def test_every_github_example_routes_without_error(event):
         if event.startswith("pull_request"):
             assert routed.outcome == "queued" and routed.wakes[0].pr_key.endswith(
                 f"#{payload['pull_request']['number']}")
+
+
+BOT = "convergebot[bot]"
+RULES = EnrollRules(bot_login=BOT)
+PR = {"pull_request": {"number": 7}, "repository": {"full_name": "o/r"}}
+
+
+@pytest.mark.parametrize(("event", "payload"), [
+    ("pull_request_review_comment", PR | {"action": "created", "sender": {"login": BOT}}),
+    ("pull_request_review_thread", PR | {"action": "resolved", "sender": {"login": "ConvergeBot[bot]"}}),
+    ("pull_request_review", PR | {"action": "submitted", "sender": {"login": BOT}}),
+    ("pull_request", PR | {"action": "review_requested", "sender": {"login": BOT}}),
+    ("check_run", {"action": "completed", "repository": {"full_name": "o/r"},
+                   "check_run": {"name": "convergebot", "head_sha": "a" * 40, "pull_requests": [{"number": 7}]}}),
+    ("check_suite", {"action": "completed", "repository": {"full_name": "o/r"},
+                     "check_suite": {"app": {"slug": "convergebot"}, "head_sha": "a" * 40,
+                                     "pull_requests": [{"number": 7}]}}),
+])
+def test_echoes_of_our_own_writes_wake_nothing(event, payload):
+    routed = route(event, payload, "d1", RULES)
+    assert (routed.outcome, routed.wakes) == ("ignored", ())
+    assert "our own" in routed.reason
+    # The same event from someone else is news.
+    if "sender" in payload:
+        assert route(event, payload | {"sender": {"login": "maint"}}, "d1", RULES).outcome == "queued"
+
+
+@pytest.mark.parametrize("action", ["synchronize", "closed"])
+def test_our_push_and_our_merge_are_still_news(action):
+    payload = PR | {"action": action, "sender": {"login": BOT}}
+    assert route("pull_request", payload, "d1", RULES).outcome == "queued"
+
+
+def test_another_app_s_check_run_is_news():
+    payload = {"action": "completed", "repository": {"full_name": "o/r"},
+               "check_run": {"name": "ci", "app": {"slug": "github-actions"}, "pull_requests": [{"number": 7}]}}
+    assert route("check_run", payload, "d1", RULES).outcome == "queued"
+
+
+def test_a_pr_s_webhook_sync_waits_for_the_rest_of_its_burst():
+    (wake,) = route("pull_request", PR | {"action": "edited"}, "d1", RULES).wakes
+    assert wake.kind == "sync" and wake.delay_seconds > 0
