@@ -29,11 +29,11 @@ DEFAULT_TOKEN_USER = "convergebot[bot]"
 
 class SimulatorCore:
     def __init__(self, *, root: Path, webhook_url: str | None, webhook_secret: str | None,
-                 token_user: str) -> None:
+                 token_user: str, cache_heads: bool = True) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.state = State()
-        self.git = GitStore(self.root)
+        self.git = GitStore(self.root, cache_heads=cache_heads)
         self.ctx = RenderContext(self.state, "http://127.0.0.1/")
         self.webhooks = WebhookDispatcher(webhook_url, webhook_secret)
         self.token_user = token_user
@@ -66,7 +66,8 @@ class SimulatorCore:
         u = self.state.user(login)
         return Author(login, f"{u.id}+{login}@users.noreply.simulator")
 
-    # -- git reads (never cached: a real push must be visible at once) ---------------------
+    # -- git reads (a real push must be visible at once: the ref cache re-checks the ref
+    # files on every read, see refcache.py) -------------------------------------------------
 
     async def heads(self, repo: Repo, pr: PullRequest,
                     branches: dict[str, str] | None = None) -> Heads:

@@ -2,6 +2,12 @@
 
 Every call is an asyncio subprocess with a timeout, so a slow disk never wedges the event loop
 that also serves the HTTP API (a `git push` from a test waits on our post-receive endpoint).
+
+Ref reads (`heads`, `branch_sha`, `resolve`) are served from a snapshot of the repository's refs
+that is re-checked against the ref files on disk before every use (refcache.py), and dropped by
+every ref move the simulator makes (`update_ref`) or hears of (`invalidate`, from the
+post-receive hook). `cache_heads=False` reads git every time. `calls` counts git subprocesses by
+subcommand.
 """
 
 from __future__ import annotations
@@ -11,8 +17,11 @@ import os
 import stat
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from .refcache import FOR_EACH_REF_FORMAT, HEX40, UNKNOWN, RefCache, parse_refs, plain_refname
 
 ZERO_SHA = "0" * 40
 
@@ -81,10 +90,29 @@ def _commit(record: str) -> CommitInfo:
 class GitStore:
     """One bare repository per simulated repo, under `root/owner/name.git`."""
 
-    def __init__(self, root: Path, *, timeout: float = 30.0) -> None:
+    def __init__(self, root: Path, *, timeout: float = 30.0, cache_heads: bool = True) -> None:
         self.root = root
         self.timeout = timeout
         self.hook_url_file = root / ".post-receive-url"
+        self.calls: Counter[str] = Counter()  # git subprocesses run, by subcommand
+        self.ref_cache = RefCache()
+        self._commits: dict[tuple[str, str], str] = {}  # (repo, 40-hex object) -> its commit
+        self._cache_heads = cache_heads
+
+    @property
+    def cache_heads(self) -> bool:
+        """Serve ref reads from the validated snapshot (True) or from git every time (False)."""
+        return self._cache_heads
+
+    @cache_heads.setter
+    def cache_heads(self, on: bool) -> None:
+        self._cache_heads = on
+        self.ref_cache.clear()
+        self._commits.clear()
+
+    def invalidate(self, git_dir: Path) -> None:
+        """Refs of `git_dir` moved (or may have): the next read goes to git."""
+        self.ref_cache.invalidate(git_dir)
 
     def path(self, full_name: str) -> Path:
         owner, name = full_name.split("/", 1)
@@ -92,6 +120,7 @@ class GitStore:
 
     async def _exec(self, git_dir: Path, args: tuple[str, ...], input: bytes | None,
                     env: dict[str, str] | None) -> tuple[int, bytes, bytes]:
+        self.calls[args[0]] += 1
         full_env = {**os.environ, **_BASE_ENV, "GIT_DIR": str(git_dir), **(env or {})}
         proc = await asyncio.create_subprocess_exec(
             "git", *args, env=full_env,
@@ -125,6 +154,7 @@ class GitStore:
         hook.write_text(_HOOK.format(python=sys.executable, url_file=str(self.hook_url_file),
                                      repo=full_name))
         hook.chmod(hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        self.invalidate(git_dir)
         return git_dir
 
     def set_hook_url(self, url: str | None) -> None:
@@ -135,9 +165,17 @@ class GitStore:
 
     async def heads(self, git_dir: Path) -> dict[str, str]:
         """Every branch and its tip, read in one call."""
+        if self._cache_heads:
+            return dict((await self._snapshot(git_dir)).heads)
         out = await self.run(git_dir, "for-each-ref", "--format=%(refname:lstrip=2) %(objectname)",
                              "refs/heads")
         return dict(line.split(" ", 1) for line in out.splitlines() if line)
+
+    async def _snapshot(self, git_dir: Path):
+        async def load():
+            return parse_refs(await self.run(git_dir, "for-each-ref", FOR_EACH_REF_FORMAT))
+
+        return await self.ref_cache.snapshot(git_dir, load)
 
     async def rev_parse(self, git_dir: Path, rev: str) -> str | None:
         out = await self.run(git_dir, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}",
@@ -145,15 +183,45 @@ class GitStore:
         return out.strip() or None
 
     async def branch_sha(self, git_dir: Path, branch: str) -> str | None:
-        return await self.rev_parse(git_dir, f"refs/heads/{branch}")
+        name = f"refs/heads/{branch}"
+        if self._cache_heads and plain_refname(name):
+            found = (await self._snapshot(git_dir)).peel(name)
+            if found is not UNKNOWN:
+                return found
+        return await self.rev_parse(git_dir, name)
 
     async def resolve(self, git_dir: Path, ref: str) -> str | None:
         """A commit sha from a sha, a branch name or `heads/...`, as GitHub's `{ref}` parameters."""
-        for candidate in (f"refs/heads/{ref}", f"refs/{ref}", ref):
+        candidates = (f"refs/heads/{ref}", f"refs/{ref}", ref)
+        if self._cache_heads and plain_refname(ref):
+            # The two ref candidates from one snapshot; the last (a sha, or anything else git
+            # may make of the name) from git, or for a full sha from the commits already seen.
+            snapshot = await self._snapshot(git_dir)
+            found = snapshot.peel(candidates[0])
+            if found is None:
+                found = snapshot.peel(candidates[1])
+            if found is None:
+                if HEX40.fullmatch(ref):
+                    return await self._commit_of(git_dir, ref)
+                return await self.rev_parse(git_dir, ref)
+            if found is not UNKNOWN:
+                return found
+        for candidate in candidates:
             sha = await self.rev_parse(git_dir, candidate)
             if sha:
                 return sha
         return None
+
+    async def _commit_of(self, git_dir: Path, sha: str) -> str | None:
+        """The commit a full object name peels to. Objects never change, so a found answer is
+        kept; a missing one is asked again (the object may be pushed later)."""
+        key = (str(git_dir), sha)
+        if key not in self._commits:
+            found = await self.rev_parse(git_dir, sha)
+            if found is None:
+                return None
+            self._commits[key] = found
+        return self._commits[key]
 
     async def read_blob(self, git_dir: Path, rev: str, path: str) -> tuple[str, bytes] | None:
         """(blob sha, content) of `path` at `rev`, or None if it is not a file there."""
@@ -230,6 +298,8 @@ class GitStore:
             await self.run(git_dir, "update-ref", f"refs/heads/{branch}", new, old)
         except GitError as e:
             raise RefMoved(str(e)) from e
+        finally:  # moved, or refused because someone else moved it: read git next time
+            self.invalidate(git_dir)
 
     async def merge_tree(self, git_dir: Path, ours: str, theirs: str) -> str | None:
         """The tree of a three-way merge, or None when the two conflict."""

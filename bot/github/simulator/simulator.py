@@ -35,14 +35,16 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps):
 
     `tokens`: None accepts any (or no) token as `token_user`; a set accepts those tokens as
     `token_user`; a mapping names the user of each token. Anything else answers 401.
+    `cache_heads=False` reads every ref from git (see refcache.py; also `sim.git.cache_heads`).
     """
 
     def __init__(self, scenario: Scenario | None = None, *, root: Path,
                  webhook_url: str | None = None, webhook_secret: str | None = None,
                  tokens: set[str] | Mapping[str, str] | None = None,
-                 token_user: str = DEFAULT_TOKEN_USER, rate_limit: int = 5000) -> None:
+                 token_user: str = DEFAULT_TOKEN_USER, rate_limit: int = 5000,
+                 cache_heads: bool = True) -> None:
         super().__init__(root=root, webhook_url=webhook_url, webhook_secret=webhook_secret,
-                         token_user=token_user)
+                         token_user=token_user, cache_heads=cache_heads)
         self.scenario = scenario
         self.tokens = tokens
         self.issued_tokens: set[str] = set()  # installation tokens handed to App-auth clients

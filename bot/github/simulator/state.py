@@ -1,7 +1,8 @@
 """The simulator's state: plain records of repos, PRs, reviews, threads, comments and checks.
 
-Branch heads are NOT stored here: they live in the bare git repositories (see gitstore.py) and
-are read from git on every request, so a real `git push` is seen at once.
+Branch heads are NOT stored here: they live in the bare git repositories (see gitstore.py); the
+ref cache re-checks the ref files on every request (refcache.py), so a real `git push` is seen
+at once.
 """
 
 from __future__ import annotations

@@ -68,6 +68,7 @@ class RepoOps(SimulatorCore):
                           pusher: str | None = None) -> None:
         """Called by the post-receive hook after a real `git push` moved `updates` (old, new, ref)."""
         repo = self.repo(repo_name)
+        self.git.invalidate(repo.git_dir)  # before waiting for the lock: the refs already moved
         async with self.lock:
             for old, new, ref in updates:
                 await self._ref_moved(repo, ref, old, new, pusher, via="git")

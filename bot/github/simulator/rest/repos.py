@@ -20,7 +20,8 @@ async def get_repo(sim, req: ApiRequest) -> Reply:
 
 
 async def get_ref(sim, req: ApiRequest) -> Reply:
-    """GET .../git/ref/heads/{branch}: read from git on every call, never from a cache."""
+    """GET .../git/ref/heads/{branch}: what git has now (the ref cache re-checks the ref files
+    on every read, so a push is seen at once)."""
     repo = sim.repo(req.repo)
     ref = req.params["ref"]
     if not ref.startswith("heads/"):
