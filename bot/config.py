@@ -60,6 +60,8 @@ class ServerConfig(_Section):
     port: int = Field(8080, ge=0, le=65535)
     api_token: SecretStr = SecretStr("")
     shutdown_grace_seconds: float = Field(5.0, ge=0)
+    webhook_batch_wait_seconds: float = Field(0.002, ge=0, le=1)
+    webhook_batch_max: int = Field(64, ge=1, le=1000)
 
 
 class PollerConfig(_Section):

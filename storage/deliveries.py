@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.dialects import postgresql, sqlite
@@ -11,6 +12,18 @@ from sqlmodel import select
 from . import jobs
 from .database import Database
 from .models import WebhookDelivery, utcnow
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery to record: what `record` and `record_many` take."""
+
+    delivery_id: str
+    event: str
+    action: str | None
+    outcome: str
+    error: str | None = None
+    wakes: Sequence[dict[str, Any]] = ()
 
 
 async def record(
@@ -27,18 +40,47 @@ async def record(
     One transaction: a crash between the two would either lose the work (recorded, no job) or
     let a redelivery run it twice.
     """
+    return (await record_many(db, [Delivery(delivery_id, event, action, outcome, error, tuple(wakes))]))[0]
+
+
+async def record_many(db: Database, batch: Sequence[Delivery]) -> list[bool]:
+    """Record a batch of deliveries and queue their jobs, all in one transaction (group commit).
+
+    Returns, in order, True for each delivery recorded now and False for each seen before:
+    recorded by an earlier transaction, or earlier in this very batch (the insert skips a row
+    whose id an earlier row of the same statement took). Nothing of the batch is written if any
+    of it fails: the caller answers every delivery in it with an error.
+    """
+    if not batch:
+        return []
     now = utcnow()
     dialect = postgresql if db.is_postgres else sqlite
+    table = WebhookDelivery.__table__
+    # One statement for all the rows (an executemany SQLAlchemy sends as one multi-row INSERT):
+    # RETURNING names the rows inserted, so a delivery recorded before, by any process, is told
+    # apart without a statement of its own.
+    stmt = dialect.insert(table).on_conflict_do_nothing(index_elements=["delivery_id"]).returning(
+        table.c.delivery_id
+    )
+    # In id order (stable, so of one id twice the first stays first): two PostgreSQL processes
+    # inserting overlapping batches then take the rows' locks in the same order, never a deadlock.
+    rows = [
+        dict(delivery_id=d.delivery_id, event=d.event, action=d.action, received_at=now,
+             processed_at=now, outcome=d.outcome, error=d.error)
+        for d in sorted(batch, key=lambda d: d.delivery_id)
+    ]
+    new: list[bool] = []
     async with db.session() as s:
-        stmt = dialect.insert(WebhookDelivery.__table__).values(
-            delivery_id=delivery_id, event=event, action=action, received_at=now,
-            processed_at=now, outcome=outcome, error=error,
-        ).on_conflict_do_nothing(index_elements=["delivery_id"])
-        if (await s.exec(stmt)).rowcount != 1:
-            return False
-        for wake in wakes:
-            await jobs.enqueue_in(s, db.is_postgres, **wake)
-    return True
+        inserted = set((await s.exec(stmt, params=rows)).scalars().all())
+        for d in batch:
+            # Of the same id twice in the batch, the first is the one inserted.
+            first = d.delivery_id in inserted
+            inserted.discard(d.delivery_id)
+            new.append(first)
+            if first:
+                for wake in d.wakes:
+                    await jobs.enqueue_in(s, db.is_postgres, **wake)
+    return new
 
 
 async def get(db: Database, delivery_id: str) -> WebhookDelivery | None:

@@ -1,4 +1,8 @@
-"""POST /webhook: verify, record once, queue, answer at once."""
+"""POST /webhook: verify, record once, queue, answer as soon as that is committed.
+
+Recording goes through the intake (`intake.py`): deliveries arriving together are committed in
+one transaction, and each is answered after its batch's commit.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from bot import metrics
+from bot.runtime import Runtime
+from bot.web.intake import BatchFailed, Intake
 from bot.webhooks.routing import EnrollRules, route
-from storage import deliveries
+from storage.deliveries import Delivery
 
 log = structlog.get_logger(__name__)
 
@@ -34,6 +40,17 @@ async def _read_body(request: Request) -> bytes | None:
         if len(body) > MAX_BODY_BYTES:
             return None
     return bytes(body)
+
+
+def intake(rt: Runtime) -> Intake:
+    """The process's one intake, made on first use (its writer task runs only while there is work)."""
+    found = rt.extras.get("webhook_intake")
+    if found is None or found.db is not rt.db:
+        cfg = rt.config.server
+        found = rt.extras["webhook_intake"] = Intake(
+            rt.db, max_wait_seconds=cfg.webhook_batch_wait_seconds, max_batch=cfg.webhook_batch_max,
+        )
+    return found
 
 
 async def receive_webhook(request: Request) -> JSONResponse:
@@ -71,10 +88,15 @@ async def receive_webhook(request: Request) -> JSONResponse:
     rules = EnrollRules(cfg.label, frozenset(a.lower() for a in cfg.auto_enroll_authors))
     routed = route(event, payload, delivery_id, rules)
     bound = log.bind(delivery_id=delivery_id, event=event, action=action)
-    new = await deliveries.record(
-        rt.db, delivery_id, event, action, routed.outcome, None,
-        [asdict(w) for w in routed.wakes],
-    )
+    try:
+        new = await intake(rt).submit(Delivery(
+            delivery_id, event, action, routed.outcome, None, tuple(asdict(w) for w in routed.wakes),
+        ))
+    except BatchFailed as e:
+        # Nothing of this delivery was stored: not acknowledged, so GitHub may deliver it again.
+        bound.error("webhook.not_recorded", error=str(e))
+        metrics.WEBHOOKS.labels(event, "not_recorded").inc()
+        return _error(503, "the delivery could not be recorded; deliver it again")
     if not new:
         bound.info("webhook.duplicate")
         metrics.WEBHOOKS.labels(event, "duplicate").inc()

@@ -1,0 +1,114 @@
+"""Group commit for /webhook: deliveries that arrive together are recorded in one transaction.
+
+Each delivery is its own write otherwise, and on SQLite every write transaction queues for the
+one writer lock (with the job workers), so under a burst most of a request's time is spent
+waiting for the lock. Here one task writes for all requests: it takes what is waiting (waiting
+at most `max_wait_seconds` after the oldest for more to arrive, and at most `max_batch`),
+records the batch and queues its jobs in one transaction (`deliveries.record_many`), and then
+answers each request's future. A request is answered only after its batch committed, so a 202
+is as durable as before; if the batch's transaction fails, every request in it gets the error
+(the handler answers 503, GitHub may redeliver, and nothing acknowledged is lost).
+
+The writer task runs only while there is work: it ends when the queue is empty and the next
+delivery starts a new one, so there is nothing to start or stop with the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from dataclasses import dataclass
+
+import structlog
+
+from storage import deliveries
+from storage.database import Database
+from storage.deliveries import Delivery
+
+log = structlog.get_logger(__name__)
+
+
+class BatchFailed(Exception):
+    """The transaction of the batch this delivery was in failed: nothing of it was recorded."""
+
+
+@dataclass
+class _Waiting:
+    delivery: Delivery
+    future: asyncio.Future[bool]
+    since: float
+
+
+class Intake:
+    """One writer for deliveries; `submit` returns once the delivery's batch committed."""
+
+    def __init__(self, db: Database, *, max_wait_seconds: float = 0.002, max_batch: int = 64) -> None:
+        self.db = db
+        self.max_wait_seconds = max_wait_seconds
+        self.max_batch = max_batch
+        self._waiting: deque[_Waiting] = deque()
+        self._full: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.batches = 0  # committed or failed, for tests and the benchmark
+        self.largest_batch = 0
+
+    async def submit(self, delivery: Delivery) -> bool:
+        """True if recorded now, False if seen before; raises BatchFailed if its batch failed."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        # Read the outcome even when no one is left to (a request cancelled while it waited),
+        # so a failed batch does not also log "exception was never retrieved".
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._waiting.append(_Waiting(delivery, future, loop.time()))
+        if len(self._waiting) >= self.max_batch and self._full is not None and not self._full.done():
+            self._full.set_result(None)
+        if self._task is None:
+            self._task = asyncio.create_task(self._drain(), name="webhook-intake")
+        # Shielded: a request cancelled while it waits leaves its delivery in the batch (a
+        # redelivery is then a duplicate), and the writer never sees a cancelled future.
+        return await asyncio.shield(future)
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._waiting:
+                # Wait for more only up to `max_wait_seconds` after the oldest arrived: deliveries
+                # that already queued behind the previous batch's write are written at once.
+                remaining = self._waiting[0].since + self.max_wait_seconds - loop.time()
+                if remaining > 0 and len(self._waiting) < self.max_batch:
+                    self._full = loop.create_future()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(remaining):
+                            await self._full
+                    self._full = None
+                batch = [self._waiting.popleft() for _ in range(min(self.max_batch, len(self._waiting)))]
+                await self._write(batch)
+        finally:
+            # Reached with the queue empty (no await since the check above, so no delivery can
+            # be slipping in), or on cancellation: then no one waits forever.
+            self._task = None
+            while self._waiting:
+                w = self._waiting.popleft()
+                if not w.future.done():
+                    w.future.set_exception(BatchFailed("the webhook intake stopped"))
+
+    async def _write(self, batch: list[_Waiting]) -> None:
+        self.batches += 1
+        self.largest_batch = max(self.largest_batch, len(batch))
+        try:
+            recorded = await deliveries.record_many(self.db, [w.delivery for w in batch])
+        except Exception as e:
+            log.exception("webhook.batch_failed", deliveries=len(batch))
+            for w in batch:
+                if not w.future.done():
+                    w.future.set_exception(BatchFailed(f"{type(e).__name__}: {e}"))
+            return
+        except BaseException:
+            for w in batch:
+                if not w.future.done():
+                    w.future.set_exception(BatchFailed("the webhook intake stopped"))
+            raise
+        for w, new in zip(batch, recorded, strict=True):
+            if not w.future.done():
+                w.future.set_result(new)

@@ -1,0 +1,141 @@
+"""Group commit of /webhook (bot/web/intake.py), over real HTTP, on both backends.
+
+Deliveries arriving together are recorded in one transaction and each is answered only after
+that transaction committed: all or none of a batch is recorded, a failed batch answers every
+request in it with a 5xx, and duplicates are recognised inside a batch as across batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from sqlmodel import select
+
+from bot.web.webhook import intake
+from storage import jobs
+from storage.models import WebhookDelivery
+
+from ..serving import make_config, serving
+from .test_webhooks import signed
+
+
+def command(comment_id: int, number: int = 7) -> bytes:
+    """An issue_comment that wakes exactly one job of its own: `cmd:<comment id>`."""
+    return json.dumps({
+        "action": "created",
+        "issue": {"number": number, "pull_request": {"url": f"https://api.github.com/repos/octo/repo/pulls/{number}"}},
+        "comment": {"id": comment_id, "body": "/converge status", "user": {"login": "alice", "type": "User"}},
+        "repository": {"full_name": "octo/repo"},
+        "sender": {"login": "alice", "type": "User"},
+    }).encode()
+
+
+def config(db_url: str, *, wait: float, max_batch: int = 64):
+    # One worker that never idles into a claim on its own: the jobs stay where the test looks.
+    return make_config(db_url, jobs={"workers": 1, "idle_poll_seconds": 3600},
+                       server={"webhook_batch_wait_seconds": wait, "webhook_batch_max": max_batch})
+
+
+async def recorded(db) -> dict[str, str]:
+    async with db.session() as s:
+        return {d.delivery_id: d.outcome for d in await s.exec(select(WebhookDelivery))}
+
+
+async def command_jobs(db) -> list[str]:
+    return sorted(j.key for j in await jobs.list_jobs(db) if j.kind == "command")
+
+
+async def post_all(http, deliveries: list[tuple[str, int]]) -> list:
+    """POST each (delivery id, comment id) at once, each on its own request."""
+    async def one(delivery: str, comment_id: int):
+        body = command(comment_id)
+        return await http.post("/webhook", content=body, headers=signed(body, "issue_comment", delivery))
+
+    return await asyncio.gather(*(one(d, c) for d, c in deliveries))
+
+
+async def test_concurrent_deliveries_are_each_recorded_once_with_their_jobs(db_url):
+    n = 40
+    async with serving(config(db_url, wait=0.05)) as (rt, http):
+        sent = [(f"d-{i}", 1000 + i) for i in range(n)]
+        answers = await post_all(http, sent)
+
+        assert [r.status_code for r in answers] == [202] * n, [r.text for r in answers if r.status_code != 202]
+        assert all(r.json()["outcome"] == "queued" for r in answers)
+        assert await recorded(rt.db) == {d: "queued" for d, _ in sent}
+        assert await command_jobs(rt.db) == sorted(f"cmd:{c}" for _, c in sent)
+        # Grouped: fewer transactions than deliveries.
+        writer = intake(rt)
+        assert writer.largest_batch > 1 and writer.batches < n, (writer.batches, writer.largest_batch)
+
+        # Each again, at once: every one is a duplicate, and nothing more is queued.
+        again = await post_all(http, sent)
+        assert [(r.status_code, r.json()["outcome"]) for r in again] == [(200, "duplicate")] * n
+        assert len(await recorded(rt.db)) == n
+        assert await command_jobs(rt.db) == sorted(f"cmd:{c}" for _, c in sent)
+
+
+async def test_a_duplicate_inside_one_batch_is_recognised(db_url):
+    # The batch closes when its 4 deliveries are in (the wait is only an upper bound).
+    async with serving(config(db_url, wait=1.0, max_batch=4)) as (rt, http):
+        writer = intake(rt)
+        answers = await post_all(http, [("a", 1), ("b", 2), ("a", 1), ("c", 3)])
+        assert writer.batches == 1 and writer.largest_batch == 4
+        by_status = sorted((r.status_code, r.json()["delivery_id"], r.json()["outcome"]) for r in answers)
+        assert by_status == [(200, "a", "duplicate"), (202, "a", "queued"), (202, "b", "queued"),
+                             (202, "c", "queued")]
+        assert sorted(await recorded(rt.db)) == ["a", "b", "c"]
+        assert await command_jobs(rt.db) == ["cmd:1", "cmd:2", "cmd:3"]
+
+        # And across batches: "a" again, next to new ones, in the next batch.
+        answers = await post_all(http, [("a", 1), ("d", 4), ("e", 5), ("d", 4)])
+        assert writer.batches == 2
+        by_status = sorted((r.status_code, r.json()["delivery_id"], r.json()["outcome"]) for r in answers)
+        assert by_status == [(200, "a", "duplicate"), (200, "d", "duplicate"), (202, "d", "queued"),
+                             (202, "e", "queued")]
+        assert sorted(await recorded(rt.db)) == ["a", "b", "c", "d", "e"]
+        assert await command_jobs(rt.db) == ["cmd:1", "cmd:2", "cmd:3", "cmd:4", "cmd:5"]
+
+
+async def test_a_failed_batch_answers_every_request_5xx_records_none_and_a_retry_succeeds(db_url, monkeypatch):
+    sent = [(f"f-{i}", 2000 + i) for i in range(6)]
+    poison = "cmd:2003"  # the 4th delivery's job: the rows before it are written, then undone
+    enqueue_in = jobs.enqueue_in
+
+    async def failing(session, is_postgres, kind, key, **fields):
+        if key == poison:
+            raise RuntimeError("injected: the batch's transaction fails")
+        return await enqueue_in(session, is_postgres, kind, key, **fields)
+
+    async with serving(config(db_url, wait=1.0, max_batch=len(sent))) as (rt, http):
+        writer = intake(rt)
+        monkeypatch.setattr(jobs, "enqueue_in", failing)
+        answers = await post_all(http, sent)
+        assert writer.batches == 1 and writer.largest_batch == len(sent)
+        assert [r.status_code for r in answers] == [503] * len(sent)
+        assert all("could not be recorded" in r.json()["error"] for r in answers)
+        assert await recorded(rt.db) == {}
+        assert await command_jobs(rt.db) == []
+
+        # The redeliveries (same ids) once the store works again: all accepted, each once.
+        monkeypatch.setattr(jobs, "enqueue_in", enqueue_in)
+        answers = await post_all(http, sent)
+        assert [r.status_code for r in answers] == [202] * len(sent)
+        assert await recorded(rt.db) == {d: "queued" for d, _ in sent}
+        assert await command_jobs(rt.db) == sorted(f"cmd:{c}" for _, c in sent)
+        # The server and its intake are still fine for what comes next.
+        answers = await post_all(http, [("g-1", 3001)])
+        assert answers[0].status_code == 202
+
+
+@pytest.mark.parametrize("wait", [0.0])
+async def test_without_a_wait_deliveries_still_go_through(db_url, wait):
+    """wait 0: a batch is what queued while the previous one was written."""
+    async with serving(config(db_url, wait=wait)) as (rt, http):
+        sent = [(f"z-{i}", 4000 + i) for i in range(20)]
+        answers = await post_all(http, sent)
+        assert [r.status_code for r in answers] == [202] * len(sent)
+        assert await recorded(rt.db) == {d: "queued" for d, _ in sent}
+        assert await command_jobs(rt.db) == sorted(f"cmd:{c}" for _, c in sent)
