@@ -19,9 +19,10 @@ from bot.runtime import Runtime
 from storage import escalations
 from storage.models import Job
 
-from . import metrics
+from . import metrics, outbox
 from .budget import over_budget, pause_runaway
 from .engine import checkrun
+from .engine.dispatch import requeue
 from .engine.model import Review
 from .engine.read import review_of
 from .engine.threads import reply_and_resolve
@@ -78,6 +79,12 @@ async def _comment(rt: Runtime, job: Job, p: dict) -> None:
 
 async def _reply(rt: Runtime, job: Job, p: dict) -> None:
     await reply_and_resolve(rt, job.pr_key, p["thread_id"], p["comment_id"], p["text"], resolve=p["resolve"])
+    # A round waits while our replies are in the outbox, and their webhooks (echoes of our own
+    # writes) wake nothing: the last reply of the PR takes its next step itself.
+    if not await outbox.pending(rt.db, job.pr_key, "reply", besides=job.id):
+        async with rt.db.session() as s:
+            await requeue(s, job.pr_key, "replies_done")
+        rt.wake_workers()
 
 
 async def _react(rt: Runtime, job: Job, p: dict) -> None:

@@ -50,11 +50,12 @@ async def add(
     return created
 
 
-async def pending(db, pr_key: str, effect: str) -> bool:
-    """Whether an effect of this kind is still to be done (queued or running) for the PR."""
+async def pending(db, pr_key: str, effect: str, *, besides: int | None = None) -> bool:
+    """Whether an effect of this kind is still to be done (queued or running) for the PR
+    (`besides`: other than that job)."""
     async with db.session() as s:
         return (await s.exec(select(Job.id).where(
-            Job.kind == KIND, Job.pr_key == pr_key,
+            Job.kind == KIND, Job.pr_key == pr_key, Job.id != (besides or -1),
             Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)),
             Job.payload.contains(f'"effect": "{effect}"')).limit(1))).first() is not None
 

@@ -6,6 +6,7 @@ one transaction, and each is answered after its batch's commit.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import asdict
 
@@ -85,7 +86,8 @@ async def receive_webhook(request: Request) -> JSONResponse:
 
     action = payload.get("action") if isinstance(payload.get("action"), str) else None
     cfg = rt.config.convergence
-    rules = EnrollRules(cfg.label, frozenset(a.lower() for a in cfg.auto_enroll_authors))
+    rules = EnrollRules(cfg.label, frozenset(a.lower() for a in cfg.auto_enroll_authors),
+                        bot_login=rt.config.github.bot_login)
     routed = route(event, payload, delivery_id, rules)
     bound = log.bind(delivery_id=delivery_id, event=event, action=action)
     try:
@@ -102,7 +104,13 @@ async def receive_webhook(request: Request) -> JSONResponse:
         metrics.WEBHOOKS.labels(event, "duplicate").inc()
         return JSONResponse({"delivery_id": delivery_id, "outcome": "duplicate"}, status_code=200)
     if routed.wakes:
-        rt.wake_workers()
+        # Wake the workers when the soonest job falls due: a debounced sync woken now would
+        # only send every idle worker to claim nothing.
+        soonest = min(w.delay_seconds for w in routed.wakes)
+        if soonest > 0:
+            asyncio.get_running_loop().call_later(soonest, rt.wake_workers)
+        else:
+            rt.wake_workers()
     bound.info("webhook.accepted", outcome=routed.outcome, reason=routed.reason, jobs=len(routed.wakes))
     metrics.WEBHOOKS.labels(event, routed.outcome).inc()
     return JSONResponse(
