@@ -37,6 +37,9 @@ AGENT = textwrap.dedent('''
 ''')
 
 
+TRACE = False
+
+
 def spent(snapshot: dict) -> tuple[int, int, dict[str, tuple[int, int]]]:
     """(total, rate-limited, {route: (total, rate-limited)}) from the simulator's counters."""
     by_route = {}
@@ -59,6 +62,11 @@ async def one_pr(h, head: str, findings: tuple[int, ...]) -> tuple[int, int, dic
     await h.sim.comment(REPO, pr.number, "/converge", user="maint")
     await h.wait_status(key, "merged", timeout=600)
     await h.sim.settle()
+    if TRACE:
+        print(f"\n-- {head}: every request in order (method, path, status)", file=sys.stderr)
+        for method, path, status in h.sim.counters.recent:
+            if not path.startswith("/_sim"):
+                print(f"   {status}  {method} {path}", file=sys.stderr)
     return (*spent(h.sim.counters.snapshot()), time.monotonic() - start)
 
 
@@ -90,5 +98,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--poll", type=float, default=60.0, help="poller interval in seconds")
     parser.add_argument("--db", default="sqlite", help="sqlite (a temporary file) or a database URL")
+    parser.add_argument("--trace", action="store_true", help="print every request in order (stderr)")
     args = parser.parse_args()
+    TRACE = args.trace
     asyncio.run(main(args.poll, args.db))

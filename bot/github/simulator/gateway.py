@@ -131,25 +131,25 @@ class Gateway:
         if fault is not None:
             answer = await self._fault(request, fault, resource)
             if answer is not None or fault.drop:
-                sim.counters.add(method, template, answer.status_code if answer else DROPPED)
+                sim.counters.add(method, template, answer.status_code if answer else DROPPED, request.url.path)
                 return answer or Response(status_code=499)
         # A request an injected rule matched is not also subject to chaos: rules take precedence.
         chaos = sim.request_chaos.decide(request.url.path) if fault is None else None
         if chaos is not None:
             answer = await self._chaos(request, chaos, resource)
             if answer is not None:
-                sim.counters.add(method, template, answer.status_code)
+                sim.counters.add(method, template, answer.status_code, request.url.path)
                 return answer
         token = token_of(request)
         actor = "app" if app_jwt else sim.token_actor(token)
         if actor is None:
-            sim.counters.add(method, template, 401)
+            sim.counters.add(method, template, 401, request.url.path)
             return self._json(401, {"message": "Bad credentials",
                                     "documentation_url": "https://docs.github.com/rest"})
         key = token or "anonymous"
         bucket = sim.rate_limits.bucket(resource, key)
         if counted and bucket.remaining == 0:
-            sim.counters.add(method, template, 403)
+            sim.counters.add(method, template, 403, request.url.path)
             return self._json(403, {"message": f"API rate limit exceeded for {actor}.",
                                     "documentation_url": "https://docs.github.com/rest"},
                               sim.rate_limits.headers(bucket, resource))
@@ -166,7 +166,7 @@ class Gateway:
             headers["ETag"] = _etag(body)
             if _matches(request.headers.get("if-none-match"), headers["ETag"]):
                 # A revalidation that hits costs nothing against the rate limit, as on GitHub.
-                sim.counters.add(method, template, 304)
+                sim.counters.add(method, template, 304, request.url.path)
                 headers.update(sim.rate_limits.headers(bucket, resource))
                 return Response(status_code=304, headers=headers)
             headers["Cache-Control"] = "private, max-age=60, s-maxage=60"
@@ -177,10 +177,10 @@ class Gateway:
                 await self._is_write(request, method, resource):
             # The write happened (state, side effects, webhooks); only its answer is lost.
             sim.request_chaos.counts["lost_ack"] += 1
-            sim.counters.add(method, template, 502)
+            sim.counters.add(method, template, 502, request.url.path)
             return self._json(502, {"message": "Bad Gateway"},
                               sim.rate_limits.headers(bucket, resource))
-        sim.counters.add(method, template, status)
+        sim.counters.add(method, template, status, request.url.path)
         if status == 204:
             return Response(status_code=204, headers=self._common(headers))
         return Response(body, status_code=status, headers=self._common(headers), media_type=JSON)
