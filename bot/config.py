@@ -53,6 +53,7 @@ class GitHubConfig(_Section):
     timeout_seconds: float = Field(10.0, gt=0)
     read_timeout_seconds: float = Field(30.0, gt=0)
     max_concurrency: int = Field(8, ge=1, le=100)
+    reserve_fraction: float = Field(0.2, ge=0, lt=1)
 
 
 class ServerConfig(_Section):

@@ -10,8 +10,10 @@ from typing import Any
 from storage.database import Database
 from storage.locks import KeyedLocks
 
+from . import metrics
 from .config import Config
 from .github.client import GitHubClient
+from .ratebudget import RateBudget
 
 
 @dataclass
@@ -32,6 +34,16 @@ class Runtime:
     wake: Callable[[], None] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     step_locks: KeyedLocks = field(default_factory=KeyedLocks)
+    # The GitHub client's rate-limit budget (one per client: one installation or token), paced
+    # by `[github] reserve_fraction` over poll intervals. The poller reads it as `rt.rate_budget`.
+    rate_budget: RateBudget = None  # type: ignore[assignment]  # set in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.rate_budget is None:
+            self.rate_budget = getattr(self.github, "rate_budget", None) or RateBudget()
+        self.rate_budget.configure(reserve_fraction=self.config.github.reserve_fraction,
+                                   slice_seconds=self.config.poller.interval_seconds)
+        metrics.track_rate_budget(self.rate_budget)
 
     @property
     def webhook_secret(self) -> str:

@@ -28,6 +28,7 @@ from githubkit.exception import (
     SecondaryRateLimitExceeded,
 )
 
+from bot.ratebudget import RateBudget
 from storage.locks import KeyedLocks
 
 from .errors import Conflict, GitHubError, NotFound, RateLimited, Unavailable
@@ -151,8 +152,10 @@ SECONDARY_BACKOFF_CAP = 900.0
 
 class GitHubClient:
     def __init__(self, gh: GitHub, *, max_concurrency: int = 8, bot_login: str | None = None,
-                 call_timeout: float = 40.0):
+                 call_timeout: float = 40.0, rate_budget: RateBudget | None = None):
         self.gh = gh
+        # The installation's (token's) budget per resource, from every answer's x-ratelimit-*.
+        self.rate_budget = rate_budget or RateBudget()
         self.call_timeout = call_timeout
         self.bot_login = bot_login
         self._slots = asyncio.Semaphore(max_concurrency)
@@ -177,7 +180,15 @@ class GitHubClient:
             err.retry_at = datetime.now(UTC) + timedelta(seconds=wait)
         return err
 
-    async def _call(self, what: str, send) -> Any:
+    def _observe(self, response: Any) -> None:
+        """Record the rate-limit balance an answer reports (no request of its own)."""
+        raw = getattr(response, "raw_response", None)
+        if isinstance(raw, httpx.Response):
+            self.rate_budget.observe_headers(raw.headers, status=raw.status_code)
+
+    async def _call(self, what: str, send, *, parse=None, metered: bool = True) -> Any:
+        """`send()`'s answer (or `parse(answer)`); `metered=False` for calls made with another
+        identity's budget (the App's own JWT), which the installation's budget must not record."""
         if self._exhausted_until is not None:
             if datetime.now(UTC) < self._exhausted_until:
                 raise RateLimited(f"{what}: rate limit exhausted", self._exhausted_until, False)
@@ -188,9 +199,15 @@ class GitHubClient:
                 # per-request timeout, and a GitHub that never answers would hold a worker forever.
                 async with asyncio.timeout(self.call_timeout):
                     result = await send()
+                if metered:
+                    self._observe(result)
+                if parse is not None:
+                    result = parse(result)
             except TimeoutError:
                 raise Unavailable(f"{what}: no answer within {self.call_timeout:.0f}s") from None
             except GitHubException as exc:
+                if metered:
+                    self._observe(getattr(exc, "response", None))
                 err = _translate(exc, what)
                 if isinstance(err, RateLimited):
                     err = self._rate_limited(err)
@@ -203,7 +220,11 @@ class GitHubClient:
         return resp.raw_response
 
     async def _graphql(self, what: str, query: str, variables: dict) -> dict:
-        return await self._call(f"graphql {what}", lambda: self.gh.async_graphql(query, variables))
+        # The answer itself (not githubkit's parsed data) so its rate-limit headers are seen;
+        # `_arequest` + `parse_graphql_response` is what `async_graphql` does (githubkit 0.16).
+        gql = self.gh.graphql
+        return await self._call(f"graphql {what}", lambda: gql._arequest(query, variables),
+                                parse=gql.parse_graphql_response)
 
     async def _json(self, method: str, url: str, **kw: Any) -> Any:
         raw = await self._request(method, url, **kw)
@@ -245,7 +266,7 @@ class GitHubClient:
             return self._clone_token[0]
         url = f"/app/installations/{auth.installation_id}/access_tokens"
         async with self.gh.with_auth(auth.as_app()) as app:
-            data = await self._call(f"POST {url}", lambda: app.arequest("POST", url))
+            data = await self._call(f"POST {url}", lambda: app.arequest("POST", url), metered=False)
         body = data.json()
         expires = datetime.fromisoformat(body.get("expires_at", "").replace("Z", "+00:00") or now.isoformat())
         self._clone_token = (body["token"], expires)
