@@ -30,6 +30,7 @@ class Poller:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.ticks = 0
+        self.queued = 0  # syncs the last tick queued
 
     def schedule(self, scheduler: AsyncIOScheduler) -> None:
         cfg = self.rt.config.poller
@@ -51,9 +52,6 @@ class Poller:
         stamp = utcnow().strftime("%Y%m%dT%H%M%S.%f")
         try:
             views = await prs.list_all(self.rt.db)
-            # A PR whose sync is still queued needs no second one: the queue stays one job per
-            # PR however slow the workers are.
-            waiting = await jobs.pending_pr_keys(self.rt.db, "sync")
             active = []
             for view in views:
                 pr = view.pr
@@ -65,8 +63,11 @@ class Poller:
                 if view.resubmittable:
                     continue
                 active.append(pr.pr_key)
-                if pr.pr_key not in waiting:
-                    await jobs.enqueue(self.rt.db, "sync", f"poll:{pr.pr_key}:{stamp}", pr_key=pr.pr_key)
+            # One transaction and a few multi-row statements for the whole tick. A PR whose sync
+            # is still queued gets no second one: the queue stays one job per PR however slow
+            # the workers are.
+            async with self.rt.db.session() as s:
+                self.queued = await jobs.enqueue_syncs(s, active, lambda key: f"poll:{key}:{stamp}")
             await liveness.check(self.rt, active)
             self.rt.health.runaway = await paused(self.rt)
             await jobs.prune(self.rt.db, utcnow() - JOB_RETENTION, utcnow() - RETENTION)
@@ -80,5 +81,5 @@ class Poller:
         metrics.POLLS.inc()
         metrics.ACTIVE_PRS.set(len(active))
         metrics.RUNAWAY_PRS.set(len(self.rt.health.runaway))
-        log.info("poller.tick", active=len(active), tick=self.ticks)
+        log.info("poller.tick", active=len(active), queued=self.queued, tick=self.ticks)
         self.rt.wake_workers()

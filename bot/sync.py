@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import structlog
 
 from storage import jobs, prs
-from storage.models import Job, utcnow
+from storage.models import Job, PullRequest, utcnow
 
 from .engine.observe import Observation
 from .github.errors import NotFound, Unavailable
@@ -32,6 +33,20 @@ async def read_observation(rt: Runtime, pr_key: str) -> Observation:
     reviews = await gh.reviews(key.owner, key.repo, key.number)
     latest = max((r["id"] for r in reviews if isinstance(r.get("id"), int)), default=None)
     return Observation(pr=pr, head_sha=head, latest_review_id=latest, read_at=utcnow(), reviews=tuple(reviews))
+
+
+async def read_tracked(rt: Runtime, pr_key: str) -> tuple[Observation, bool]:
+    """`read_observation`, and whether GitHub answered 304 to every one of its reads: nothing
+    changed on GitHub since this process last read the PR."""
+    with rt.github.tracking_reads() as reads:
+        seen = await read_observation(rt, pr_key)
+    return seen, reads.all_unchanged
+
+
+def records_nothing_new(row: PullRequest, values: dict[str, Any]) -> bool:
+    """Whether the row holds every observed value already (the read time aside): writing the
+    observation would change nothing but `synced_at`."""
+    return all(getattr(row, name) == value for name, value in values.items() if name != "synced_at")
 
 
 async def sync_ref(rt: Runtime, job: Job) -> None:

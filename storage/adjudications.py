@@ -30,6 +30,6 @@ async def record(session: AsyncSession, pr_key: str, fingerprint: str, answer: s
 
 
 async def live_for(db: Database, pr_key: str) -> list[Adjudication]:
-    async with db.session() as s:
+    async with db.read_session() as s:
         return list(await s.exec(select(Adjudication).where(
             Adjudication.pr_key == pr_key, Adjudication.invalidated_at.is_(None))))

@@ -84,12 +84,12 @@ async def record_many(db: Database, batch: Sequence[Delivery]) -> list[bool]:
 
 
 async def get(db: Database, delivery_id: str) -> WebhookDelivery | None:
-    async with db.session() as s:
+    async with db.read_session() as s:
         return await s.get(WebhookDelivery, delivery_id)
 
 
 async def count(db: Database) -> int:
-    async with db.session() as s:
+    async with db.read_session() as s:
         return len((await s.exec(select(WebhookDelivery.delivery_id))).all())
 
 

@@ -31,18 +31,18 @@ async def create(
 
 
 async def open_for(db: Database, pr_key: str) -> list[Escalation]:
-    async with db.session() as s:
+    async with db.read_session() as s:
         return list(await s.exec(select(Escalation).where(
             Escalation.pr_key == pr_key, Escalation.status == "open").order_by(Escalation.id)))
 
 
 async def for_pr(db: Database, pr_key: str) -> list[Escalation]:
-    async with db.session() as s:
+    async with db.read_session() as s:
         return list(await s.exec(select(Escalation).where(Escalation.pr_key == pr_key).order_by(Escalation.id)))
 
 
 async def get(db: Database, escalation_id: int) -> Escalation | None:
-    async with db.session() as s:
+    async with db.read_session() as s:
         return await s.get(Escalation, escalation_id)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -96,6 +96,48 @@ async def enqueue_in(
     created = (await session.exec(stmt)).rowcount == 1
     job_id = (await session.exec(select(Job.id).where(Job.key == key))).one()
     return job_id, created
+
+
+SYNC_BATCH = 500  # PR keys per statement: well under every backend's bound-parameter limit
+
+
+async def enqueue_syncs(
+    session: AsyncSession,
+    pr_keys: Sequence[str],
+    key_of: Callable[[str], str],
+    *,
+    run_at: datetime | None = None,
+) -> int:
+    """Queue a `sync` for each PR, in the caller's transaction, with a few statements in all.
+
+    The batch form of `enqueue_in` for syncs, with its coalescing: a PR whose sync is already
+    queued gets no second one. Unlike `enqueue_in`, the queued one keeps its time: the poller
+    must not pull forward a sync a rate limit put off until when GitHub said. The rest are one
+    multi-row INSERT per `SYNC_BATCH` PRs, keyed by `key_of(pr_key)` and skipping a key that
+    exists. Returns how many jobs were created.
+    """
+    now = utcnow()
+    run_at = run_at or now
+    wanted = list(dict.fromkeys(pr_keys))
+    created = 0
+    table = Job.__table__
+    dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
+    for start in range(0, len(wanted), SYNC_BATCH):
+        chunk = wanted[start:start + SYNC_BATCH]
+        waiting = set((await session.exec(select(Job.pr_key).where(
+            Job.kind == "sync", Job.status == JobStatus.QUEUED, Job.pr_key.in_(chunk)))).all())
+        rows = [
+            dict(kind="sync", key=key_of(pr_key), pr_key=pr_key, process_key=None, round_no=None,
+                 payload="{}", run_at=run_at, attempts=0, max_attempts=8, status=JobStatus.QUEUED,
+                 created_at=now)
+            for pr_key in chunk if pr_key not in waiting
+        ]
+        if not rows:
+            continue
+        # RETURNING makes SQLAlchemy send the rows as one multi-row INSERT (not executemany).
+        stmt = dialect.insert(table).on_conflict_do_nothing(index_elements=["key"]).returning(table.c.id)
+        created += len((await session.exec(stmt, params=rows)).all())
+    return created
 
 
 def _due(now: datetime):

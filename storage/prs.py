@@ -37,13 +37,13 @@ def _with_run():
 
 
 async def get(db: Database, pr_key: str) -> PrView | None:
-    async with db.session() as s:
+    async with db.read_session() as s:
         row = (await s.exec(_with_run().where(PullRequest.pr_key == pr_key))).first()
     return None if row is None else PrView(row[0], row[1])
 
 
 async def list_all(db: Database, *, active_only: bool = False) -> list[PrView]:
-    async with db.session() as s:
+    async with db.read_session() as s:
         rows = (await s.exec(_with_run().order_by(PullRequest.created_at))).all()
     views = [PrView(pr, state) for pr, state in rows]
     if active_only:

@@ -21,21 +21,21 @@ VERDICT_FIELDS = {
 
 
 async def get(db: Database, pr_key: str, process_key: str, round_no: int) -> Round | None:
-    async with db.session() as s:
+    async with db.read_session() as s:
         return (await s.exec(select(Round).where(
             Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no
         ))).first()
 
 
 async def history(db: Database, pr_key: str, process_key: str) -> list[Round]:
-    async with db.session() as s:
+    async with db.read_session() as s:
         return list(await s.exec(select(Round).where(
             Round.pr_key == pr_key, Round.process_key == process_key
         ).order_by(Round.round_no)))
 
 
 async def for_pr(db: Database, pr_key: str) -> list[Round]:
-    async with db.session() as s:
+    async with db.read_session() as s:
         return list(await s.exec(select(Round).where(Round.pr_key == pr_key).order_by(Round.id)))
 
 

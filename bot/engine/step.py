@@ -10,19 +10,31 @@ from bot import outbox
 from bot.commands.recover import recover_commands
 from bot.github.errors import NotFound
 from bot.runtime import Runtime
-from bot.sync import read_observation
+from bot.sync import read_tracked, records_nothing_new
 from storage import prs, rounds, runs
 from storage.models import Job, PullRequest, utcnow
+from storage.prs import PrView
 from storage.statuses import RunState, Status
 
 from . import checkrun
-from .decide import decide_step
+from .decide import decide_step, fresh_review
 from .dispatch import queue_fixer, queue_progress, requeue
 from .escalation import escalate, queue_missing
 from .merging import MERGE_STATUSES, merge_stage
-from .model import CheckProgress, Converge, Escalate, Fix, Heal, Nudge, StartRound, Wait
-from .observe import observe
-from .read import findings_json, read_snapshot
+from .model import (
+    CheckProgress,
+    Checks,
+    Converge,
+    Escalate,
+    Fix,
+    Heal,
+    Nudge,
+    Snapshot,
+    StartRound,
+    Wait,
+)
+from .observe import Observation, Observed, observe
+from .read import findings_json, pr_state, read_snapshot, review_of, round_state, settings_of
 
 log = structlog.get_logger(__name__)
 
@@ -51,7 +63,7 @@ async def _step(rt: Runtime, pr_key: str) -> None:
     pk = pr.process_key
     bound = log.bind(pr_key=pr_key, process_key=pk, round=pr.current_round)
     try:
-        seen = await read_observation(rt, pr_key)
+        seen, unchanged = await read_tracked(rt, pr_key)
     except NotFound:
         # A key for a PR that does not exist (a typo in `submit`), or one the credentials cannot
         # see: end the run instead of polling a 404 for ever.
@@ -66,6 +78,11 @@ async def _step(rt: Runtime, pr_key: str) -> None:
         if await _end(rt, pr_key, pk, observed.values, observed.end_run):
             bound.info("step.ended_outside", outcome=observed.values["outcome"])
             await checkrun.publish(rt, pr_key)
+        return
+    if unchanged and rt.extras.get("skip_unchanged", True) and await _nothing_due(rt, view, observed, seen):
+        # GitHub answered 304 to every read, the row holds all of it already, and the decision
+        # is to wait: nothing to write (not even `synced_at`), no GitHub read beyond the three.
+        bound.debug("step.unchanged")
         return
     if not await prs.fenced_update(rt.db, pr_key, pk, observed.values):
         bound.info("step.stale")
@@ -84,6 +101,37 @@ async def _step(rt: Runtime, pr_key: str) -> None:
         if not await _apply(rt, pr, action, bound):
             break
     await checkrun.publish(rt, pr_key)
+
+
+async def _nothing_due(rt: Runtime, view: PrView, observed: Observed, seen: Observation) -> bool:
+    """Whether the step of an unchanged PR would decide only to wait and write nothing.
+
+    Only a PR waiting for a review qualifies (every other status acts on what it reads, or has
+    its own upkeep: the merge stage, an escalation's missing comments and heal), owned by an
+    active run, whose row already holds everything just read. Then the decision is made as the
+    full step would make it, on the row, the current round and the reviews: no fresh review
+    (that one needs threads and checks), and a review timeout, a nudge or a new round that has
+    come due is acted on by the full step. Escalations and adjudications only count once a
+    fresh review is there, so they are not read. And the check run must already say what the
+    row says, or the full step's publish would queue an update.
+    """
+    pr = view.pr
+    if (pr.status != Status.WAITING_REVIEW or pr.process_key is None or view.run_state != RunState.ACTIVE
+            or seen.head_sha is None or not records_nothing_new(pr, observed.values)):
+        return False
+    said = checkrun._said(rt).get(pr.pr_key)  # what this process last wrote to the check run
+    if said is None or said[0] != pr.head_sha:
+        return False
+    rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, pr.current_round)
+    reviews = tuple(review_of(r) for r in seen.reviews if isinstance(r.get("id"), int))
+    snap = Snapshot(pr=pr_state(pr), round=round_state(rnd), head=seen.head_sha, reviews=reviews,
+                    threads=None, checks=Checks("success"), open_escalations=0, adjudications={},
+                    now=utcnow(), settings=settings_of(rt))
+    if fresh_review(snap) is not None or not all(isinstance(a, Wait) for a in decide_step(snap).actions):
+        return False
+    left = len(json.loads(rnd.findings)) if rnd is not None and rnd.findings is not None else None
+    fields = checkrun.render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action)
+    return said == (pr.head_sha, fields)
 
 
 async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:

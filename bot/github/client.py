@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,31 @@ def _message(exc: RequestFailed) -> str:
         return ""
 
 
+class ReadLog:
+    """The GETs made inside `GitHubClient.tracking_reads()`, and how many were not modified."""
+
+    __slots__ = ("reads", "unchanged")
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.unchanged = 0
+
+    @property
+    def all_unchanged(self) -> bool:
+        """Every read was answered from the HTTP cache after a 304 (and there was at least one):
+        GitHub had nothing new since this process last read the same URLs."""
+        return self.reads > 0 and self.unchanged == self.reads
+
+
+_read_log: ContextVar[ReadLog | None] = ContextVar("convergebot_read_log", default=None)
+
+
+def not_modified(raw: httpx.Response) -> bool:
+    """The response is the cached one: GitHub answered 304 to its revalidation (githubkit asks
+    hishel to revalidate every read, so a cached answer is never served unrevalidated)."""
+    return bool(raw.extensions.get("hishel_from_cache"))
+
+
 SECONDARY_BACKOFF_START = 60.0
 SECONDARY_BACKOFF_CAP = 900.0
 
@@ -164,6 +190,8 @@ class GitHubClient:
         self._exhausted_until: datetime | None = None
         self._secondary_strikes = 0
         self._clone_token: tuple[str, datetime] | None = None
+        self.gets = 0  # every GET this client made, and those answered 304 (from the cache)
+        self.gets_not_modified = 0
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -215,9 +243,29 @@ class GitHubClient:
         self._secondary_strikes = 0
         return result
 
+    @contextmanager
+    def tracking_reads(self) -> Iterator[ReadLog]:
+        """Count the GETs made inside (in this task) and how many GitHub answered 304."""
+        log_ = ReadLog()
+        token = _read_log.set(log_)
+        try:
+            yield log_
+        finally:
+            _read_log.reset(token)
+
     async def _request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        reads = _read_log.get() if method == "GET" else None
+        if reads is not None:
+            reads.reads += 1  # counted before the call: a read that fails is no "unchanged"
         resp = await self._call(f"{method} {url}", lambda: self.gh.arequest(method, url, **kw))
-        return resp.raw_response
+        raw = resp.raw_response
+        if method == "GET":
+            cached = not_modified(raw)
+            self.gets += 1
+            self.gets_not_modified += cached
+            if reads is not None:
+                reads.unchanged += cached
+        return raw
 
     async def _graphql(self, what: str, query: str, variables: dict) -> dict:
         # The answer itself (not githubkit's parsed data) so its rate-limit headers are seen;
