@@ -76,6 +76,7 @@ async def test_the_database_stays_in_wal_mode(db):
     "INSERT INTO commands (pr_key) VALUES ('x')",
     "  update pull_requests set title = 'x'",
     "WITH t AS (SELECT 1) UPDATE pull_requests SET title = 'x'",
+    "PRAGMA journal_mode=DELETE",
 ])
 async def test_a_write_in_a_read_session_is_refused_and_changes_nothing(db, statement):
     await enroll(db, KEY)
