@@ -31,6 +31,7 @@ class Poller:
         self.rt = rt
         self.ticks = 0
         self.queued = 0  # syncs the last tick queued
+        self.deferred = 0  # idle re-reads the last tick put off for the rate limit
 
     def schedule(self, scheduler: AsyncIOScheduler) -> None:
         cfg = self.rt.config.poller
@@ -46,6 +47,36 @@ class Poller:
             id="poller",
             replace_existing=True,
         )
+
+    def _within_budget(self, views, active: list[str]) -> list[str]:
+        """The PRs this tick may re-read. Idle re-reads compete with PRs that have news for one
+        rate limit: while the tick's expected cost fits above the reserve every PR is polled;
+        past that, only `idle_allowance` of them, the least recently synced first, and the rest
+        wait for a later tick (webhooks and decisions still wake PRs with news at once)."""
+        self.deferred = 0
+        budget = self.rt.rate_budget
+        cost = self.expected_cost()
+        bucket = budget.bucket("core")
+        if bucket is None or budget.unmetered:
+            return active
+        if len(active) * cost <= bucket.remaining - budget.reserve("core"):
+            return active
+        allowed = budget.idle_allowance(cost=cost)
+        synced = {v.pr.pr_key: v.pr.synced_at for v in views}
+        oldest = sorted(active, key=lambda k: (synced.get(k) is not None, synced.get(k) or 0))
+        self.deferred = max(0, len(active) - allowed)
+        metrics.IDLE_POLLS_DEFERRED.inc(self.deferred)
+        log.warning("poller.budget", allowed=allowed, deferred=self.deferred, remaining=bucket.remaining,
+                    reserve=budget.reserve("core"), cost=round(cost, 3))
+        return oldest[:allowed]
+
+    def expected_cost(self) -> float:
+        """Rate-limited requests one re-read is expected to spend: three GETs, of which those
+        answered 304 (unchanged) cost nothing, by what this client saw so far."""
+        gh = self.rt.github
+        gets, unchanged = getattr(gh, "gets", 0), getattr(gh, "gets_not_modified", 0)
+        changed = (gets - unchanged) / gets if gets >= 30 else 1.0
+        return max(0.05, 3 * changed)
 
     async def tick(self) -> None:
         self.ticks += 1
@@ -63,11 +94,12 @@ class Poller:
                 if view.resubmittable:
                     continue
                 active.append(pr.pr_key)
+            polled = self._within_budget(views, active)
             # One transaction and a few multi-row statements for the whole tick. A PR whose sync
             # is still queued gets no second one: the queue stays one job per PR however slow
             # the workers are.
             async with self.rt.db.session() as s:
-                self.queued = await jobs.enqueue_syncs(s, active, lambda key: f"poll:{key}:{stamp}")
+                self.queued = await jobs.enqueue_syncs(s, polled, lambda key: f"poll:{key}:{stamp}")
             await liveness.check(self.rt, active)
             self.rt.health.runaway = await paused(self.rt)
             await jobs.prune(self.rt.db, utcnow() - JOB_RETENTION, utcnow() - RETENTION)
@@ -81,5 +113,5 @@ class Poller:
         metrics.POLLS.inc()
         metrics.ACTIVE_PRS.set(len(active))
         metrics.RUNAWAY_PRS.set(len(self.rt.health.runaway))
-        log.info("poller.tick", active=len(active), queued=self.queued, tick=self.ticks)
+        log.info("poller.tick", active=len(active), queued=self.queued, deferred=self.deferred, tick=self.ticks)
         self.rt.wake_workers()
