@@ -25,19 +25,19 @@ log = structlog.get_logger(__name__)
 CLOSERS = ("fix", "progress_check")
 
 
-async def _pending_rounds(rt: Runtime, pr_keys: list[str] | None = None) -> set[tuple[str, str, int]]:
-    """(pr_key, process_key, round) of every fix or progress-check job still to run."""
+async def _pending_rounds(rt: Runtime) -> set[tuple[str, str, int]]:
+    """(pr_key, process_key, round) of every fix or progress-check job still to run (a few: one
+    per round at work, whatever the number of enrolled PRs)."""
     query = select(Job.pr_key, Job.process_key, Job.round_no).where(
         Job.kind.in_(CLOSERS), Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)))
-    if pr_keys is not None:
-        query = query.where(Job.pr_key.in_(pr_keys))
-    async with rt.db.session() as s:
+    async with rt.db.read_session() as s:
         return {tuple(row) for row in await s.exec(query)}
 
 
-async def _fixer_at_work(rt: Runtime, pr_keys: list[str]) -> list[tuple[str, str, int, int]]:
+async def _fixer_at_work(rt: Runtime, keys: list[str]) -> list[tuple[str, str, int, int]]:
     """(pr_key, process_key, round, attempt) of rounds waiting on a dispatched fixer."""
     out = []
+    pr_keys = set(keys)
     for view in await prs.list_all(rt.db, active_only=True):
         pr = view.pr
         if pr.pr_key not in pr_keys or pr.status != Status.CONVERGING or pr.process_key is None:
@@ -54,11 +54,11 @@ async def check(rt: Runtime, active: list[str]) -> int:
     Jobs are read before rounds, and a suspect is confirmed by reading both again: a round that
     was dispatched between the two reads is not mistaken for a stuck one.
     """
-    pending = await _pending_rounds(rt, active)
+    pending = await _pending_rounds(rt)
     suspects = [s for s in await _fixer_at_work(rt, active) if s[:3] not in pending]
     if not suspects:
         return 0
-    pending = await _pending_rounds(rt, [s[0] for s in suspects])
+    pending = await _pending_rounds(rt)
     confirmed = await _fixer_at_work(rt, [s[0] for s in suspects])
     healed = 0
     for pr_key, pk, n, attempt in confirmed:
