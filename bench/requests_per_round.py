@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -24,17 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.logs import configure_logging
 from tests.e2e.harness import REPO, bot_on_simulator, steps
+from tests.e2e.test_converge import FIXER_SCRIPT
 
-AGENT = textwrap.dedent('''
-    import json, os, pathlib, subprocess
-    doc = json.load(open(os.environ["CONVERGEBOT_FINDINGS_FILE"]))
-    for f in doc["findings"]:
-        p = pathlib.Path(f["path"])
-        p.write_text(p.read_text() + "# addressed: " + f["body"] + "\\n")
-    subprocess.run(["git", "commit", "-qam", "address round %s" % doc["round"]], check=True)
-    print(json.dumps({"status": "addressed", "summary": "edited",
-                      "threads": [{"id": f["thread_id"], "action": "fixed"} for f in doc["findings"]]}))
-''')
+AGENT = FIXER_SCRIPT  # the e2e suite's command fixer: edits each finding's file, commits, says fixed
 
 
 TRACE = False

@@ -16,7 +16,7 @@ from sqlmodel import select
 from bot.runtime import Runtime
 from storage import escalations, prs
 from storage.jobs import JobStatus
-from storage.models import Job, utcnow
+from storage.models import Escalation, Job, PullRequest, utcnow
 from storage.statuses import ACTIVE, Status
 
 from .engine.escalation import escalate
@@ -62,15 +62,25 @@ async def pause_runaway(rt: Runtime, pr_key: str, process_key: str, why: str) ->
                 "Answer to resume with a fresh budget, or stop it with `/converge stop`.")
     action = Escalate(RUNAWAY, question, fingerprint(RUNAWAY, process_key, utcnow().isoformat()))
     async with rt.db.session() as s:
+        # Several workers can find the run over budget at once (each with an effect of its own),
+        # and the look above is outside any transaction: look again with the PR's row locked
+        # (FOR UPDATE on PostgreSQL; SQLite's write transaction is already exclusive), so one
+        # runaway escalation is made however many of them got here.
+        await s.exec(select(PullRequest.pr_key).where(PullRequest.pr_key == pr_key).with_for_update())
+        if await _open_runaway(s, pr_key):
+            return
         await escalate(s, rt, view.pr, action, expect_status=tuple(ACTIVE | {Status.ESCALATED}))
     rt.wake_workers()
+
+
+async def _open_runaway(session, pr_key: str) -> bool:
+    return (await session.exec(select(Escalation.id).where(
+        Escalation.pr_key == pr_key, Escalation.kind == RUNAWAY, Escalation.status == "open").limit(1))).first() is not None
 
 
 async def paused(rt: Runtime) -> list[str]:
     """PRs whose run is paused at its budget (for /readyz and /metrics)."""
     async with rt.db.session() as s:
-        from storage.models import Escalation
-
         rows = await s.exec(select(Escalation.pr_key).where(
             Escalation.kind == RUNAWAY, Escalation.status == "open"))
         return sorted(set(rows))

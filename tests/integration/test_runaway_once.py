@@ -1,0 +1,26 @@
+"""Several workers finding one run over its write budget at once make one runaway escalation."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.budget import RUNAWAY, pause_runaway
+from bot.config import Config
+from bot.runtime import Runtime
+from storage import escalations, jobs, prs
+
+from ..helpers import enroll
+
+
+async def test_workers_pausing_one_run_at_once_escalate_it_once(db):
+    key = "o/r#1"
+    pk = await enroll(db, key)
+    rt = Runtime(Config(), db, github=None)
+    # Each worker ran an effect of the run, found it over budget and pauses it, all at once.
+    await asyncio.gather(*(pause_runaway(rt, key, pk, "9 comments within the hour (budget 4)")
+                           for _ in range(4)))
+    opened = [e for e in await escalations.open_for(db, key) if e.kind == RUNAWAY]
+    assert len(opened) == 1
+    assert (await prs.get(db, key)).pr.status == "escalated"
+    comments = [j for j in await jobs.list_jobs(db) if j.kind == "effect" and '"comment"' in j.payload]
+    assert len(comments) == 1  # one escalation comment queued, not one per worker
