@@ -78,24 +78,22 @@ async def enqueue_in(
                 await session.exec(update(Job).where(Job.id == waiting.id, Job.status == JobStatus.QUEUED)
                                    .values(run_at=run_at))
             return waiting.id, False
-    values = dict(
-        kind=kind,
-        key=key,
-        pr_key=pr_key,
-        process_key=process_key,
-        round_no=round_no,
-        payload=json.dumps(dict(payload or {}), sort_keys=True),
-        run_at=run_at,
-        attempts=0,
-        max_attempts=max_attempts,
-        status=JobStatus.QUEUED,
-        created_at=now,
-    )
+    values = _row(kind, key, now, run_at, pr_key=pr_key, process_key=process_key, round_no=round_no,
+                  payload=payload, max_attempts=max_attempts)
     dialect = postgresql if is_postgres else sqlite
     stmt = dialect.insert(Job.__table__).values(**values).on_conflict_do_nothing(index_elements=["key"])
     created = (await session.exec(stmt)).rowcount == 1
     job_id = (await session.exec(select(Job.id).where(Job.key == key))).one()
     return job_id, created
+
+
+def _row(kind: str, key: str, now: datetime, run_at: datetime, *, pr_key: str | None = None,
+         process_key: str | None = None, round_no: int | None = None,
+         payload: Mapping[str, Any] | None = None, max_attempts: int = 8) -> dict[str, Any]:
+    """A new queued job's columns."""
+    return dict(kind=kind, key=key, pr_key=pr_key, process_key=process_key, round_no=round_no,
+                payload=json.dumps(dict(payload or {}), sort_keys=True), run_at=run_at, attempts=0,
+                max_attempts=max_attempts, status=JobStatus.QUEUED, created_at=now)
 
 
 SYNC_BATCH = 500  # PR keys per statement: well under every backend's bound-parameter limit
@@ -126,12 +124,7 @@ async def enqueue_syncs(
         chunk = wanted[start:start + SYNC_BATCH]
         waiting = set((await session.exec(select(Job.pr_key).where(
             Job.kind == "sync", Job.status == JobStatus.QUEUED, Job.pr_key.in_(chunk)))).all())
-        rows = [
-            dict(kind="sync", key=key_of(pr_key), pr_key=pr_key, process_key=None, round_no=None,
-                 payload="{}", run_at=run_at, attempts=0, max_attempts=8, status=JobStatus.QUEUED,
-                 created_at=now)
-            for pr_key in chunk if pr_key not in waiting
-        ]
+        rows = [_row("sync", key_of(pr_key), now, run_at, pr_key=pr_key) for pr_key in chunk if pr_key not in waiting]
         if not rows:
             continue
         # RETURNING makes SQLAlchemy send the rows as one multi-row INSERT (not executemany).

@@ -15,6 +15,7 @@ from bot import outbox
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import prs, rounds
+from storage.models import Round
 from storage.prs import PrView
 
 from .read import CHECK_RUN_NAME
@@ -39,17 +40,29 @@ def render(status: str, round_no: int, max_rounds: int, findings_left: int | Non
     return fields
 
 
+def fields_of(view: PrView, rnd: Round | None) -> dict:
+    """What the check run says for this row and its current round."""
+    pr = view.pr
+    left = len(json.loads(rnd.findings)) if rnd is not None and rnd.findings is not None else None
+    return render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action)
+
+
 async def _fields(rt: Runtime, view: PrView) -> dict:
     pr = view.pr
     rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, pr.current_round) if pr.process_key else None
-    left = len(json.loads(rnd.findings)) if rnd is not None and rnd.findings is not None else None
-    return render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action)
+    return fields_of(view, rnd)
 
 
 def _said(rt: Runtime) -> dict:
     # What this process last wrote per PR: an unchanged PR costs no write. Empty after a
     # restart, so the first step of each PR re-sends what may have been lost with the crash.
     return rt.extras.setdefault("check_runs", {})
+
+
+def says(rt: Runtime, view: PrView, rnd: Round | None) -> bool:
+    """Whether this process last wrote, on the row's head, what the row now says: a `publish`
+    would queue nothing."""
+    return _said(rt).get(view.pr.pr_key) == (view.pr.head_sha, fields_of(view, rnd))
 
 
 async def publish(rt: Runtime, pr_key: str) -> None:

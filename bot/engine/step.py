@@ -119,9 +119,6 @@ async def _nothing_due(rt: Runtime, view: PrView, observed: Observed, seen: Obse
     if (pr.status != Status.WAITING_REVIEW or pr.process_key is None or view.run_state != RunState.ACTIVE
             or seen.head_sha is None or not records_nothing_new(pr, observed.values)):
         return False
-    said = checkrun._said(rt).get(pr.pr_key)  # what this process last wrote to the check run
-    if said is None or said[0] != pr.head_sha:
-        return False
     rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, pr.current_round)
     reviews = tuple(review_of(r) for r in seen.reviews if isinstance(r.get("id"), int))
     snap = Snapshot(pr=pr_state(pr), round=round_state(rnd), head=seen.head_sha, reviews=reviews,
@@ -129,9 +126,7 @@ async def _nothing_due(rt: Runtime, view: PrView, observed: Observed, seen: Obse
                     now=utcnow(), settings=settings_of(rt))
     if fresh_review(snap) is not None or not all(isinstance(a, Wait) for a in decide_step(snap).actions):
         return False
-    left = len(json.loads(rnd.findings)) if rnd is not None and rnd.findings is not None else None
-    fields = checkrun.render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action)
-    return said == (pr.head_sha, fields)
+    return checkrun.says(rt, view, rnd)
 
 
 async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
