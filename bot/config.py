@@ -68,6 +68,11 @@ class ServerConfig(_Section):
 class PollerConfig(_Section):
     interval_seconds: float = Field(60.0, gt=0)
     jitter_seconds: float = Field(5.0, ge=0)
+    # A repository with at least this many PRs waiting for a review is watched through its
+    # PR list (one conditional read) instead of re-reading each of them; 0 turns that off.
+    repo_watch_min_prs: int = Field(4, ge=0)
+    # Even so, each such PR is re-read at least this often (spread over the ticks).
+    full_sync_seconds: float = Field(900.0, gt=0)
 
 
 class ConvergenceConfig(_Section):

@@ -78,7 +78,7 @@ async def _comment(rt: Runtime, job: Job, p: dict) -> None:
 
 
 async def _reply(rt: Runtime, job: Job, p: dict) -> None:
-    await reply_and_resolve(rt, job.pr_key, p["thread_id"], p["comment_id"], p["text"], resolve=p["resolve"])
+    await reply_and_resolve(rt, job.pr_key, p["thread_id"], p["text"], resolve=p["resolve"])
     # A round waits while our replies are in the outbox, and their webhooks (echoes of our own
     # writes) wake nothing: the last reply of the PR takes its next step itself.
     if not await outbox.pending(rt.db, job.pr_key, "reply", besides=job.id):

@@ -26,6 +26,11 @@ IDLE_POLLS_DEFERRED = Counter(
     "convergebot_idle_polls_deferred_total", "Idle PR re-reads the poller put off to keep the rate-limit budget")
 
 
+IDLE_POLLS_SKIPPED = Counter(
+    "convergebot_idle_polls_skipped_total",
+    "Re-reads of PRs waiting for a review the poller left out because their repository's PR list was unchanged")
+
+
 class _RateBudgetCollector:
     """The GitHub rate-limit budget per resource, read from the process's client at each scrape."""
 

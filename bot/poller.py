@@ -6,18 +6,25 @@ re-read, so an unchanged PR costs no rate limit) and resumes keyless rows.
 
 from __future__ import annotations
 
-from datetime import timedelta
+import asyncio
+import math
+from datetime import datetime, timedelta
 
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from storage import deliveries, jobs, prs
 from storage.models import utcnow
+from storage.prs import PrView
+from storage.statuses import RunState, Status
 
 from . import liveness, metrics
 from .budget import paused
+from .engine.decide import review_wait_deadlines
+from .engine.read import settings_of
 from .enrollment import SubmitOptions, submit_pr
 from .prkey import parse_pr_key
+from .repowatch import RepoWatch
 from .runtime import Runtime
 
 log = structlog.get_logger(__name__)
@@ -32,6 +39,9 @@ class Poller:
         self.ticks = 0
         self.queued = 0  # syncs the last tick queued
         self.deferred = 0  # idle re-reads the last tick put off for the rate limit
+        self.skipped = 0  # re-reads the last tick left out: their repository's list said unchanged
+        self.watch = RepoWatch(rt.github)
+        self.polled_at: dict[str, datetime] = {}  # when this process last queued each PR's re-read
 
     def schedule(self, scheduler: AsyncIOScheduler) -> None:
         cfg = self.rt.config.poller
@@ -47,6 +57,48 @@ class Poller:
             id="poller",
             replace_existing=True,
         )
+
+    def _may_rest(self, view: PrView, now: datetime, settings) -> bool:
+        """Whether a PR only waits for something that would change it on GitHub: a review of
+        its head (or a push, a comment) moves it up its repository's PR list, and neither its
+        review timeout nor its next nudge has come due (the first tick after it re-reads it,
+        as it would have without resting)."""
+        pr = view.pr
+        if pr.status != Status.WAITING_REVIEW or pr.process_key is None or view.run_state != RunState.ACTIVE:
+            return False
+        timeout_at, nudge_at = review_wait_deadlines(pr.waiting_since, pr.last_nudge_at, now, settings)
+        return min(timeout_at, nudge_at) > now
+
+    async def _resting(self, views: list[PrView], active: list[str]) -> set[str]:
+        """The active PRs this tick need not re-read.
+
+        In a repository with at least `repo_watch_min_prs` PRs that may rest, one conditional
+        read of its PR list tells which of them changed since the last tick; the others rest.
+        Each resting PR is still re-read once per `full_sync_seconds`, the longest unread first
+        and only a share of them per tick, so the re-reads spread over the ticks."""
+        cfg = self.rt.config.poller
+        if cfg.repo_watch_min_prs <= 0 or self.rt.github is None:
+            return set()
+        now = utcnow()
+        settings, wanted = settings_of(self.rt), set(active)
+        by_repo: dict[str, list[PrView]] = {}
+        for view in views:
+            if view.pr.pr_key in wanted and self._may_rest(view, now, settings):
+                by_repo.setdefault(view.pr.repo.lower(), []).append(view)
+        watched = {repo: c for repo, c in by_repo.items() if len(c) >= cfg.repo_watch_min_prs}
+        # The repositories are read side by side (the client bounds how many at once).
+        answers = await asyncio.gather(*(self.watch.changed(repo) for repo in watched))
+        resting: list[str] = []
+        for candidates, changed in zip(watched.values(), answers, strict=True):
+            if changed is not None:
+                resting.extend(v.pr.pr_key for v in candidates if v.pr.number not in changed)
+        # The share of resting PRs re-read anyway, so each is re-read once per full_sync_seconds.
+        due_by = now - timedelta(seconds=cfg.full_sync_seconds)
+        never = datetime.min.replace(tzinfo=now.tzinfo)
+        overdue = sorted((k for k in resting if self.polled_at.get(k, never) <= due_by),
+                         key=lambda k: self.polled_at.get(k, never))
+        share = math.ceil(len(resting) * cfg.interval_seconds / cfg.full_sync_seconds)
+        return set(resting) - set(overdue[:share])
 
     def _within_budget(self, views, active: list[str]) -> list[str]:
         """The PRs this tick may re-read. Idle re-reads compete with PRs that have news for one
@@ -94,12 +146,18 @@ class Poller:
                 if view.resubmittable:
                     continue
                 active.append(pr.pr_key)
-            polled = self._within_budget(views, active)
+            resting = await self._resting(views, active)
+            self.skipped = len(resting)
+            metrics.IDLE_POLLS_SKIPPED.inc(self.skipped)
+            polled = self._within_budget(views, [k for k in active if k not in resting])
             # One transaction and a few multi-row statements for the whole tick. A PR whose sync
             # is still queued gets no second one: the queue stays one job per PR however slow
             # the workers are.
             async with self.rt.db.session() as s:
                 self.queued = await jobs.enqueue_syncs(s, polled, lambda key: f"poll:{key}:{stamp}")
+            still = set(active)
+            self.polled_at = {k: t for k, t in self.polled_at.items() if k in still}
+            self.polled_at.update(dict.fromkeys(polled, utcnow()))
             await liveness.check(self.rt, active)
             self.rt.health.runaway = await paused(self.rt)
             await jobs.prune(self.rt.db, utcnow() - JOB_RETENTION, utcnow() - RETENTION)
@@ -113,5 +171,6 @@ class Poller:
         metrics.POLLS.inc()
         metrics.ACTIVE_PRS.set(len(active))
         metrics.RUNAWAY_PRS.set(len(self.rt.health.runaway))
-        log.info("poller.tick", active=len(active), queued=self.queued, deferred=self.deferred, tick=self.ticks)
+        log.info("poller.tick", active=len(active), queued=self.queued, deferred=self.deferred,
+                 resting=self.skipped, tick=self.ticks)
         self.rt.wake_workers()

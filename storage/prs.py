@@ -115,7 +115,8 @@ async def insert_new(db: Database, pr: PullRequest, run: Run) -> bool:
 
 
 def reopen_values(process_key: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """Everything a fresh run starts from: status, round 1, cleared baselines and replay stamps."""
+    """Everything a fresh run starts from: status, round 1, cleared baselines and replay stamps.
+    The check run stays: on the same head a new run updates the one already there."""
     now = utcnow()
     return {
         **options,
@@ -134,8 +135,6 @@ def reopen_values(process_key: str, options: Mapping[str, Any]) -> dict[str, Any
         "merge_approved": False,
         "converged_at": None,
         "merged_at": None,
-        "check_run_id": None,
-        "check_run_head": None,
         "escalated_at": None,
         "last_action": None,
         "updated_at": now,

@@ -82,27 +82,44 @@ async def sync(rt: Runtime, pr_key: str) -> None:
     view = await prs.get(rt.db, pr_key)
     if view is None or not view.pr.head_sha:
         return
-    pr, head = view.pr, view.pr.head_sha
-    fields = await _fields(rt, view)
-    if _said(rt).get(pr_key) == (head, fields):
+    if _said(rt).get(pr_key) == (view.pr.head_sha, await _fields(rt, view)):
         return
     key = parse_pr_key(pr_key)
     # Look and create under the PR's mutation lock: two updates of one PR on two workers must
     # not both find no run on the head and both create one.
     async with rt.github.mutating(pr_key):
-        run_id = pr.check_run_id if pr.check_run_head == head else None
-        if run_id is None:
-            # A create whose answer was lost (or a crash before its id was stored) left a run on
-            # this head already: update that one instead of creating a second.
-            app = rt.config.github.bot_login.removesuffix("[bot]").lower()
-            ours = [r for r in await rt.github.check_runs(key.owner, key.repo, head, name=CHECK_RUN_NAME)
-                    if ((r.get("app") or {}).get("slug") or "").lower() == app]
-            run_id = min((r["id"] for r in ours), default=None)
+        # The row again, under the lock: the other worker may have just made the run.
+        view = await prs.get(rt.db, pr_key)
+        if view is None or not view.pr.head_sha:
+            return
+        pr, head = view.pr, view.pr.head_sha
+        fields = await _fields(rt, view)
+        run_id = await _run_on(rt, view, head)
         if run_id is None:
             run_id = (await rt.github.create_check_run(key.owner, key.repo, name=CHECK_RUN_NAME,
                                                        head_sha=head, **fields))["id"]
         else:
             await rt.github.update_check_run(key.owner, key.repo, run_id, **fields)
-    _said(rt)[pr_key] = (head, fields)
-    if pr.check_run_id != run_id and pr.process_key:
-        await prs.fenced_update(rt.db, pr_key, pr.process_key, {"check_run_id": run_id, "check_run_head": head})
+        _said(rt)[pr_key] = (head, fields)
+        if pr.check_run_id != run_id and pr.process_key:
+            await prs.fenced_update(rt.db, pr_key, pr.process_key, {"check_run_id": run_id, "check_run_head": head})
+
+
+async def _run_on(rt: Runtime, view: PrView, head: str) -> int | None:
+    """Our check run on `head`, or None when one is to be created.
+
+    Before the first create on a head the row is marked (`check_run_head` = head, no id yet),
+    so an unmarked head has no run of ours and needs no look on GitHub. A marked head without
+    an id had a create begun whose answer may have been lost (or a crash came before the id was
+    stored): GitHub is asked, and a run found there is updated instead of making a second."""
+    pr = view.pr
+    if pr.check_run_head == head and pr.check_run_id is not None:
+        return pr.check_run_id
+    if pr.check_run_head != head and pr.process_key and await prs.fenced_update(
+            rt.db, pr.pr_key, pr.process_key, {"check_run_head": head, "check_run_id": None}):
+        return None
+    key = parse_pr_key(pr.pr_key)
+    app = rt.config.github.bot_login.removesuffix("[bot]").lower()
+    ours = [r for r in await rt.github.check_runs(key.owner, key.repo, head, name=CHECK_RUN_NAME)
+            if ((r.get("app") or {}).get("slug") or "").lower() == app]
+    return min((r["id"] for r in ours), default=None)

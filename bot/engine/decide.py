@@ -7,6 +7,7 @@ shell (step.py, progress.py) only reads, calls these, and applies the actions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from bot.fixers.base import Finding
 from storage.statuses import TERMINAL, Status
@@ -92,6 +93,15 @@ def check_findings(s: Snapshot) -> tuple[Finding, ...]:
     )
 
 
+def review_wait_deadlines(waiting_since: datetime | None, last_nudge_at: datetime | None, now: datetime,
+                          settings: Settings) -> tuple[datetime, datetime]:
+    """When a PR waiting for a review of its head escalates as stalled, and when it is next
+    nudged, if no review comes first: the only things such a PR does unasked."""
+    timeout_at = (waiting_since or now) + settings.review_wait_timeout
+    nudge_at = now if last_nudge_at is None else last_nudge_at + settings.nudge_window
+    return timeout_at, nudge_at
+
+
 def decide_step(s: Snapshot) -> Decision:
     pr, rnd = s.pr, s.round
     if pr.status in TERMINAL:
@@ -115,14 +125,14 @@ def decide_step(s: Snapshot) -> Decision:
 
     review = fresh_review(s)
     if review is None:
-        waited = s.now - (pr.waiting_since or s.now)
-        if waited >= s.settings.review_wait_timeout:
+        timeout_at, nudge_at = review_wait_deadlines(pr.waiting_since, pr.last_nudge_at, s.now, s.settings)
+        if s.now >= timeout_at:
             question = (
                 f"No review of {s.head[:7]} arrived within {_minutes(s.settings.review_wait_timeout)} "
                 "minutes. Request one by hand, or answer to continue."
             )
             return Decision((Escalate("review_stalled", question, fingerprint("review_stalled", s.head)),))
-        if pr.last_nudge_at is None or s.now - pr.last_nudge_at >= s.settings.nudge_window:
+        if s.now >= nudge_at:
             return Decision((Nudge(), Wait("waiting for a review")))
         return Decision((Wait("waiting for a review"),))
 

@@ -14,8 +14,7 @@ def reply_marker(thread_id: str) -> str:
     return f"<!-- convergebot:reply:{thread_id} -->"
 
 
-async def reply_and_resolve(rt: Runtime, pr_key: str, thread_id: str, comment_id: int, text: str, *,
-                            resolve: bool) -> None:
+async def reply_and_resolve(rt: Runtime, pr_key: str, thread_id: str, text: str, *, resolve: bool) -> None:
     """Reply on the thread, then resolve it. A thread already resolved, or already carrying our
     reply (an earlier attempt whose answer was lost), gets nothing posted twice."""
     key = parse_pr_key(pr_key)
@@ -29,6 +28,8 @@ async def reply_and_resolve(rt: Runtime, pr_key: str, thread_id: str, comment_id
         marker = reply_marker(thread_id)
         bodies = [c.get("body") or "" for c in (thread.get("comments") or {}).get("nodes") or []]
         if not any(marker in b for b in bodies):
-            await rt.github.reply_to_thread(key.owner, key.repo, key.number, comment_id, f"{text}\n\n{marker}")
-        if resolve:
+            # The reply and the resolve in one request; a retry after a lost answer finds the
+            # thread resolved, or finds our marker and only resolves.
+            await rt.github.reply_in_thread(thread_id, f"{text}\n\n{marker}", resolve=resolve)
+        elif resolve:
             await rt.github.resolve_thread(thread_id)

@@ -60,6 +60,20 @@ _RESOLVE_MUTATION = """
 mutation($threadId: ID!) { resolveReviewThread(input: {threadId: $threadId}) { thread { id isResolved } } }
 """
 
+# A reply and, in the same request, the thread's resolve: GitHub runs a document's mutations
+# one after the other, in order, so the thread is never resolved ahead of the reply.
+_REPLY_MUTATION = """
+mutation($threadId: ID!, $body: String!) {
+  reply: addPullRequestReviewThreadReply(input: {pullRequestReviewThreadId: $threadId, body: $body}) { comment { id } }
+}
+"""
+_REPLY_AND_RESOLVE_MUTATION = """
+mutation($threadId: ID!, $body: String!) {
+  reply: addPullRequestReviewThreadReply(input: {pullRequestReviewThreadId: $threadId, body: $body}) { comment { id } }
+  resolve: resolveReviewThread(input: {threadId: $threadId}) { thread { id isResolved } }
+}
+"""
+
 
 def open_github(
     *,
@@ -170,6 +184,10 @@ def not_modified(raw: httpx.Response) -> bool:
     """The response is the cached one: GitHub answered 304 to its revalidation (githubkit asks
     hishel to revalidate every read, so a cached answer is never served unrevalidated)."""
     return bool(raw.extensions.get("hishel_from_cache"))
+
+
+def _ts(text: str | None) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else datetime.min.replace(tzinfo=UTC)
 
 
 SECONDARY_BACKOFF_START = 60.0
@@ -335,6 +353,34 @@ class GitHubClient:
         ref = await self._json("GET", f"/repos/{owner}/{repo}/git/ref/heads/{branch}")
         return ref["object"]["sha"]
 
+    async def pulls_by_update(self, owner: str, repo: str, since: datetime | None, *,
+                              max_pages: int = 10) -> tuple[list[dict], bool, bool]:
+        """The repository's PRs (open and closed), most recently updated first, down to the
+        first one updated before `since`: `(pulls, unchanged, complete)`.
+
+        Any change to a PR (a push, a review, a state change) moves it to the top of this list,
+        so a 304 for the first page (`unchanged`, free of rate limit) says no PR of the
+        repository changed since this process last read it. `complete` is False when
+        `max_pages` pages did not reach `since` (or there was no `since` to reach).
+        """
+        pulls: list[dict] = []
+        url: str | None = f"/repos/{owner}/{repo}/pulls"
+        query: dict | None = {"state": "all", "sort": "updated", "direction": "desc", "per_page": 100}
+        unchanged = False
+        for page_no in range(max_pages):
+            with self.tracking_reads() as reads:
+                raw = await self._request("GET", url, params=query)
+            if page_no == 0:
+                unchanged = reads.all_unchanged
+            page = raw.json()
+            pulls.extend(page)
+            if since is not None and (not page or _ts(page[-1].get("updated_at")) < since):
+                return pulls, unchanged, True
+            url, query = raw.links.get("next", {}).get("url"), None
+            if url is None:
+                return pulls, unchanged, True  # every PR of the repository is listed
+        return pulls, unchanged, False
+
     async def reviews(self, owner: str, repo: str, number: int) -> list[dict]:
         return await self._pages(f"/repos/{owner}/{repo}/pulls/{number}/reviews")
 
@@ -434,10 +480,10 @@ class GitHubClient:
                 )
             return wanted
 
-    async def reply_to_thread(self, owner: str, repo: str, number: int, comment_id: int, body: str) -> dict:
-        return await self._json(
-            "POST", f"/repos/{owner}/{repo}/pulls/{number}/comments/{comment_id}/replies", json={"body": body}
-        )
+    async def reply_in_thread(self, thread_id: str, body: str, *, resolve: bool) -> None:
+        """Reply on a review thread and, when asked, resolve it: one GraphQL request."""
+        query = _REPLY_AND_RESOLVE_MUTATION if resolve else _REPLY_MUTATION
+        await self._graphql("replyInThread", query, {"threadId": thread_id, "body": body})
 
     async def resolve_thread(self, thread_id: str) -> bool:
         data = await self._graphql("resolveReviewThread", _RESOLVE_MUTATION, {"threadId": thread_id})

@@ -147,8 +147,8 @@ async def test_two_check_run_updates_at_once_make_one_run(tmp_path, db_url):
             await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(
                 check_run_id=None, check_run_head=None, head_sha=head))
         h.rt.extras["check_runs"] = {}
-        # Slow lookups, so both are in flight together unless something serializes them.
-        h.sim.inject_fault(r"/commits/[0-9a-f]+/check-runs$", method="GET", delay=0.5, count=2)
+        # Slow creates, so both are in flight together unless something serializes them.
+        h.sim.inject_fault(r"/check-runs$", method="POST", delay=0.5, count=2)
         await asyncio.gather(checkrun.sync(h.rt, key), checkrun.sync(h.rt, key))
         created = [e for e in _ours(h.sim, "check_run_created") if e["head_sha"] == head]
         assert len(created) == 1, created

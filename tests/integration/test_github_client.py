@@ -146,10 +146,9 @@ async def test_two_replies_to_one_thread_at_once_post_one(client, sim):  # noqa:
     n = await _pr(sim)
     await sim.submit_review(REPO, n, user=COPILOT_REVIEWER, threads=[{"path": "a.txt", "line": 1, "body": "x?"}])
     (thread,) = await client.review_threads("acme", "lib", n)
-    first = thread["comments"]["nodes"][0]["databaseId"]
     rt = SimpleNamespace(github=client)
     # A retried reply of the last round and this round's reply for the same thread, at once.
-    await asyncio.gather(*(reply_and_resolve(rt, f"{REPO}#{n}", thread["id"], first, f"Fixed ({i}).", resolve=False)
+    await asyncio.gather(*(reply_and_resolve(rt, f"{REPO}#{n}", thread["id"], f"Fixed ({i}).", resolve=False)
                            for i in range(2)))
     replies = [e for e in sim.effects("review_reply") if e["actor"] != COPILOT_REVIEWER]
     assert len(replies) == 1, replies

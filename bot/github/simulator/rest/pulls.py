@@ -7,6 +7,7 @@ from ..gateway import ApiRequest, Gateway, Reply
 from ..shapes.users import user
 
 _STATES = ("open", "closed", "all")
+_SORTS = ("created", "updated")  # GitHub also has popularity and long-running
 
 
 async def list_pulls(sim, req: ApiRequest) -> Reply:
@@ -19,8 +20,15 @@ async def list_pulls(sim, req: ApiRequest) -> Reply:
            if (state == "all" or pr.state == state)
            and (head is None or head in (pr.head_ref, f"{repo.owner}:{pr.head_ref}"))
            and (base is None or pr.base_ref == base)]
-    newest_first = req.query.get("direction", "desc") != "asc"
-    prs.sort(key=lambda pr: pr.number, reverse=newest_first)
+    sort = req.query.get("sort", "created")
+    if sort not in _SORTS:
+        raise Unprocessable(f"sort must be one of {', '.join(_SORTS)}", "sort")
+    # GitHub's default direction: desc for `created`, asc for the others.
+    direction = req.query.get("direction", "desc" if sort == "created" else "asc")
+    if direction not in ("asc", "desc"):
+        raise Unprocessable("direction must be asc or desc", "direction")
+    by = (lambda pr: pr.number) if sort == "created" else (lambda pr: (pr.updated_at, pr.number))
+    prs.sort(key=by, reverse=direction == "desc")
     page, headers = req.page(prs)
     branches = await sim.git.heads(repo.git_dir)  # one git call for the whole page
     return Reply([await sim.pr_json(repo, pr, full=False, branches=branches, read=True)

@@ -1,0 +1,58 @@
+"""Which PRs of a repository changed since the poller last looked: one conditional list read.
+
+GitHub lists a repository's PRs most recently updated first, and a push, a review, a comment or
+a state change all move a PR to the top. So the first page of that list, re-read with
+If-None-Match, answers 304 (free of rate limit) exactly when no PR of the repository changed,
+and when it did change, the PRs updated since the newest one seen last time are the ones to
+re-read. This lets the poller leave PRs that are only waiting for a review alone instead of
+re-reading each of them (see docs/architecture.md, "Polling").
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import structlog
+
+from .github.errors import GitHubError
+
+log = structlog.get_logger(__name__)
+
+
+def _ts(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class RepoWatch:
+    def __init__(self, github) -> None:
+        self.github = github
+        self._marks: dict[str, datetime] = {}  # repository → the newest `updated_at` seen there
+        self.reads = 0
+
+    def mark(self, full_repo: str) -> datetime | None:
+        """The newest `updated_at` seen in the repository at the last look."""
+        return self._marks.get(full_repo.lower())
+
+    async def changed(self, full_repo: str) -> set[int] | None:
+        """Numbers of the repository's PRs updated since the last look, or None when that cannot
+        be told: the first look since the process started, a failed read, or more changes than
+        the pages read reach back to."""
+        owner, _, name = full_repo.partition("/")
+        mark = self._marks.get(full_repo.lower())
+        self.reads += 1
+        try:
+            pulls, unchanged, complete = await self.github.pulls_by_update(owner, name, mark)
+        except GitHubError as e:
+            log.warning("repowatch.unreadable", repo=full_repo, error=str(e))
+            return None
+        stamps = [(p["number"], _ts(p["updated_at"])) for p in pulls if p.get("updated_at")]
+        if stamps:
+            newest = max(at for _, at in stamps)
+            self._marks[full_repo.lower()] = max(newest, mark) if mark else newest
+        if mark is None or not complete:
+            return None
+        if unchanged:
+            return set()
+        # `>=`: GitHub stamps to the second, and a PR updated in the second of the mark but
+        # after that read must not be missed (re-reading one PR too many costs a 304).
+        return {number for number, at in stamps if at >= mark}

@@ -1,0 +1,129 @@
+"""PRs that only wait for a review are watched per repository: one conditional read of the
+repository's PR list, most recently updated first, says which of them changed; only those are
+re-read. Against the simulator, both backends."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import update
+
+from bot.fixers import ScriptedFixer
+from bot.poller import Poller
+from storage.models import PullRequest, utcnow
+
+from ..e2e.harness import COPILOT, REPO, bot_on_simulator, quiesce
+
+AUTH = {"Authorization": "Bearer api-token"}
+# Long enough that no review timeout or nudge comes due within a tick of an hour.
+PATIENT = {"review_wait_timeout_seconds": 7 * 3600, "nudge_window_seconds": 3 * 3600}
+
+
+async def _enroll_waiting(h, n: int) -> list[str]:
+    keys = []
+    for i in range(n):
+        pr = await h.sim.open_pr(REPO, title=f"t{i}", head=f"side-{i}", author="dev",
+                                 files={f"app/x{i}.py": "x = 1\n"})
+        r = await h.http.post("/api/prs", json={"pr": f"{REPO}#{pr.number}"}, headers=AUTH)
+        assert r.status_code == 201, r.text
+        keys.append(f"{REPO}#{pr.number}")
+    for key in keys:
+        await h.wait_status(key, "waiting_review")
+    await quiesce(h)
+    return keys
+
+
+async def _tick(h, poller: Poller) -> dict:
+    h.sim.counters.reset()
+    await poller.tick()
+    await quiesce(h)
+    return h.sim.counters.snapshot()
+
+
+def _list_reads(h) -> list[int]:
+    return [status for method, path, status in h.sim.counters.recent
+            if method == "GET" and path.rstrip("/").endswith("/pulls")]
+
+
+async def _settled(h, poller: Poller) -> None:
+    """Ticks until a tick changes nothing (re-reads nothing, or only 304s): the first ticks see
+    our own first writes."""
+    for _ in range(6):
+        await _tick(h, poller)
+        if poller.queued == 0 or h.sim.counters.get(status=200) == 0:
+            return
+    raise AssertionError(f"never settled: queued {poller.queued}, resting {poller.skipped}")
+
+
+async def test_resting_prs_cost_one_list_read_and_a_changed_one_is_re_read(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 3600}, convergence=PATIENT) as h:
+        h.sim.webhook_faults(drop_all=True)  # only the poll can see what happens next
+        keys = await _enroll_waiting(h, 5)
+        poller = Poller(h.rt)
+        first = await _tick(h, poller)
+        # The first look since the start cannot tell what changed: every PR is re-read.
+        assert poller.queued == 5 and poller.skipped == 0, first
+        await _settled(h, poller)
+        counts = await _tick(h, poller)
+        assert (poller.queued, poller.skipped) == (0, 5)
+        assert counts["total"] == 1 and _list_reads(h) == [304], h.sim.counters.recent
+
+        number = int(keys[2].split("#")[1])
+        mark = poller.watch.mark(REPO)
+        review = await h.sim.submit_review(REPO, number, user=COPILOT, body="LGTM", state="COMMENTED")
+        # Besides the reviewed PR, those stamped in the very second of the last look are read
+        # again: GitHub stamps to the second, so one of them may have changed after that look.
+        same_second = {p.number for p in h.sim.state.prs_of(h.sim.repo(REPO))
+                       if p.updated_at.replace(microsecond=0) == mark and p.number != number}
+        await _tick(h, poller)
+        assert (poller.queued, poller.skipped) == (1 + len(same_second), 4 - len(same_second))
+        assert _list_reads(h)[0] == 200
+        assert (await h.view(keys[2])).pr.latest_review_id == review.id
+
+
+async def test_a_pr_with_a_nudge_due_is_re_read_and_few_prs_are_not_watched(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 3600},
+                                convergence={"review_wait_timeout_seconds": 7 * 3600,
+                                             "nudge_window_seconds": 2 * 3600}) as h:
+        keys = await _enroll_waiting(h, 5)
+        poller = Poller(h.rt)
+        await _settled(h, poller)
+        # One PR's next nudge has come due: that PR is re-read (and nudged), unchanged or not.
+        async with h.rt.db.session() as s:
+            await s.exec(update(PullRequest).where(PullRequest.pr_key == keys[0]).values(
+                last_nudge_at=utcnow() - timedelta(hours=2, minutes=1)))
+        await _tick(h, poller)
+        assert (poller.queued, poller.skipped) == (1, 4)
+        assert (await h.view(keys[0])).pr.last_action == "nudged reviewers"
+
+
+async def test_a_repository_with_fewer_waiting_prs_than_the_minimum_is_not_watched(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 3600, "repo_watch_min_prs": 4},
+                                convergence=PATIENT) as h:
+        await _enroll_waiting(h, 3)
+        poller = Poller(h.rt)
+        await _settled(h, poller)  # settles on 304s, each PR re-read
+        counts = await _tick(h, poller)
+        assert (poller.queued, poller.skipped) == (3, 0)
+        assert _list_reads(h) == [] and h.sim.counters.get(status=304) == counts["total"]
+
+
+async def test_each_resting_pr_is_still_re_read_once_per_full_sync_a_share_per_tick(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 3600, "full_sync_seconds": 7200},
+                                convergence=PATIENT) as h:
+        keys = await _enroll_waiting(h, 5)
+        poller = Poller(h.rt)
+        await _settled(h, poller)
+        # Three hours pass without a change on GitHub: every PR is due its full re-read, and
+        # each tick takes the share that spreads them over full_sync_seconds (5 × 3600/7200).
+        poller.polled_at = {k: t - timedelta(hours=3) for k, t in poller.polled_at.items()}
+        queued = []
+        for _ in range(3):
+            await _tick(h, poller)
+            queued.append(poller.queued)
+        assert queued == [3, 2, 0]
+        assert set(poller.polled_at) == set(keys)
