@@ -110,6 +110,7 @@ async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime,
         pool = WorkerPool(db, job_handlers(rt), PoolSettings(
             workers=jc.workers, lease_seconds=jc.lease_seconds, idle_poll_seconds=jc.idle_poll_seconds,
             backoff_base_seconds=jc.backoff_base_seconds, backoff_cap_seconds=jc.backoff_cap_seconds,
+            long_kinds=("fix",), long_workers=jc.fixer_workers,
         ))
         rt.wake = pool.wake
         scheduler = AsyncIOScheduler(timezone="UTC")

@@ -1,4 +1,8 @@
-"""The in-process job runner: N workers claim due jobs under a lease and run their handlers."""
+"""The in-process job runner: N workers claim due jobs under a lease and run their handlers.
+
+Long-running kinds (the fixer's runs) have workers of their own: a fixer that works for
+minutes never holds a worker the other PRs' syncs, steps and writes need.
+"""
 
 from __future__ import annotations
 
@@ -43,6 +47,10 @@ class PoolSettings:
     idle_poll_seconds: float = 1.0
     backoff_base_seconds: float = 2.0
     backoff_cap_seconds: float = 600.0
+    # Job kinds that run long, and the workers that take only those (0: every worker takes
+    # every kind). The other workers never take them.
+    long_kinds: tuple[str, ...] = ()
+    long_workers: int = 0
 
 
 class WorkerPool:
@@ -62,8 +70,18 @@ class WorkerPool:
         self._wake.set()
 
     def start(self) -> None:
+        lanes = self._lanes()
         for n in range(self.settings.workers):
-            self._tasks.append(asyncio.create_task(self._loop(f"{self._instance}:{n}")))
+            self._tasks.append(asyncio.create_task(self._loop(f"{self._instance}:{n}", lanes["short"])))
+        for n in range(self.settings.long_workers if lanes["long"] else 0):
+            self._tasks.append(asyncio.create_task(self._loop(f"{self._instance}:long{n}", lanes["long"])))
+
+    def _lanes(self) -> dict[str, dict | None]:
+        """What each kind of worker claims: `jobs.claim` keyword arguments."""
+        long_kinds = self.settings.long_kinds if self.settings.long_workers > 0 else ()
+        if not long_kinds:
+            return {"short": {}, "long": None}
+        return {"short": {"besides": long_kinds}, "long": {"kinds": long_kinds}}
 
     async def stop(self, grace_seconds: float = 5.0) -> None:
         """Finish current jobs within the grace period; cancelled jobs hand their lease back."""
@@ -77,10 +95,10 @@ class WorkerPool:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
 
-    async def _loop(self, owner: str) -> None:
+    async def _loop(self, owner: str, lane: dict) -> None:
         while not self._stopping:
             try:
-                ran = await self.run_one(owner)
+                ran = await self.run_one(owner, **lane)
             except Exception:
                 log.exception("jobs.loop_error", owner=owner)
                 ran = False
@@ -92,10 +110,10 @@ class WorkerPool:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.settings.idle_poll_seconds)
 
-    async def run_one(self, owner: str | None = None) -> bool:
-        """Claim and run one due job; False when nothing was due."""
+    async def run_one(self, owner: str | None = None, **lane) -> bool:
+        """Claim and run one due job (of the lane's kinds); False when nothing was due."""
         owner = owner or f"{self._instance}:direct"
-        job = await jobs.claim(self.db, owner, self.settings.lease_seconds)
+        job = await jobs.claim(self.db, owner, self.settings.lease_seconds, **lane)
         if job is None:
             return False
         bound = log.bind(

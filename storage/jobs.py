@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -141,11 +141,18 @@ def _due(now: datetime):
     )
 
 
-async def claim(db: Database, owner: str, lease_seconds: float) -> Job | None:
-    """Take the next due job under a lease, or None when nothing is due."""
+async def claim(db: Database, owner: str, lease_seconds: float, *, kinds: Collection[str] | None = None,
+                besides: Collection[str] = ()) -> Job | None:
+    """Take the next due job under a lease, or None when nothing is due; only of `kinds` when
+    given, and never of `besides` (a worker lane's share of the queue)."""
     now = utcnow()
     async with db.session() as s:
-        query = select(Job.id).where(_due(now)).order_by(Job.run_at, Job.id).limit(1)
+        query = select(Job.id).where(_due(now))
+        if kinds is not None:
+            query = query.where(Job.kind.in_(tuple(kinds)))
+        if besides:
+            query = query.where(Job.kind.not_in(tuple(besides)))
+        query = query.order_by(Job.run_at, Job.id).limit(1)
         if db.is_postgres:
             query = query.with_for_update(skip_locked=True)
         job_id = (await s.exec(query)).first()

@@ -281,3 +281,36 @@ async def test_the_poller_resumes_a_keyless_row(db):
     view = await prs.get(db, "o/r#7")
     assert view.pr.process_key is not None and view.run_state == "active" and view.pr.current_round == 1
     assert view.pr.submitted_by == "poller"
+
+
+async def test_fixer_runs_never_hold_the_workers_other_jobs_need(db):
+    """Every fixer worker is busy and one more fix job waits: a sync still runs at once."""
+    release, started, synced = asyncio.Event(), [], asyncio.Event()
+
+    async def fix(job):
+        started.append(job.id)
+        await release.wait()
+
+    async def sync(job):
+        synced.set()
+
+    pool = WorkerPool(db, {"fix": fix, "sync": sync}, PoolSettings(
+        workers=1, long_workers=2, long_kinds=("fix",), lease_seconds=30, idle_poll_seconds=0.05))
+    for n in range(3):
+        await jobs.enqueue(db, "fix", f"fix:acme/w#{n}", pr_key=f"acme/w#{n}")
+    pool.start()
+    try:
+        async with asyncio.timeout(10):
+            while len(started) < 2:
+                await asyncio.sleep(0.02)
+        await jobs.enqueue(db, "sync", "sync:acme/w#9", pr_key="acme/w#9")
+        pool.wake()
+        await asyncio.wait_for(synced.wait(), 10)
+        assert len(started) == 2  # the third fix job waits for a fixer worker, not a sync's
+        release.set()
+        async with asyncio.timeout(10):
+            while len(started) < 3:
+                await asyncio.sleep(0.02)
+    finally:
+        release.set()
+        await pool.stop()
