@@ -87,13 +87,15 @@ async def run(args) -> int:
             db_size = os.path.getsize(db_file) + sum(
                 os.path.getsize(p) for p in (tmp_path / "bench.db-wal",) if p.exists()) if args.db == "sqlite" else 0
     total = rate_limited = refused = 0
+    by_route = []
     for route, statuses in snap["routes"].items():
         if " /_sim" in route:
             continue
-        n = sum(statuses.values())
-        total += n
-        rate_limited += n - statuses.get("304", 0)
+        k = sum(statuses.values())
+        total += k
+        rate_limited += k - statuses.get("304", 0)
         refused += statuses.get("403", 0) + statuses.get("429", 0)
+        by_route.append((k - statuses.get("304", 0), k, route))
     n = len(keys)
     merged = n - len(pending)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -103,6 +105,9 @@ async def run(args) -> int:
     print(f"peak RSS {rss_mb:.0f} MB; database {db_size / 1e6:.1f} MB")
     print(f"requests {total} ({total / n:.1f} per PR), rate-limited {rate_limited} "
           f"({rate_limited / n:.1f} per PR), refused for the rate limit {refused}")
+    print("per PR by route (rate-limited / total):")
+    for spent_, k, route in sorted(by_route, reverse=True):
+        print(f"  {spent_ / n:6.1f} / {k / n:5.1f}  {route}")
     print(f"target: <= {TARGET_PER_PR} rate-limited per PR -> "
           f"{'met' if rate_limited / n <= TARGET_PER_PR else 'NOT met'}; peak RSS < {TARGET_RSS_MB} MB -> "
           f"{'met' if rss_mb < TARGET_RSS_MB else 'NOT met'}"

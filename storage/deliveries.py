@@ -72,14 +72,16 @@ async def record_many(db: Database, batch: Sequence[Delivery]) -> list[bool]:
     new: list[bool] = []
     async with db.session() as s:
         inserted = set((await s.exec(stmt, params=rows)).scalars().all())
+        wakes = []
         for d in batch:
             # Of the same id twice in the batch, the first is the one inserted.
             first = d.delivery_id in inserted
             inserted.discard(d.delivery_id)
             new.append(first)
             if first:
-                for wake in d.wakes:
-                    await jobs.enqueue_in(s, db.is_postgres, **wake)
+                wakes.extend(d.wakes)
+        # The batch's jobs in a few statements, not a few per wake.
+        await jobs.enqueue_many(s, wakes)
     return new
 
 

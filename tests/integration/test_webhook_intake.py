@@ -101,17 +101,17 @@ async def test_a_duplicate_inside_one_batch_is_recognised(db_url):
 
 async def test_a_failed_batch_answers_every_request_5xx_records_none_and_a_retry_succeeds(db_url, monkeypatch):
     sent = [(f"f-{i}", 2000 + i) for i in range(6)]
-    poison = "cmd:2003"  # the 4th delivery's job: the rows before it are written, then undone
-    enqueue_in = jobs.enqueue_in
+    poison = "cmd:2003"  # the 4th delivery's job: the deliveries are written, then undone
+    enqueue_many = jobs.enqueue_many
 
-    async def failing(session, is_postgres, kind, key, **fields):
-        if key == poison:
+    async def failing(session, wakes):
+        await enqueue_many(session, [w for w in wakes if w["key"] != poison])
+        if any(w["key"] == poison for w in wakes):
             raise RuntimeError("injected: the batch's transaction fails")
-        return await enqueue_in(session, is_postgres, kind, key, **fields)
 
     async with serving(config(db_url, wait=1.0, max_batch=len(sent))) as (rt, http):
         writer = intake(rt)
-        monkeypatch.setattr(jobs, "enqueue_in", failing)
+        monkeypatch.setattr(jobs, "enqueue_many", failing)
         answers = await post_all(http, sent)
         assert writer.batches == 1 and writer.largest_batch == len(sent)
         assert [r.status_code for r in answers] == [503] * len(sent)
@@ -120,7 +120,7 @@ async def test_a_failed_batch_answers_every_request_5xx_records_none_and_a_retry
         assert await command_jobs(rt.db) == []
 
         # The redeliveries (same ids) once the store works again: all accepted, each once.
-        monkeypatch.setattr(jobs, "enqueue_in", enqueue_in)
+        monkeypatch.setattr(jobs, "enqueue_many", enqueue_many)
         answers = await post_all(http, sent)
         assert [r.status_code for r in answers] == [202] * len(sent)
         assert await recorded(rt.db) == {d: "queued" for d, _ in sent}
