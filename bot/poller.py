@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from storage import deliveries, jobs, prs
+from storage import deliveries, jobs, marks, prs
 from storage.models import utcnow
 from storage.prs import PrView
 from storage.statuses import RunState, Status
@@ -79,6 +79,9 @@ class Poller:
         cfg = self.rt.config.poller
         if cfg.repo_watch_min_prs <= 0 or self.rt.github is None:
             return set()
+        if not self.watch.loaded:
+            self.watch.load(await marks.load(self.rt.db))
+        self.watch.looked = {}  # what a failed tick looked at is looked at again
         now = utcnow()
         settings, wanted = settings_of(self.rt), set(active)
         by_repo: dict[str, list[PrView]] = {}
@@ -155,6 +158,9 @@ class Poller:
             # the workers are.
             async with self.rt.db.session() as s:
                 self.queued = await jobs.enqueue_syncs(s, polled, lambda key: f"poll:{key}:{stamp}")
+                # The marks move on with the syncs they asked for, or not at all.
+                await marks.save_in(s, self.watch.looked)
+            self.watch.accept()
             still = set(active)
             self.polled_at = {k: t for k, t in self.polled_at.items() if k in still}
             self.polled_at.update(dict.fromkeys(polled, utcnow()))

@@ -24,13 +24,29 @@ def _ts(text: str) -> datetime:
 
 
 class RepoWatch:
+    """The marks are what the poller acted on: a look's new marks wait in `looked` until the
+    syncs it asked for are queued, and the poller saves both in one transaction (`accept`). A
+    tick that fails after looking leaves the marks as they were, so its changes are found again.
+    They are kept in the database, so the first tick after a restart needs no full re-read."""
+
     def __init__(self, github) -> None:
         self.github = github
-        self._marks: dict[str, datetime] = {}  # repository → the newest `updated_at` seen there
+        self._marks: dict[str, datetime] = {}  # repository → the newest `updated_at` acted on
+        self.looked: dict[str, datetime] = {}  # the marks of this tick's looks, not yet accepted
+        self.loaded = False
         self.reads = 0
 
+    def load(self, marks: dict[str, datetime]) -> None:
+        self._marks = {repo.lower(): at for repo, at in marks.items()}
+        self.loaded = True
+
+    def accept(self) -> None:
+        """The syncs this tick's looks asked for are queued (and the marks saved with them)."""
+        self._marks.update(self.looked)
+        self.looked = {}
+
     def mark(self, full_repo: str) -> datetime | None:
-        """The newest `updated_at` seen in the repository at the last look."""
+        """The newest `updated_at` acted on in the repository."""
         return self._marks.get(full_repo.lower())
 
     async def changed(self, full_repo: str) -> set[int] | None:
@@ -48,7 +64,7 @@ class RepoWatch:
         stamps = [(p["number"], _ts(p["updated_at"])) for p in pulls if p.get("updated_at")]
         if stamps:
             newest = max(at for _, at in stamps)
-            self._marks[full_repo.lower()] = max(newest, mark) if mark else newest
+            self.looked[full_repo.lower()] = max(newest, mark) if mark else newest
         if mark is None or not complete:
             return None
         if unchanged:

@@ -210,3 +210,13 @@ class Command(SQLModel, table=True):
     accepted: bool
     why: str | None = text()
     created_at: datetime = ts(nullable=False)
+
+
+class RepoWatchMark(SQLModel, table=True):
+    """Per repository, the newest PR `updated_at` the poller has acted on (bot/repowatch.py)."""
+
+    __tablename__ = "repo_watch_marks"
+
+    repo: str = Field(primary_key=True, max_length=250)
+    mark: datetime = ts(nullable=False)
+    updated_at: datetime = ts(nullable=False)

@@ -10,6 +10,7 @@ from sqlalchemy import update
 
 from bot.fixers import ScriptedFixer
 from bot.poller import Poller
+from storage import marks
 from storage.models import PullRequest, utcnow
 
 from ..e2e.harness import COPILOT, REPO, bot_on_simulator, quiesce
@@ -127,3 +128,26 @@ async def test_each_resting_pr_is_still_re_read_once_per_full_sync_a_share_per_t
             queued.append(poller.queued)
         assert queued == [3, 2, 0]
         assert set(poller.polled_at) == set(keys)
+
+
+async def test_after_a_restart_only_what_changed_is_re_read(tmp_path, db_url):
+    """The marks are kept in the database: the first tick of a new process needs no full re-read,
+    only what changed and its share of the spread full re-reads (one PR here)."""
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 3600, "full_sync_seconds": 36000},
+                                convergence=PATIENT) as h:
+        h.sim.webhook_faults(drop_all=True)
+        keys = await _enroll_waiting(h, 5)
+        await _settled(h, Poller(h.rt))
+        saved = (await marks.load(h.rt.db))[REPO]
+        number = int(keys[4].split("#")[1])
+        review = await h.sim.submit_review(REPO, number, user=COPILOT, body="LGTM", state="COMMENTED")
+        changed = {p.number for p in h.sim.state.prs_of(h.sim.repo(REPO))
+                   if p.updated_at.replace(microsecond=0) >= saved}
+        assert number in changed
+        restarted = Poller(h.rt)  # a new process: no marks in memory, no PR re-read yet
+        await _tick(h, restarted)
+        resting = 5 - len(changed) - 1  # and one of them is re-read as its share
+        assert (restarted.queued, restarted.skipped) == (5 - resting, resting)
+        assert (await h.view(keys[4])).pr.latest_review_id == review.id
+        assert (await marks.load(h.rt.db))[REPO] > saved
