@@ -159,7 +159,7 @@ class Poller:
             async with self.rt.db.session() as s:
                 self.queued = await jobs.enqueue_syncs(s, polled, lambda key: f"poll:{key}:{stamp}")
                 # The marks move on with the syncs they asked for, or not at all.
-                await marks.save_in(s, self.watch.looked)
+                await marks.save_in(s, self.watch.marks_looked())
             self.watch.accept()
             still = set(active)
             self.polled_at = {k: t for k, t in self.polled_at.items() if k in still}

@@ -32,7 +32,10 @@ class RepoWatch:
     def __init__(self, github) -> None:
         self.github = github
         self._marks: dict[str, datetime] = {}  # repository → the newest `updated_at` acted on
-        self.looked: dict[str, datetime] = {}  # the marks of this tick's looks, not yet accepted
+        # The PRs stamped in the mark's very second: one may change again in that second after
+        # the look, unseen by a 304 (same stamp, maybe the same list); the next look re-reads them.
+        self._at_mark: dict[str, set[int]] = {}
+        self.looked: dict[str, tuple[datetime, set[int]]] = {}  # this tick's, not yet accepted
         self.loaded = False
         self.reads = 0
 
@@ -42,8 +45,13 @@ class RepoWatch:
 
     def accept(self) -> None:
         """The syncs this tick's looks asked for are queued (and the marks saved with them)."""
-        self._marks.update(self.looked)
+        for repo, (mark, at_mark) in self.looked.items():
+            self._marks[repo], self._at_mark[repo] = mark, at_mark
         self.looked = {}
+
+    def marks_looked(self) -> dict[str, datetime]:
+        """The marks this tick's looks would move to (saved with the tick's syncs)."""
+        return {repo: mark for repo, (mark, _) in self.looked.items()}
 
     def mark(self, full_repo: str) -> datetime | None:
         """The newest `updated_at` acted on in the repository."""
@@ -61,14 +69,18 @@ class RepoWatch:
         except GitHubError as e:
             log.warning("repowatch.unreadable", repo=full_repo, error=str(e))
             return None
+        repo = full_repo.lower()
         stamps = [(p["number"], _ts(p["updated_at"])) for p in pulls if p.get("updated_at")]
+        if unchanged and mark is not None:
+            # Nothing moved since the last look but the PRs of the mark's second, maybe.
+            at_mark = self._at_mark.get(repo, set())
+            self.looked[repo] = (mark, set())
+            return set(at_mark)
         if stamps:
-            newest = max(at for _, at in stamps)
-            self.looked[full_repo.lower()] = max(newest, mark) if mark else newest
+            newest = max(max(at for _, at in stamps), mark) if mark else max(at for _, at in stamps)
+            self.looked[repo] = (newest, {number for number, at in stamps if at == newest})
         if mark is None or not complete:
             return None
-        if unchanged:
-            return set()
         # `>=`: GitHub stamps to the second, and a PR updated in the second of the mark but
-        # after that read must not be missed (re-reading one PR too many costs a 304).
+        # after that look must not be missed (re-reading one PR too many costs a 304).
         return {number for number, at in stamps if at >= mark}

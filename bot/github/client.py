@@ -354,7 +354,7 @@ class GitHubClient:
         return ref["object"]["sha"]
 
     async def pulls_by_update(self, owner: str, repo: str, since: datetime | None, *,
-                              max_pages: int = 10) -> tuple[list[dict], bool, bool]:
+                              per_page: int = 30, max_pages: int = 10) -> tuple[list[dict], bool, bool]:
         """The repository's PRs (open and closed), most recently updated first, down to the
         first one updated before `since`: `(pulls, unchanged, complete)`.
 
@@ -365,7 +365,9 @@ class GitHubClient:
         """
         pulls: list[dict] = []
         url: str | None = f"/repos/{owner}/{repo}/pulls"
-        query: dict | None = {"state": "all", "sort": "updated", "direction": "desc", "per_page": 100}
+        # Any page size tells "nothing changed" (the newest item would differ); a small first
+        # page is cheaper to send and parse, and more are read only when many PRs changed.
+        query: dict | None = {"state": "all", "sort": "updated", "direction": "desc", "per_page": per_page}
         unchanged = False
         for page_no in range(max_pages):
             with self.tracking_reads() as reads:
