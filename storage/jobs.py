@@ -181,13 +181,19 @@ async def claim(db: Database, owner: str, lease_seconds: float, *, kinds: Collec
     """Take the next due job under a lease, or None when nothing is due; only of `kinds` when
     given, and never of `besides` (a worker lane's share of the queue)."""
     now = utcnow()
+    query = select(Job.id).where(_due(now))
+    if kinds is not None:
+        query = query.where(Job.kind.in_(tuple(kinds)))
+    if besides:
+        query = query.where(Job.kind.not_in(tuple(besides)))
+    query = query.order_by(Job.run_at, Job.id).limit(1)
+    # A look without the write lock first: most claims of woken or polling workers find nothing
+    # (or nothing of their lane), and on SQLite each write transaction queues for the one writer
+    # with the webhook intake and every other worker.
+    async with db.read_session() as r:
+        if (await r.exec(query)).first() is None:
+            return None
     async with db.session() as s:
-        query = select(Job.id).where(_due(now))
-        if kinds is not None:
-            query = query.where(Job.kind.in_(tuple(kinds)))
-        if besides:
-            query = query.where(Job.kind.not_in(tuple(besides)))
-        query = query.order_by(Job.run_at, Job.id).limit(1)
         if db.is_postgres:
             query = query.with_for_update(skip_locked=True)
         job_id = (await s.exec(query)).first()
