@@ -83,6 +83,15 @@ def sqlite_template(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture
+def sqlite_db_url(sqlite_template, tmp_path) -> str:
+    """A freshly migrated SQLite file, for tests whose subject does not depend on the backend
+    (the storage they touch is covered on both elsewhere)."""
+    path = tmp_path / "convergebot.db"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
 @pytest.fixture(params=BACKENDS)
 def db_url(request, tmp_path) -> str:
     """A URL of a freshly migrated, empty database on the parametrized backend."""

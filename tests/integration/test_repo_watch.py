@@ -1,6 +1,6 @@
 """PRs that only wait for a review are watched per repository: one conditional read of the
 repository's PR list, most recently updated first, says which of them changed; only those are
-re-read. Against the simulator, both backends."""
+re-read. Against the simulator; on both backends where the marks are stored."""
 
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ async def _settled(h, poller: Poller) -> None:
     raise AssertionError(f"never settled: queued {poller.queued}, resting {poller.skipped}")
 
 
-async def test_resting_prs_cost_one_list_read_and_a_changed_one_is_re_read(tmp_path, db_url):
-    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+async def test_resting_prs_cost_one_list_read_and_a_changed_one_is_re_read(tmp_path, sqlite_db_url):
+    async with bot_on_simulator(tmp_path, sqlite_db_url, fixer=ScriptedFixer(["noop"]),
                                 poller={"interval_seconds": 3600}, convergence=PATIENT) as h:
         h.sim.webhook_faults(drop_all=True)  # only the poll can see what happens next
         keys = await _enroll_waiting(h, 5)
@@ -83,8 +83,8 @@ async def test_resting_prs_cost_one_list_read_and_a_changed_one_is_re_read(tmp_p
         assert (await h.view(keys[2])).pr.latest_review_id == review.id
 
 
-async def test_a_pr_with_a_nudge_due_is_re_read_and_few_prs_are_not_watched(tmp_path, db_url):
-    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+async def test_a_pr_with_a_nudge_due_is_re_read_and_few_prs_are_not_watched(tmp_path, sqlite_db_url):
+    async with bot_on_simulator(tmp_path, sqlite_db_url, fixer=ScriptedFixer(["noop"]),
                                 poller={"interval_seconds": 3600},
                                 convergence={"review_wait_timeout_seconds": 7 * 3600,
                                              "nudge_window_seconds": 2 * 3600}) as h:
@@ -100,8 +100,8 @@ async def test_a_pr_with_a_nudge_due_is_re_read_and_few_prs_are_not_watched(tmp_
         assert (await h.view(keys[0])).pr.last_action == "nudged reviewers"
 
 
-async def test_a_repository_with_fewer_waiting_prs_than_the_minimum_is_not_watched(tmp_path, db_url):
-    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+async def test_a_repository_with_fewer_waiting_prs_than_the_minimum_is_not_watched(tmp_path, sqlite_db_url):
+    async with bot_on_simulator(tmp_path, sqlite_db_url, fixer=ScriptedFixer(["noop"]),
                                 poller={"interval_seconds": 3600, "repo_watch_min_prs": 4},
                                 convergence=PATIENT) as h:
         await _enroll_waiting(h, 3)
@@ -112,8 +112,8 @@ async def test_a_repository_with_fewer_waiting_prs_than_the_minimum_is_not_watch
         assert _list_reads(h) == [] and h.sim.counters.get(status=304) == counts["total"]
 
 
-async def test_each_resting_pr_is_still_re_read_once_per_full_sync_a_share_per_tick(tmp_path, db_url):
-    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+async def test_each_resting_pr_is_still_re_read_once_per_full_sync_a_share_per_tick(tmp_path, sqlite_db_url):
+    async with bot_on_simulator(tmp_path, sqlite_db_url, fixer=ScriptedFixer(["noop"]),
                                 poller={"interval_seconds": 3600, "full_sync_seconds": 7200},
                                 convergence=PATIENT) as h:
         keys = await _enroll_waiting(h, 5)
