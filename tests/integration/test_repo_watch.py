@@ -58,16 +58,17 @@ async def _settled(h, poller: Poller) -> None:
 
 async def test_resting_prs_cost_one_list_read_and_a_changed_one_is_re_read(tmp_path, sqlite_db_url):
     async with bot_on_simulator(tmp_path, sqlite_db_url, fixer=ScriptedFixer(["noop"]),
-                                poller={"interval_seconds": 3600}, convergence=PATIENT) as h:
+                                poller={"interval_seconds": 3600, "repo_watch_min_prs": 2},
+                                convergence=PATIENT) as h:
         h.sim.webhook_faults(drop_all=True)  # only the poll can see what happens next
-        keys = await _enroll_waiting(h, 5)
+        keys = await _enroll_waiting(h, 3)
         poller = Poller(h.rt)
         first = await _tick(h, poller)
         # The first look since the start cannot tell what changed: every PR is re-read.
-        assert poller.queued == 5 and poller.skipped == 0, first
+        assert poller.queued == 3 and poller.skipped == 0, first
         await _settled(h, poller)
         counts = await _tick(h, poller)
-        assert (poller.queued, poller.skipped) == (0, 5)
+        assert (poller.queued, poller.skipped) == (0, 3)
         assert counts["total"] == 1 and _list_reads(h) == [304], h.sim.counters.recent
 
         number = int(keys[2].split("#")[1])
@@ -78,17 +79,17 @@ async def test_resting_prs_cost_one_list_read_and_a_changed_one_is_re_read(tmp_p
         same_second = {p.number for p in h.sim.state.prs_of(h.sim.repo(REPO))
                        if p.updated_at.replace(microsecond=0) == mark and p.number != number}
         await _tick(h, poller)
-        assert (poller.queued, poller.skipped) == (1 + len(same_second), 4 - len(same_second))
+        assert (poller.queued, poller.skipped) == (1 + len(same_second), 2 - len(same_second))
         assert _list_reads(h)[0] == 200
         assert (await h.view(keys[2])).pr.latest_review_id == review.id
 
 
 async def test_a_pr_with_a_nudge_due_is_re_read_and_few_prs_are_not_watched(tmp_path, sqlite_db_url):
     async with bot_on_simulator(tmp_path, sqlite_db_url, fixer=ScriptedFixer(["noop"]),
-                                poller={"interval_seconds": 3600},
+                                poller={"interval_seconds": 3600, "repo_watch_min_prs": 2},
                                 convergence={"review_wait_timeout_seconds": 7 * 3600,
                                              "nudge_window_seconds": 2 * 3600}) as h:
-        keys = await _enroll_waiting(h, 5)
+        keys = await _enroll_waiting(h, 3)
         poller = Poller(h.rt)
         await _settled(h, poller)
         # One PR's next nudge has come due: that PR is re-read (and nudged), unchanged or not.
@@ -96,37 +97,38 @@ async def test_a_pr_with_a_nudge_due_is_re_read_and_few_prs_are_not_watched(tmp_
             await s.exec(update(PullRequest).where(PullRequest.pr_key == keys[0]).values(
                 last_nudge_at=utcnow() - timedelta(hours=2, minutes=1)))
         await _tick(h, poller)
-        assert (poller.queued, poller.skipped) == (1, 4)
+        assert (poller.queued, poller.skipped) == (1, 2)
         assert (await h.view(keys[0])).pr.last_action == "nudged reviewers"
 
 
 async def test_a_repository_with_fewer_waiting_prs_than_the_minimum_is_not_watched(tmp_path, sqlite_db_url):
     async with bot_on_simulator(tmp_path, sqlite_db_url, fixer=ScriptedFixer(["noop"]),
-                                poller={"interval_seconds": 3600, "repo_watch_min_prs": 4},
+                                poller={"interval_seconds": 3600, "repo_watch_min_prs": 3},
                                 convergence=PATIENT) as h:
-        await _enroll_waiting(h, 3)
+        await _enroll_waiting(h, 2)
         poller = Poller(h.rt)
         await _settled(h, poller)  # settles on 304s, each PR re-read
         counts = await _tick(h, poller)
-        assert (poller.queued, poller.skipped) == (3, 0)
+        assert (poller.queued, poller.skipped) == (2, 0)
         assert _list_reads(h) == [] and h.sim.counters.get(status=304) == counts["total"]
 
 
 async def test_each_resting_pr_is_still_re_read_once_per_full_sync_a_share_per_tick(tmp_path, sqlite_db_url):
     async with bot_on_simulator(tmp_path, sqlite_db_url, fixer=ScriptedFixer(["noop"]),
-                                poller={"interval_seconds": 3600, "full_sync_seconds": 7200},
+                                poller={"interval_seconds": 3600, "full_sync_seconds": 7200,
+                                        "repo_watch_min_prs": 2},
                                 convergence=PATIENT) as h:
-        keys = await _enroll_waiting(h, 5)
+        keys = await _enroll_waiting(h, 3)
         poller = Poller(h.rt)
         await _settled(h, poller)
         # Three hours pass without a change on GitHub: every PR is due its full re-read, and
-        # each tick takes the share that spreads them over full_sync_seconds (5 × 3600/7200).
+        # each tick takes the share that spreads them over full_sync_seconds (3 × 3600/7200).
         poller.polled_at = {k: t - timedelta(hours=3) for k, t in poller.polled_at.items()}
         queued = []
         for _ in range(3):
             await _tick(h, poller)
             queued.append(poller.queued)
-        assert queued == [3, 2, 0]
+        assert queued == [2, 1, 0]
         assert set(poller.polled_at) == set(keys)
 
 
@@ -134,20 +136,21 @@ async def test_after_a_restart_only_what_changed_is_re_read(tmp_path, db_url):
     """The marks are kept in the database: the first tick of a new process needs no full re-read,
     only what changed and its share of the spread full re-reads (one PR here)."""
     async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
-                                poller={"interval_seconds": 3600, "full_sync_seconds": 36000},
+                                poller={"interval_seconds": 3600, "full_sync_seconds": 36000,
+                                        "repo_watch_min_prs": 2},
                                 convergence=PATIENT) as h:
         h.sim.webhook_faults(drop_all=True)
-        keys = await _enroll_waiting(h, 5)
+        keys = await _enroll_waiting(h, 4)
         await _settled(h, Poller(h.rt))
         saved = (await marks.load(h.rt.db))[REPO]
-        number = int(keys[4].split("#")[1])
+        number = int(keys[3].split("#")[1])
         review = await h.sim.submit_review(REPO, number, user=COPILOT, body="LGTM", state="COMMENTED")
         changed = {p.number for p in h.sim.state.prs_of(h.sim.repo(REPO))
                    if p.updated_at.replace(microsecond=0) >= saved}
         assert number in changed
         restarted = Poller(h.rt)  # a new process: no marks in memory, no PR re-read yet
         await _tick(h, restarted)
-        resting = 5 - len(changed) - 1  # and one of them is re-read as its share
-        assert (restarted.queued, restarted.skipped) == (5 - resting, resting)
-        assert (await h.view(keys[4])).pr.latest_review_id == review.id
+        resting = max(0, 4 - len(changed) - 1)  # the unchanged but one, re-read as the share
+        assert (restarted.queued, restarted.skipped) == (4 - resting, resting)
+        assert (await h.view(keys[3])).pr.latest_review_id == review.id
         assert (await marks.load(h.rt.db))[REPO] > saved
