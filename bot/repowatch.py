@@ -59,8 +59,8 @@ class RepoWatch:
 
     async def changed(self, full_repo: str) -> set[int] | None:
         """Numbers of the repository's PRs updated since the last look, or None when that cannot
-        be told: the first look since the process started, a failed read, or more changes than
-        the pages read reach back to."""
+        be told: the first look at a repository (no mark, in memory or stored), a failed read, or
+        more changes than the pages read reach back to."""
         owner, _, name = full_repo.partition("/")
         mark = self._marks.get(full_repo.lower())
         self.reads += 1
