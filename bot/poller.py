@@ -42,6 +42,7 @@ class Poller:
         self.skipped = 0  # re-reads the last tick left out: their repository's list said unchanged
         self.watch = RepoWatch(rt.github)
         self.polled_at: dict[str, datetime] = {}  # when this process last queued each PR's re-read
+        self._ticking = asyncio.Lock()  # held while a tick runs, so a shutdown can wait for it
 
     def schedule(self, scheduler: AsyncIOScheduler) -> None:
         cfg = self.rt.config.poller
@@ -133,7 +134,17 @@ class Poller:
         changed = (gets - unchanged) / gets if gets >= 30 else 1.0
         return max(0.05, 3 * changed)
 
+    async def finish(self) -> None:
+        """Return once no tick is running (a shutdown waits for the tick under way instead of
+        cancelling it halfway)."""
+        async with self._ticking:
+            pass
+
     async def tick(self) -> None:
+        async with self._ticking:
+            await self._tick()
+
+    async def _tick(self) -> None:
         self.ticks += 1
         stamp = utcnow().strftime("%Y%m%dT%H%M%S.%f")
         try:

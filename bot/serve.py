@@ -114,7 +114,8 @@ async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime,
         ))
         rt.wake = pool.wake
         scheduler = AsyncIOScheduler(timezone="UTC")
-        Poller(rt).schedule(scheduler)
+        poller = Poller(rt)
+        poller.schedule(scheduler)
         server = _Server(uvicorn.Config(
             build_app(rt), host=config.server.host, port=config.server.port, log_config=None,
             lifespan="off", access_log=False,
@@ -138,6 +139,10 @@ async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime,
                 scheduler.pause()
             rt.health.scheduler_running = False
             await pool.stop(config.server.shutdown_grace_seconds)
+            # A tick under way ends first (it is short): shutting the scheduler down cancels it
+            # halfway otherwise, which APScheduler logs as the tick's error.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(poller.finish(), config.server.shutdown_grace_seconds)
             if scheduler.running:
                 scheduler.shutdown(wait=False)
             with contextlib.suppress(asyncio.CancelledError):
