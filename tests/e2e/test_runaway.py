@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 from storage import jobs
+from storage.models import utcnow
 
 from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
 
@@ -67,7 +68,16 @@ async def test_a_run_past_its_write_budget_is_paused_and_escalated_once(tmp_path
         h.sim.set_reviewer(REPO, steps(3))  # three findings a review, each fixed and replied to
         key, number = await open_and_enroll(h)
         await h.wait_status(key, "escalated", timeout=60)
-        await quiesce(h)
+        # The writes settled (not the whole queue: the half-second poller keeps a sync of the
+        # escalated PR queued or running most of the time, more so on a busy machine).
+        await h.sim.settle()
+
+        async def writes_settled():
+            return not [j for j in await jobs.list_jobs(h.rt.db, key)
+                        if j.kind == "effect" and j.status in ("queued", "running") and j.run_at <= utcnow()]
+
+        await h.wait_for("the PR's writes to settle", writes_settled)
+        await h.sim.settle()
         (esc,) = await h.escalations(key)
         assert esc.kind == "runaway" and "comments within the hour" in esc.question
         replies = [e for e in h.sim.effects("review_reply") if e["actor"] == "convergebot[bot]"]
