@@ -28,8 +28,10 @@ def _agent(tmp_path) -> dict:
     return {"kind": "command", "command": [sys.executable, str(script)]}
 
 
-async def test_after_a_churn_answer_the_run_moves_on_and_stays_bounded(tmp_path, db_url):
-    async with bot_on_simulator(tmp_path, db_url, fixer_config=_agent(tmp_path)) as h:
+async def test_after_a_churn_answer_the_run_moves_on_and_stays_bounded(tmp_path, sqlite_db_url):
+    # SQLite only: the bound is the engine's, and the one-escalation race it can meet on
+    # PostgreSQL is tests/integration/test_runaway_once.py's (the suite's longest e2e test).
+    async with bot_on_simulator(tmp_path, sqlite_db_url, fixer_config=_agent(tmp_path)) as h:
         h.sim.set_reviewer(REPO, steps(1))  # one new finding in app/core.py every review, for ever
         key, number = await open_and_enroll(h, command="/converge start --rounds 6")
         await h.wait_status(key, "escalated", timeout=60)
