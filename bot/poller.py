@@ -16,7 +16,6 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from storage import deliveries, jobs, marks, prs
 from storage.models import utcnow
 from storage.prs import PrView
-from storage.statuses import RunState, Status
 
 from . import liveness, metrics
 from .budget import paused
@@ -65,7 +64,7 @@ class Poller:
         review timeout nor its next nudge has come due (the first tick after it re-reads it,
         as it would have without resting)."""
         pr = view.pr
-        if pr.status != Status.WAITING_REVIEW or pr.process_key is None or view.run_state != RunState.ACTIVE:
+        if not view.awaits_review:
             return False
         timeout_at, nudge_at = review_wait_deadlines(pr.waiting_since, pr.last_nudge_at, now, settings)
         return min(timeout_at, nudge_at) > now
@@ -82,7 +81,7 @@ class Poller:
             return set()
         if not self.watch.loaded:
             self.watch.load(await marks.load(self.rt.db))
-        self.watch.looked = {}  # what a failed tick looked at is looked at again
+        self.watch.begin()
         now = utcnow()
         settings, wanted = settings_of(self.rt), set(active)
         by_repo: dict[str, list[PrView]] = {}

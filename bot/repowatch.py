@@ -37,11 +37,14 @@ class RepoWatch:
         self._at_mark: dict[str, set[int]] = {}
         self.looked: dict[str, tuple[datetime, set[int]]] = {}  # this tick's, not yet accepted
         self.loaded = False
-        self.reads = 0
 
     def load(self, marks: dict[str, datetime]) -> None:
         self._marks = {repo.lower(): at for repo, at in marks.items()}
         self.loaded = True
+
+    def begin(self) -> None:
+        """A tick starts: what a failed tick looked at is looked at again."""
+        self.looked = {}
 
     def accept(self) -> None:
         """The syncs this tick's looks asked for are queued (and the marks saved with them)."""
@@ -63,7 +66,6 @@ class RepoWatch:
         more changes than the pages read reach back to."""
         owner, _, name = full_repo.partition("/")
         mark = self._marks.get(full_repo.lower())
-        self.reads += 1
         try:
             pulls, unchanged, complete = await self.github.pulls_by_update(owner, name, mark)
         except GitHubError as e:

@@ -118,19 +118,24 @@ async def enqueue_syncs(
     run_at = run_at or now
     wanted = list(dict.fromkeys(pr_keys))
     created = 0
-    table = Job.__table__
-    dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
     for start in range(0, len(wanted), SYNC_BATCH):
         chunk = wanted[start:start + SYNC_BATCH]
         waiting = set((await session.exec(select(Job.pr_key).where(
             Job.kind == "sync", Job.status == JobStatus.QUEUED, Job.pr_key.in_(chunk)))).all())
         rows = [_row("sync", key_of(pr_key), now, run_at, pr_key=pr_key) for pr_key in chunk if pr_key not in waiting]
-        if not rows:
-            continue
-        # RETURNING makes SQLAlchemy send the rows as one multi-row INSERT (not executemany).
-        stmt = dialect.insert(table).on_conflict_do_nothing(index_elements=["key"]).returning(table.c.id)
-        created += len((await session.exec(stmt, params=rows)).all())
+        created += await _insert_rows(session, rows)
     return created
+
+
+async def _insert_rows(session: AsyncSession, rows: list[dict[str, Any]]) -> int:
+    """Insert new jobs' rows, skipping a key that exists; how many were inserted."""
+    if not rows:
+        return 0
+    table = Job.__table__
+    dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
+    # RETURNING makes SQLAlchemy send the rows as one multi-row INSERT (not executemany).
+    stmt = dialect.insert(table).on_conflict_do_nothing(index_elements=["key"]).returning(table.c.id)
+    return len((await session.exec(stmt, params=rows)).all())
 
 
 async def enqueue_many(session: AsyncSession, wakes: Sequence[Mapping[str, Any]]) -> None:
@@ -160,12 +165,7 @@ async def enqueue_many(session: AsyncSession, wakes: Sequence[Mapping[str, Any]]
                 await session.exec(update(Job).where(Job.id == job_id, Job.status == JobStatus.QUEUED)
                                    .values(run_at=at))
         others += [_row("sync", key, now, at, pr_key=pr_key) for pr_key, (at, key) in syncs.items()]
-    if others:
-        table = Job.__table__
-        dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
-        # RETURNING makes SQLAlchemy send the rows as one multi-row INSERT (not executemany).
-        stmt = dialect.insert(table).on_conflict_do_nothing(index_elements=["key"]).returning(table.c.id)
-        await session.exec(stmt, params=others)
+    await _insert_rows(session, others)
 
 
 def _due(now: datetime):

@@ -28,6 +28,13 @@ class PrView:
         return derived_status(self.pr.status, self.pr.process_key, self.run_state)
 
     @property
+    def awaits_review(self) -> bool:
+        """An active run waiting for a review of the PR's head (nothing to do until one comes,
+        a push, or a deadline)."""
+        return (self.pr.status == Status.WAITING_REVIEW and self.pr.process_key is not None
+                and self.run_state == RunState.ACTIVE)
+
+    @property
     def resubmittable(self) -> bool:
         return is_resubmittable(self.pr.status, self.pr.process_key, self.run_state)
 

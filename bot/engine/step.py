@@ -116,8 +116,7 @@ async def _nothing_due(rt: Runtime, view: PrView, observed: Observed, seen: Obse
     row says, or the full step's publish would queue an update.
     """
     pr = view.pr
-    if (pr.status != Status.WAITING_REVIEW or pr.process_key is None or view.run_state != RunState.ACTIVE
-            or seen.head_sha is None or not records_nothing_new(pr, observed.values)):
+    if not view.awaits_review or seen.head_sha is None or not records_nothing_new(pr, observed.values):
         return False
     rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, pr.current_round)
     reviews = tuple(review_of(r) for r in seen.reviews if isinstance(r.get("id"), int))
