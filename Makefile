@@ -20,9 +20,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/convergebot demo
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist), each with its own PostgreSQL cluster.
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	scripts/ensure-postgres.sh
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 # Break each guard on purpose (in a scratch copy of the tree) and check its named tests fail:
 # the catalogue is tests/guards/*.toml, its page docs/guards.md.

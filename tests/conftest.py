@@ -30,7 +30,9 @@ def pytest_generate_tests(metafunc):
 
 
 BACKENDS = [b.strip() for b in os.environ.get("CONVERGEBOT_TEST_BACKENDS", "sqlite,postgres").split(",")]
-TEMPLATE_DB = "convergebot_template"
+# One template per pytest-xdist worker: each worker starts its own cluster, but a shared server
+# (CONVERGEBOT_TEST_POSTGRES_URL) must not see two workers rebuild or copy one template at once.
+TEMPLATE_DB = f"convergebot_template_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 
 
 @pytest.fixture(scope="session")

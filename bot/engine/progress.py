@@ -92,7 +92,9 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
             if outcome.kind == "advance":
                 won = await prs.fenced_update(None, pr.pr_key, pk, {
                     **stamp, "status": Status.WAITING_REVIEW, "current_round": n + 1, "husk_retries": 0,
-                    "last_round_head": head, "waiting_since": now, "last_nudge_at": now,
+                    # The head just read from the ref is the row's head too: the check run the
+                    # new round publishes goes on it, not on the head the fixer started from.
+                    "head_sha": head, "last_round_head": head, "waiting_since": now, "last_nudge_at": now,
                     "last_action": f"round {n} addressed ({outcome.reason}); review requested",
                 }, **fence, session=s)
                 if won:
