@@ -16,6 +16,7 @@ from bot import outbox
 from bot.fixers.base import FixRequest, Verdict
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
+from bot.webhooks.routing import own_pushes
 from storage import prs, rounds
 from storage.models import Job, utcnow
 from storage.statuses import Status
@@ -66,6 +67,7 @@ async def fix(rt: Runtime, job: Job) -> None:
             clone_url=head_repo.get("clone_url") or "", token=await rt.github.clone_token(),
             findings=findings, instructions=tuple(json.loads(rnd.instructions or "[]")),
             still_current=still_current,
+            pushing=lambda sha: _pushing(rt, (key.full_repo, head_repo.get("full_name")), sha),
         )
         bound.info("fix.started", fixer=rt.config.fixer.kind, findings=len(findings))
         verdict = await rt.extras["fixer"].run(request)
@@ -73,6 +75,13 @@ async def fix(rt: Runtime, job: Job) -> None:
                push_rejected=verdict.push_rejected, detail=verdict.detail)
     if not await _record(rt, pr.pr_key, pk, n, attempt, findings, verdict):
         bound.info("fix.stale")
+
+
+def _pushing(rt: Runtime, repos: tuple[str | None, ...], sha: str) -> None:
+    # The PR's `synchronize` names the base repository, the `push` the head's (a fork's).
+    for repo in repos:
+        if repo:
+            own_pushes(rt).add(repo, sha)
 
 
 async def _record(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findings, verdict: Verdict) -> bool:

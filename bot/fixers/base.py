@@ -47,6 +47,8 @@ class FixRequest:
     # Asked right before a push: does this run still own the PR, with this attempt still the
     # round's? None: nobody to ask (a fixer run by hand), the push goes ahead.
     still_current: Callable[[], Awaitable[bool]] | None = field(default=None, repr=False, compare=False)
+    # Told the sha right before the push, so the push's own webhooks are known as echoes.
+    pushing: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,8 @@ class Workspace:
         withheld = await _withheld(self.req)
         if withheld:
             return Publication(withheld=withheld)
+        if self.req.pushing is not None:
+            self.req.pushing(head)
         result = await self.remote.call(
             "push", "--porcelain", "--no-verify",
             f"--force-with-lease=refs/heads/{branch}:{self.req.entry_head}",

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse
 from bot import metrics
 from bot.runtime import Runtime
 from bot.web.intake import BatchFailed, Intake
-from bot.webhooks.routing import EnrollRules, route
+from bot.webhooks.routing import EnrollRules, own_pushes, route
 from storage.deliveries import Delivery
 
 log = structlog.get_logger(__name__)
@@ -87,7 +87,7 @@ async def receive_webhook(request: Request) -> JSONResponse:
     action = payload.get("action") if isinstance(payload.get("action"), str) else None
     cfg = rt.config.convergence
     rules = EnrollRules(cfg.label, frozenset(a.lower() for a in cfg.auto_enroll_authors),
-                        bot_login=rt.config.github.bot_login)
+                        bot_login=rt.config.github.bot_login, own_pushes=own_pushes(rt))
     routed = route(event, payload, delivery_id, rules)
     bound = log.bind(delivery_id=delivery_id, event=event, action=action)
     try:

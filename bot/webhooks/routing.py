@@ -7,6 +7,8 @@ payload shape githubkit's models reject is still routed.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,11 +38,40 @@ class Wake:
     delay_seconds: float = 0.0
 
 
+class OwnPushes:
+    """The heads our fixer runs pushed, per repository, newest last (a bounded memory).
+
+    The fixer's workspace tells this the sha right before its push, so the push's own webhooks
+    (`push`, `pull_request` `synchronize`), which may arrive before the push command returns, are
+    known as echoes: the fix job's progress check reads the branch anyway. Kept in memory: after
+    a restart those webhooks wake a sync again, which costs reads and loses nothing.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._size = size
+
+    def add(self, repo: str, sha: str) -> None:
+        self._seen[(repo.lower(), sha)] = None
+        self._seen.move_to_end((repo.lower(), sha))
+        while len(self._seen) > self._size:
+            self._seen.popitem(last=False)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._seen
+
+
+def own_pushes(rt: Any) -> OwnPushes:
+    """The process's memory of its fixer pushes (in `Runtime.extras`)."""
+    return rt.extras.setdefault("own_pushes", OwnPushes())
+
+
 @dataclass(frozen=True)
 class EnrollRules:
     label: str = "converge"
     authors: frozenset[str] = frozenset()
     bot_login: str = ""  # whose events only echo our own writes (empty: none are)
+    own_pushes: Container[tuple[str, str]] = frozenset()  # (repo lowercased, sha) we pushed
 
 
 def looks_like_command(body: object) -> bool:
@@ -96,15 +127,31 @@ def _login(user: object) -> str:
     return ((user.get("login") if isinstance(user, dict) else None) or "").lower()
 
 
-def echo(event: str, payload: dict, bot_login: str) -> str | None:
+def _pushed_head(event: str, payload: dict) -> str | None:
+    """The sha a `push` or a `pull_request` `synchronize` moved the branch to."""
+    if event == "push":
+        sha = payload.get("after")
+    elif event == "pull_request" and payload.get("action") == "synchronize":
+        pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), dict) else {}
+        sha = (pr.get("head") or {}).get("sha") if isinstance(pr.get("head"), dict) else None
+    else:
+        return None
+    return sha if isinstance(sha, str) else None
+
+
+def echo(event: str, payload: dict, rules: EnrollRules) -> str | None:
     """Why this event only echoes a write of ours and wakes nothing, or None.
 
     Our replies, resolves, reviews-by-reply, review requests and check runs each come back as a
     webhook; the write's own decision already queued what follows it, so re-reading the PR for
-    them costs requests and learns nothing. Pushes and merges are not echoes here: a push is
-    news for the round whoever made it, and a merge ends the run.
+    them costs requests and learns nothing. So does the push of a head our fixer run pushed (its
+    progress check reads the branch). Any other push is news for the round whoever made it, and
+    a merge ends the run.
     """
-    bot = bot_login.lower()
+    sha, repo = _pushed_head(event, payload), _repo(payload)
+    if sha is not None and repo and (repo.lower(), sha) in rules.own_pushes:
+        return f"{event}: our fixer's push of {sha[:7]}"
+    bot = rules.bot_login.lower()
     if event in ("check_run", "check_suite"):
         obj = payload.get(event) if isinstance(payload.get(event), dict) else {}
         app = obj.get("app") if isinstance(obj.get("app"), dict) else {}
@@ -136,7 +183,7 @@ def route(event: str, payload: dict, delivery_id: str, rules: EnrollRules = Enro
     repo = _repo(payload)
     if event in ("ping", "installation", "installation_repositories", "installation_target"):
         return Routed("ignored", f"{event}: nothing to do")
-    if (why := echo(event, payload, rules.bot_login)) is not None:
+    if (why := echo(event, payload, rules)) is not None:
         return Routed("ignored", why)
 
     action = payload.get("action")

@@ -6,6 +6,10 @@ import json
 import sys
 import textwrap
 
+from sqlmodel import select
+
+from storage.models import WebhookDelivery
+
 from .harness import REPO, bot_on_simulator, steps
 
 FIXER_SCRIPT = textwrap.dedent('''
@@ -50,6 +54,16 @@ async def test_converges_in_three_rounds_with_a_real_command_fixer(tmp_path, db_
         assert len(h.sim.effects("review_reply")) == 4
         merge = h.sim.effects("merge")
         assert len(merge) == 1 and merge[0]["number"] == number
+
+        # The fixer's two pushes came back as `synchronize` webhooks: known echoes of our own
+        # push, they queued no sync (the progress check reads the branch itself).
+        async def synchronized():
+            async with h.rt.db.session() as s:
+                found = (await s.exec(select(WebhookDelivery).where(
+                    WebhookDelivery.event == "pull_request", WebhookDelivery.action == "synchronize"))).all()
+            return found if len(found) == 2 else None
+
+        assert [d.outcome for d in await h.wait_for("both pushes' webhooks", synchronized)] == ["ignored"] * 2
 
         # The `convergebot` check run on the converged head says so (an outbox effect, so it
         # follows the merge), and each round's head had one.

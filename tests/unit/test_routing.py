@@ -1,6 +1,6 @@
 import pytest
 
-from bot.webhooks.routing import EnrollRules, route
+from bot.webhooks.routing import EnrollRules, OwnPushes, route
 
 from ..openapi import webhook_examples
 
@@ -112,6 +112,30 @@ def test_echoes_of_our_own_writes_wake_nothing(event, payload):
 def test_our_push_and_our_merge_are_still_news(action):
     payload = PR | {"action": action, "sender": {"login": BOT}}
     assert route("pull_request", payload, "d1", RULES).outcome == "queued"
+
+
+def test_the_push_of_a_head_our_fixer_pushed_wakes_nothing():
+    ours = OwnPushes()
+    ours.add("O/R", "a" * 40)
+    rules = EnrollRules(bot_login=BOT, own_pushes=ours)
+    sync = PR | {"action": "synchronize", "sender": {"login": "dev"}}
+    push = {"ref": "refs/heads/feat", "repository": {"full_name": "o/r"}, "sender": {"login": "dev"}}
+    for event, payload in (("pull_request", sync | {"pull_request": {"number": 7, "head": {"sha": "a" * 40}}}),
+                           ("push", push | {"after": "a" * 40})):
+        routed = route(event, payload, "d1", rules)
+        assert (routed.outcome, routed.wakes) == ("ignored", ()) and "our fixer's push" in routed.reason
+    # Another head, or the same head in another repository, is news.
+    assert route("pull_request", sync | {"pull_request": {"number": 7, "head": {"sha": "b" * 40}}},
+                 "d1", rules).outcome == "queued"
+    assert route("push", push | {"after": "a" * 40, "repository": {"full_name": "o/other"}},
+                 "d1", rules).outcome == "queued"
+
+
+def test_own_pushes_forget_the_oldest_beyond_their_size():
+    ours = OwnPushes(size=2)
+    for sha in ("a", "b", "c"):
+        ours.add("o/r", sha * 40)
+    assert ("o/r", "a" * 40) not in ours and ("o/r", "b" * 40) in ours and ("o/r", "c" * 40) in ours
 
 
 def test_another_app_s_check_run_is_news():
