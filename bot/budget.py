@@ -8,6 +8,7 @@ A maintainer's answer gives it a fresh hour.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 from sqlalchemy import func
@@ -42,13 +43,19 @@ async def over_budget(rt: Runtime, pr_key: str, effect: str) -> str | None:
             Job.status == JobStatus.DONE, Job.finished_at >= since)
     async with rt.db.session() as s:
         writes = (await s.exec(select(func.count()).select_from(Job).where(*done))).one()
-        comments = (await s.exec(select(func.count()).select_from(Job).where(
-            *done, Job.payload.contains('"effect": "comment"') | Job.payload.contains('"effect": "reply"')))).one()
+        posted = (await s.exec(select(Job.payload).where(
+            *done, Job.payload.contains('"effect": "comment"') | Job.payload.contains('"effect": "reply"')))).all()
+    comments = sum(_comments(p) for p in posted)
     if writes >= cfg.writes_per_hour:
         return f"{writes} GitHub writes within the hour (budget {cfg.writes_per_hour})"
     if effect in ("comment", "reply") and comments >= cfg.comments_per_hour:
         return f"{comments} comments within the hour (budget {cfg.comments_per_hour})"
     return None
+
+
+def _comments(payload: str) -> int:
+    """The comments an effect posted: one, or one per thread of a round's replies."""
+    return max(1, len(json.loads(payload).get("replies") or ()))
 
 
 async def pause_runaway(rt: Runtime, pr_key: str, process_key: str, why: str) -> None:

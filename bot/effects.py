@@ -25,7 +25,7 @@ from .engine import checkrun
 from .engine.dispatch import requeue
 from .engine.model import Review
 from .engine.read import review_of
-from .engine.threads import reply_and_resolve
+from .engine.threads import Reply, reply_and_resolve
 
 log = structlog.get_logger(__name__)
 
@@ -78,7 +78,9 @@ async def _comment(rt: Runtime, job: Job, p: dict) -> None:
 
 
 async def _reply(rt: Runtime, job: Job, p: dict) -> None:
-    await reply_and_resolve(rt, job.pr_key, p["thread_id"], p["text"], resolve=p["resolve"])
+    # A round's replies are one effect; an effect queued by an older version names one thread.
+    items = p["replies"] if "replies" in p else [p]
+    await reply_and_resolve(rt, job.pr_key, [Reply(i["thread_id"], i["text"], i["resolve"]) for i in items])
     # A round waits while our replies are in the outbox, and their webhooks (echoes of our own
     # writes) wake nothing: the last reply of the PR takes its next step itself.
     if not await outbox.pending(rt.db, job.pr_key, "reply", besides=job.id):

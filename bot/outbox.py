@@ -11,6 +11,7 @@ See docs/architecture.md ("The outbox").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlmodel import select
@@ -78,14 +79,17 @@ async def comment(session: AsyncSession, pr_key: str, marker: str, body: str, *,
                      body=body, escalation_id=escalation_id)
 
 
-async def reply(session: AsyncSession, pr_key: str, process_key: str, finding: Finding, text: str, *,
-                resolve: bool, key: str) -> bool:
-    """Reply on a review thread (once per thread), then resolve it if asked."""
-    if not finding.thread_id or not finding.comment_id:
+async def replies(session: AsyncSession, pr_key: str, process_key: str,
+                  items: Sequence[tuple[Finding, str, bool]], *, key: str) -> bool:
+    """Reply on each finding's review thread (once per thread), resolving those asked
+    (`(finding, text, resolve)`): one effect, so one read of the threads and one GraphQL write
+    for them all. Findings without a thread are left out; False if none is left."""
+    entries = [{"thread_id": f.thread_id, "comment_id": f.comment_id, "text": text, "resolve": resolve}
+               for f, text, resolve in items if f.thread_id and f.comment_id]
+    if not entries:
         return False
-    return await add(session, "reply", f"{process_key}:{finding.thread_id}:{key}", pr_key=pr_key,
-                     process_key=process_key, thread_id=finding.thread_id, comment_id=finding.comment_id,
-                     text=text, resolve=resolve)
+    return await add(session, "reply", f"{process_key}:{key}", pr_key=pr_key, process_key=process_key,
+                     replies=entries)
 
 
 async def react(session: AsyncSession, pr_key: str, comment_id: int, content: str, *, review_comment: bool) -> bool:

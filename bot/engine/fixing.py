@@ -105,7 +105,7 @@ async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findin
     by_thread = {f.thread_id: f for f in findings if f.thread_id}
     status = verdict.status
     async with rt.db.session() as s:
-        resolved = 0
+        resolved, answers = 0, []
         if verdict.finished and not verdict.push_rejected:
             for act in verdict.thread_actions:
                 finding = by_thread.get(act.thread_id)
@@ -118,8 +118,9 @@ async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findin
                     text, resolve = f"Declined: {act.reason}", True
                 else:
                     text, resolve = f"Needs a maintainer: {act.reason}", False
-                await outbox.reply(s, pr_key, pk, finding, text, resolve=resolve, key=f"{n}:{attempt}")
+                answers.append((finding, text, resolve))
                 resolved += resolve
+            await outbox.replies(s, pr_key, pk, answers, key=f"{n}:{attempt}")
         if verdict.finished and not verdict.pushed_head and findings and resolved == len(findings):
             status = "converged"  # every finding answered without a code change: review again
         if not await prs.fenced_update(None, pr_key, pk, {"last_action": f"fixer: {status}"},

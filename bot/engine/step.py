@@ -167,8 +167,8 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
     if isinstance(action, Fix):
         text = findings_json(action.findings)
         async with rt.db.session() as s:
-            for finding, reason in action.declines:
-                await outbox.reply(s, pr.pr_key, pk, finding, reason, resolve=True, key=f"{n}:declined")
+            await outbox.replies(s, pr.pr_key, pk, [(f, reason, True) for f, reason in action.declines],
+                                 key=f"{n}:declined")
             if not action.findings:
                 return True
             won = await prs.fenced_update(None, pr.pr_key, pk, {

@@ -2,34 +2,56 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import structlog
 
+from bot.github.client import ThreadWrite
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 
 log = structlog.get_logger(__name__)
 
 
+@dataclass(frozen=True)
+class Reply:
+    thread_id: str
+    text: str
+    resolve: bool
+
+
 def reply_marker(thread_id: str) -> str:
     return f"<!-- convergebot:reply:{thread_id} -->"
 
 
-async def reply_and_resolve(rt: Runtime, pr_key: str, thread_id: str, text: str, *, resolve: bool) -> None:
-    """Reply on the thread, then resolve it. A thread already resolved, or already carrying our
-    reply (an earlier attempt whose answer was lost), gets nothing posted twice."""
+def writes_for(threads: dict[str, dict], replies: Sequence[Reply]) -> list[ThreadWrite]:
+    """What is left to write on GitHub for `replies`, given the threads as they are now.
+
+    A thread already resolved, or gone, gets nothing; one already carrying our reply (an
+    earlier attempt whose answer was lost) is only resolved, if asked. One reply per thread.
+    """
+    writes: dict[str, ThreadWrite] = {}
+    for r in replies:
+        thread = threads.get(r.thread_id)
+        if r.thread_id in writes or thread is None or thread.get("isResolved"):
+            continue
+        marker = reply_marker(r.thread_id)
+        bodies = [c.get("body") or "" for c in (thread.get("comments") or {}).get("nodes") or []]
+        if not any(marker in b for b in bodies):
+            writes[r.thread_id] = ThreadWrite(r.thread_id, f"{r.text}\n\n{marker}", r.resolve)
+        elif r.resolve:
+            writes[r.thread_id] = ThreadWrite(r.thread_id, None, True)
+    return list(writes.values())
+
+
+async def reply_and_resolve(rt: Runtime, pr_key: str, replies: Sequence[Reply]) -> None:
+    """Reply on each thread, then resolve it when asked: one read of the PR's threads and one
+    GraphQL request for all the writes, however many threads. A retry (a lost answer, a write
+    GitHub refused halfway) reads again and writes only what is still missing."""
     key = parse_pr_key(pr_key)
     # Read, check and write under the PR's mutation lock: two reply effects for one thread (a
     # retried one of the last round, a new one of this round) must not both find no reply yet.
     async with rt.github.mutating(pr_key):
         current = {t["id"]: t for t in await rt.github.review_threads(key.owner, key.repo, key.number)}
-        thread = current.get(thread_id)
-        if thread is None or thread.get("isResolved"):
-            return
-        marker = reply_marker(thread_id)
-        bodies = [c.get("body") or "" for c in (thread.get("comments") or {}).get("nodes") or []]
-        if not any(marker in b for b in bodies):
-            # The reply and the resolve in one request; a retry after a lost answer finds the
-            # thread resolved, or finds our marker and only resolves.
-            await rt.github.reply_in_thread(thread_id, f"{text}\n\n{marker}", resolve=resolve)
-        elif resolve:
-            await rt.github.resolve_thread(thread_id)
+        await rt.github.write_threads(writes_for(current, replies))

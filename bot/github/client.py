@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -56,23 +57,33 @@ query($owner: String!, $name: String!, $number: Int!, $after: String) {
 }
 """
 
-_RESOLVE_MUTATION = """
-mutation($threadId: ID!) { resolveReviewThread(input: {threadId: $threadId}) { thread { id isResolved } } }
-"""
 
-# A reply and, in the same request, the thread's resolve: GitHub runs a document's mutations
-# one after the other, in order, so the thread is never resolved ahead of the reply.
-_REPLY_MUTATION = """
-mutation($threadId: ID!, $body: String!) {
-  reply: addPullRequestReviewThreadReply(input: {pullRequestReviewThreadId: $threadId, body: $body}) { comment { id } }
-}
-"""
-_REPLY_AND_RESOLVE_MUTATION = """
-mutation($threadId: ID!, $body: String!) {
-  reply: addPullRequestReviewThreadReply(input: {pullRequestReviewThreadId: $threadId, body: $body}) { comment { id } }
-  resolve: resolveReviewThread(input: {threadId: $threadId}) { thread { id isResolved } }
-}
-"""
+@dataclass(frozen=True)
+class ThreadWrite:
+    """One thread's part of `GitHubClient.write_threads`: a reply (None: none) and whether to
+    resolve the thread after it."""
+
+    thread_id: str
+    body: str | None
+    resolve: bool
+
+
+def threads_mutation(writes: Sequence[ThreadWrite]) -> tuple[str, dict[str, str]]:
+    """One GraphQL document for every reply and resolve, with its variables. GitHub runs a
+    document's mutations one after the other, in order, so each thread's reply lands before its
+    resolve."""
+    params, fields, variables = [], [], {}
+    for i, w in enumerate(writes):
+        params.append(f"$t{i}: ID!")
+        variables[f"t{i}"] = w.thread_id
+        if w.body is not None:
+            params.append(f"$b{i}: String!")
+            variables[f"b{i}"] = w.body
+            fields.append(f"r{i}: addPullRequestReviewThreadReply(input: "
+                          f"{{pullRequestReviewThreadId: $t{i}, body: $b{i}}}) {{ comment {{ id }} }}")
+        if w.resolve:
+            fields.append(f"s{i}: resolveReviewThread(input: {{threadId: $t{i}}}) {{ thread {{ id isResolved }} }}")
+    return f"mutation({', '.join(params)}) {{\n  " + "\n  ".join(fields) + "\n}", variables
 
 
 def open_github(
@@ -482,14 +493,12 @@ class GitHubClient:
                 )
             return wanted
 
-    async def reply_in_thread(self, thread_id: str, body: str, *, resolve: bool) -> None:
-        """Reply on a review thread and, when asked, resolve it: one GraphQL request."""
-        query = _REPLY_AND_RESOLVE_MUTATION if resolve else _REPLY_MUTATION
-        await self._graphql("replyInThread", query, {"threadId": thread_id, "body": body})
-
-    async def resolve_thread(self, thread_id: str) -> bool:
-        data = await self._graphql("resolveReviewThread", _RESOLVE_MUTATION, {"threadId": thread_id})
-        return bool(data["resolveReviewThread"]["thread"]["isResolved"])
+    async def write_threads(self, writes: Sequence[ThreadWrite]) -> None:
+        """Every reply and resolve of `writes` in one GraphQL request (nothing when empty)."""
+        writes = [w for w in writes if w.body is not None or w.resolve]
+        if writes:
+            query, variables = threads_mutation(writes)
+            await self._graphql("writeThreads", query, variables)
 
     async def create_check_run(self, owner: str, repo: str, **fields: Any) -> dict:
         return await self._json("POST", f"/repos/{owner}/{repo}/check-runs", json=fields)

@@ -141,14 +141,41 @@ async def test_two_replies_to_one_thread_at_once_post_one(client, sim):  # noqa:
     import asyncio
     from types import SimpleNamespace
 
-    from bot.engine.threads import reply_and_resolve
+    from bot.engine.threads import Reply, reply_and_resolve
 
     n = await _pr(sim)
     await sim.submit_review(REPO, n, user=COPILOT_REVIEWER, threads=[{"path": "a.txt", "line": 1, "body": "x?"}])
     (thread,) = await client.review_threads("acme", "lib", n)
     rt = SimpleNamespace(github=client)
     # A retried reply of the last round and this round's reply for the same thread, at once.
-    await asyncio.gather(*(reply_and_resolve(rt, f"{REPO}#{n}", thread["id"], f"Fixed ({i}).", resolve=False)
+    await asyncio.gather(*(reply_and_resolve(rt, f"{REPO}#{n}", [Reply(thread["id"], f"Fixed ({i}).", False)])
                            for i in range(2)))
     replies = [e for e in sim.effects("review_reply") if e["actor"] != COPILOT_REVIEWER]
     assert len(replies) == 1, replies
+
+
+async def test_a_round_s_replies_are_one_read_and_one_write_and_a_retry_writes_only_what_is_missing(client, sim):  # noqa: F811
+    from types import SimpleNamespace
+
+    from bot.engine.threads import Reply, reply_and_resolve, reply_marker
+    from bot.github.client import ThreadWrite
+
+    n = await _pr(sim)
+    await sim.submit_review(REPO, n, user=COPILOT_REVIEWER,
+                            threads=[{"path": "a.txt", "line": 1, "body": f"x{i}?"} for i in range(3)])
+    ids = [t["id"] for t in await client.review_threads("acme", "lib", n)]
+    # An earlier attempt's reply on the first thread landed (its answer was lost, the resolve
+    # never ran), and someone resolved the second thread meanwhile.
+    await client.write_threads([ThreadWrite(ids[0], f"Fixed.\n\n{reply_marker(ids[0])}", False)])
+    await sim.resolve_thread(ids[1], user="maint")
+    sim.counters.reset()
+
+    rt = SimpleNamespace(github=client)
+    await reply_and_resolve(rt, f"{REPO}#{n}", [Reply(i, "Fixed.", True) for i in ids])
+
+    graphql = sim.counters.snapshot()["routes"]["POST /graphql"]
+    assert sum(graphql.values()) == 2  # one read of the threads, one write for all of them
+    threads = {t["id"]: t for t in await client.review_threads("acme", "lib", n)}
+    ours = {i: [c for c in threads[i]["comments"]["nodes"] if reply_marker(i) in c["body"]] for i in ids}
+    assert [len(ours[i]) for i in ids] == [1, 0, 1]  # nothing posted twice, nothing on the resolved one
+    assert all(threads[i]["isResolved"] for i in ids)
