@@ -209,3 +209,18 @@ async def test_a_fresh_review_s_threads_and_checks_are_one_graphql_read(client, 
         assert checks_of(runs, status, required) == rest
     assert checks_of(runs, status, []).failing == ("build",)
     assert checks_of(runs, status, []).pending == ("ci/docs", "tests")
+
+
+async def test_an_unchanged_resource_read_after_it_changed_costs_a_304(client, sim):  # noqa: F811
+    # The cache keeps only the newest answer per URL: with the old one kept too, a 304 carrying
+    # a weak ETag matched neither and the read was sent again, a rate-limited 200 for nothing.
+    n = await _pr(sim)
+    answers = []
+    for change in (False, True, False, False, True, False):
+        if change:
+            await sim.comment(REPO, n, "news", user="dev")  # moves the PR's updated_at
+            await sim.submit_review(REPO, n, user="maint", body="ok")
+        sim.counters.reset()
+        await client.pull("acme", "lib", n)
+        answers.append(next(iter(sim.counters.snapshot()["routes"]["GET /repos/{owner}/{repo}/pulls/{number}"])))
+    assert answers == ["200", "200", "304", "304", "200", "304"], answers
