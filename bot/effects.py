@@ -19,10 +19,9 @@ from bot.runtime import Runtime
 from storage import escalations
 from storage.models import Job
 
-from . import metrics, outbox
+from . import metrics
 from .budget import over_budget, pause_runaway
 from .engine import checkrun
-from .engine.dispatch import requeue
 from .engine.model import Review
 from .engine.read import review_of
 from .engine.threads import Reply, reply_and_resolve
@@ -81,12 +80,9 @@ async def _reply(rt: Runtime, job: Job, p: dict) -> None:
     # A round's replies are one effect; an effect queued by an older version names one thread.
     items = p["replies"] if "replies" in p else [p]
     await reply_and_resolve(rt, job.pr_key, [Reply(i["thread_id"], i["text"], i["resolve"]) for i in items])
-    # A round waits while our replies are in the outbox, and their webhooks (echoes of our own
-    # writes) wake nothing: the last reply of the PR takes its next step itself.
-    if not await outbox.pending(rt.db, job.pr_key, "reply", besides=job.id):
-        async with rt.db.session() as s:
-            await requeue(s, job.pr_key, "replies_done")
-        rt.wake_workers()
+    # Nothing is queued after: a step that found our replies still in the outbox came back
+    # itself (`SETTLING_RETRY_SECONDS` in bot/engine/step.py), and otherwise the next review's
+    # webhook takes the next step; a step here would only re-read what the replies changed.
 
 
 async def _react(rt: Runtime, job: Job, p: dict) -> None:

@@ -72,8 +72,10 @@ async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round
              findings=len(json.loads(findings_text or "[]")))
 
 
-async def requeue(session: AsyncSession, pr_key: str, why: str) -> None:
-    """In the caller's transaction: take the PR's next step now rather than at the next webhook or
-    poll (it coalesces into a sync already queued for the PR, pulling that one forward)."""
+async def requeue(session: AsyncSession, pr_key: str, why: str, *, delay_seconds: float = 0.0) -> None:
+    """In the caller's transaction: take the PR's next step now (or after `delay_seconds`) rather
+    than at the next webhook or poll (it coalesces into a sync already queued for the PR, pulling
+    that one forward)."""
     await jobs.enqueue_in(session, session.bind.dialect.name == "postgresql", "sync",
-                          f"sync:{pr_key}:{why}:{utcnow().isoformat()}", pr_key=pr_key)
+                          f"sync:{pr_key}:{why}:{utcnow().isoformat()}", pr_key=pr_key,
+                          delay_seconds=delay_seconds)

@@ -38,6 +38,8 @@ from .read import findings_json, pr_state, read_snapshot, review_of, round_state
 
 log = structlog.get_logger(__name__)
 
+SETTLING_RETRY_SECONDS = 3.0
+
 
 async def step(rt: Runtime, job: Job) -> None:
     # One step per PR at a time in this process; across processes the fenced writes decide.
@@ -96,6 +98,11 @@ async def _step(rt: Runtime, pr_key: str) -> None:
         await checkrun.publish(rt, pr_key)
         return
     snap = await read_snapshot(rt, pr, seen.head_sha, list(seen.reviews))
+    if snap.threads_settling:
+        # A fresh review came while our replies to the last round are still being posted: look
+        # again shortly (their webhooks are echoes and wake nothing).
+        async with rt.db.session() as s:
+            await requeue(s, pr_key, "settling", delay_seconds=SETTLING_RETRY_SECONDS)
     decision = decide_step(snap)
     for action in decision.actions:
         if not await _apply(rt, pr, action, bound):

@@ -179,3 +179,37 @@ async def test_a_retried_review_request_does_not_ask_a_reviewer_who_answered_sin
         job.payload = json.dumps({"effect": "request_review", "head": "0" * 40})
         await run_effect(h.rt, job)
         assert len(h.sim.effects("copilot_review_requested")) == 1
+
+
+async def test_a_review_that_comes_while_our_replies_are_queued_is_taken_up_once_they_are_posted(tmp_path, db_url):
+    from datetime import timedelta
+
+    from storage import jobs
+    from storage.models import utcnow
+
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"]),
+                                poller={"interval_seconds": 3600}) as h:
+        h.sim.set_reviewer(REPO, steps(0))  # a clean review as soon as one is asked for
+        pr = await h.sim.open_pr(REPO, title="t", head="feat", author="dev", files={"app/core.py": "x = 2\n"})
+        key = f"{REPO}#{pr.number}"
+        # Replies of ours still in the outbox (due in an hour): the clean review must wait.
+        async with h.rt.db.session() as s:
+            held, _ = await jobs.enqueue_in(s, h.rt.db.is_postgres, "effect", "fx:reply:held", pr_key=key,
+                                            payload={"effect": "reply", "replies": []},
+                                            run_at=utcnow() + timedelta(hours=1))
+        await h.sim.comment(REPO, pr.number, "/converge", user="maint")
+
+        async def waited():
+            views = await h.view(key)
+            queued = [j for j in await jobs.list_jobs(h.rt.db, key)
+                      if j.kind == "sync" and ":settling:" in j.key and j.status == "queued"]
+            return views is not None and views.pr.latest_review_id is not None and queued
+
+        await h.wait_for("the step to wait for the replies and come back", waited)
+        assert (await h.view(key)).pr.status == "waiting_review"
+        # The replies go out; their webhooks wake nothing, and the poller sleeps for an hour:
+        # the step that waited comes back by itself and the PR converges and merges.
+        async with h.rt.db.session() as s:
+            await s.exec(update(Job).where(Job.id == held).values(run_at=utcnow()))
+        h.rt.wake_workers()
+        await h.wait_status(key, "merged", timeout=30)
