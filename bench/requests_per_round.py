@@ -22,10 +22,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.logs import configure_logging
-from tests.e2e.harness import REPO, bot_on_simulator, steps
+from storage import jobs
+from tests.e2e.harness import REPO, bot_on_simulator, quiesce, steps
 from tests.e2e.test_converge import FIXER_SCRIPT
 
-AGENT = FIXER_SCRIPT  # the e2e suite's command fixer: edits each finding's file, commits, says fixed
+# The e2e suite's command fixer (edits each finding's file, commits, says fixed), taking a moment
+# as any real one does; the reviewer too. Without that, stages that last seconds in real use pass
+# within the check run's settle window and their updates fold away, which flatters the count.
+AGENT = "import time\ntime.sleep(1.5)\n" + FIXER_SCRIPT
+REVIEW_DELAY = 1.5
 
 
 TRACE = False
@@ -43,7 +48,7 @@ def spent(snapshot: dict) -> tuple[int, int, dict[str, tuple[int, int]]]:
 
 
 async def one_pr(h, head: str, findings: tuple[int, ...]) -> tuple[int, int, dict, float]:
-    h.sim.set_reviewer(REPO, steps(*findings))
+    h.sim.set_reviewer(REPO, steps(*findings, delay=REVIEW_DELAY))
     pr = await h.sim.open_pr(REPO, title=f"Change {head}", head=head, author="dev",
                              files={f"app/{head}.py": "X = 1\n"})
     key = f"{REPO}#{pr.number}"
@@ -52,7 +57,13 @@ async def one_pr(h, head: str, findings: tuple[int, ...]) -> tuple[int, int, dic
     start = time.monotonic()
     await h.sim.comment(REPO, pr.number, "/converge", user="maint")
     await h.wait_status(key, "merged", timeout=600)
-    await h.sim.settle()
+    # The merged check-run update waits out its settle window: count it with this PR.
+    async def written():
+        return not [j for j in await jobs.list_jobs(h.rt.db, key)
+                    if j.kind == "effect" and j.status in ("queued", "running")]
+
+    await h.wait_for("the PR's last writes", written, timeout=60)
+    await quiesce(h)
     if TRACE:
         print(f"\n-- {head}: every request in order (method, path, status)", file=sys.stderr)
         for method, path, status in h.sim.counters.recent:

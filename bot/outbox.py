@@ -26,6 +26,9 @@ KIND = "effect"
 # a write that was decided must happen, and the liveness watchdog catches the rest.
 MAX_ATTEMPTS = 40
 
+# How long a check-run update waits for the row's next change to fold in.
+CHECK_RUN_SETTLE_SECONDS = 1.0
+
 # Effects that write comments (the per-PR comment budget counts these).
 COMMENT_EFFECTS = frozenset({"comment", "reply"})
 
@@ -36,7 +39,7 @@ def _is_postgres(session: AsyncSession) -> bool:
 
 async def add(
     session: AsyncSession, effect: str, key: str, *, pr_key: str, process_key: str | None = None,
-    **payload: Any,
+    delay_seconds: float = 0.0, **payload: Any,
 ) -> bool:
     """Record one effect in the caller's transaction; False if its key was recorded before.
 
@@ -47,6 +50,7 @@ async def add(
     _, created = await jobs.enqueue_in(
         session, _is_postgres(session), KIND, f"fx:{effect}:{key}", pr_key=pr_key,
         process_key=process_key, payload={"effect": effect, **payload}, max_attempts=MAX_ATTEMPTS,
+        delay_seconds=delay_seconds,
     )
     return created
 
@@ -111,11 +115,14 @@ async def check_run(session: AsyncSession, pr_key: str) -> bool:
     """Bring the `convergebot` check run up to date with the row; one waiting update per PR.
 
     The handler renders from the row when it runs, so a queued update already covers any later
-    change and a second one would only repeat it.
+    change and a second one would only repeat it. It waits `CHECK_RUN_SETTLE_SECONDS` first:
+    stages that follow each other at once (converged, waiting for dependencies, for the merge,
+    merging, merged) then cost one update instead of one each.
     """
     waiting = (await session.exec(select(Job.id).where(
         Job.kind == KIND, Job.pr_key == pr_key, Job.status == jobs.JobStatus.QUEUED,
         Job.payload.contains('"effect": "check_run"')).limit(1))).first()
     if waiting is not None:
         return False
-    return await add(session, "check_run", f"{pr_key}:{utcnow().isoformat()}", pr_key=pr_key)
+    return await add(session, "check_run", f"{pr_key}:{utcnow().isoformat()}", pr_key=pr_key,
+                     delay_seconds=CHECK_RUN_SETTLE_SECONDS)

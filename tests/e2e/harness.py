@@ -128,18 +128,23 @@ async def open_and_enroll(h: Harness, *, head: str = "feat", command: str = "/co
 
 
 async def quiesce(h: Harness, timeout: float = 20) -> None:
-    """Wait until webhooks are delivered and no due job is queued or running."""
+    """Wait until webhooks are delivered and no job due now (or within a check-run update's
+    settle window) is queued or running."""
+    from datetime import timedelta
+
     from sqlmodel import select
 
+    from bot.outbox import CHECK_RUN_SETTLE_SECONDS
     from storage.models import Job, utcnow
 
     deadline = time.monotonic() + timeout
     calm = 0
     while calm < 3:
         await h.sim.settle()
+        soon = utcnow() + timedelta(seconds=CHECK_RUN_SETTLE_SECONDS + 0.5)
         async with h.rt.db.session() as s:
             busy = (await s.exec(select(Job).where(
-                Job.status.in_(["queued", "running"]), Job.run_at <= utcnow()))).all()
+                Job.status.in_(["queued", "running"]), Job.run_at <= soon))).all()
         calm = 0 if busy else calm + 1
         if time.monotonic() > deadline:
             raise AssertionError(f"still busy: {[(j.kind, j.status) for j in busy]}")
