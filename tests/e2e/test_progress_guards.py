@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 from sqlmodel import select
 
@@ -18,6 +19,7 @@ from bot.engine.fixing import fix
 from bot.engine.progress import _progress_check, progress_check
 from bot.fixers import ScriptedFixer
 from bot.fixers.base import husk
+from bot.outbox import CHECK_RUN_SETTLE_SECONDS
 from storage import escalations, rounds
 from storage.locks import KeyedLocks
 from storage.models import Job, utcnow
@@ -45,8 +47,8 @@ async def _calm(h, timeout: float = 20) -> None:
     calm = 0
     while calm < 3:
         await h.sim.settle()
-        now = utcnow()
-        busy = [j for j in await _jobs(h) if j.status in ("queued", "running") and j.run_at <= now
+        soon = utcnow() + timedelta(seconds=CHECK_RUN_SETTLE_SECONDS + 0.5)  # a check-run update's wait
+        busy = [j for j in await _jobs(h) if j.status in ("queued", "running") and j.run_at <= soon
                 and not (j.kind == "fix" and j.status == "running")]
         calm = 0 if busy else calm + 1
         if time.monotonic() > deadline:

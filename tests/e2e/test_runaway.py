@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from datetime import timedelta
 
+from bot.outbox import CHECK_RUN_SETTLE_SECONDS
 from storage import jobs
 from storage.models import utcnow
 
@@ -76,7 +78,8 @@ async def test_a_run_past_its_write_budget_is_paused_and_escalated_once(tmp_path
 
         async def writes_settled():
             return not [j for j in await jobs.list_jobs(h.rt.db, key)
-                        if j.kind == "effect" and j.status in ("queued", "running") and j.run_at <= utcnow()]
+                        if j.kind == "effect" and j.status in ("queued", "running")
+                        and j.run_at <= utcnow() + timedelta(seconds=CHECK_RUN_SETTLE_SECONDS + 0.5)]
 
         await h.wait_for("the PR's writes to settle", writes_settled)
         await h.sim.settle()
