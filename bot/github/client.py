@@ -484,8 +484,11 @@ class GitHubClient:
         threads = list(page["nodes"])
         if page["pageInfo"]["hasNextPage"]:
             threads += await self.review_threads(owner, repo, number, after=page["pageInfo"]["endCursor"])
-        contexts = ((found.get("object") or {}).get("statusCheckRollup") or {}).get("contexts") or {}
-        if (contexts.get("pageInfo") or {}).get("hasNextPage"):
+        commit = found.get("object")
+        contexts = ((commit or {}).get("statusCheckRollup") or {}).get("contexts") or {}
+        if commit is None or (contexts.get("pageInfo") or {}).get("hasNextPage"):
+            # A head GitHub's GraphQL does not resolve must not read as "no checks, all green":
+            # REST answers for it or fails; so does a list longer than one page.
             return threads, await self.check_runs(owner, repo, head), await self.combined_status(owner, repo, head)
         runs, statuses = [], []
         for node in contexts.get("nodes") or []:

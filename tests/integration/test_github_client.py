@@ -224,3 +224,11 @@ async def test_an_unchanged_resource_read_after_it_changed_costs_a_304(client, s
         await client.pull("acme", "lib", n)
         answers.append(next(iter(sim.counters.snapshot()["routes"]["GET /repos/{owner}/{repo}/pulls/{number}"])))
     assert answers == ["200", "200", "304", "304", "200", "304"], answers
+
+
+async def test_a_head_graphql_cannot_resolve_is_not_read_as_green(client, sim):  # noqa: F811
+    from bot.github.errors import GitHubError
+
+    n = await _pr(sim)
+    with pytest.raises(GitHubError):
+        await client.review_state("acme", "lib", n, "0123456789" * 4)
