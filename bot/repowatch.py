@@ -15,12 +15,9 @@ from datetime import datetime
 import structlog
 
 from .github.errors import GitHubError
+from .github.stamps import parse_time
 
 log = structlog.get_logger(__name__)
-
-
-def _ts(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 class RepoWatch:
@@ -72,7 +69,7 @@ class RepoWatch:
             log.warning("repowatch.unreadable", repo=full_repo, error=str(e))
             return None
         repo = full_repo.lower()
-        stamps = [(p["number"], _ts(p["updated_at"])) for p in pulls if p.get("updated_at")]
+        stamps = [(p["number"], at) for p in pulls if (at := parse_time(p.get("updated_at"))) is not None]
         if unchanged and mark is not None:
             # Nothing moved since the last look but the PRs of the mark's second, maybe.
             at_mark = self._at_mark.get(repo, set())

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from bot.github.stamps import parse_time
 from storage.statuses import RunState, Status
 
 
@@ -47,7 +48,7 @@ def observe(row: Any, seen: Observation) -> Observed:
     if seen.latest_review_id is not None and seen.latest_review_id != row.latest_review_id:
         changes.append("new_review")
     if pr.get("merged"):
-        values |= {"status": Status.MERGED, "merged_at": _parse_ts(pr.get("merged_at")) or seen.read_at,
+        values |= {"status": Status.MERGED, "merged_at": parse_time(pr.get("merged_at")) or seen.read_at,
                    "outcome": "merged" if row.status == Status.MERGING else "merged outside convergebot"}
         return Observed(values, RunState.COMPLETED, (*changes, "merged"))
     if pr.get("state") == "closed":
@@ -55,11 +56,3 @@ def observe(row: Any, seen: Observation) -> Observed:
         return Observed(values, RunState.TERMINATED, (*changes, "closed"))
     return Observed(values, None, tuple(changes))
 
-
-def _parse_ts(text: Any) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from bot import outbox
 from bot.fixers.base import Finding
+from bot.github.stamps import parse_time
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import adjudications, escalations, rounds
@@ -32,14 +33,10 @@ def settings_of(rt: Runtime) -> Settings:
     )
 
 
-def _ts(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-
-
 def review_of(raw: dict) -> Review:
     return Review(id=raw["id"], user=(raw.get("user") or {}).get("login") or "ghost",
                   state=raw.get("state") or "", commit_id=raw.get("commit_id"),
-                  submitted_at=_ts(raw.get("submitted_at")), body=raw.get("body") or "")
+                  submitted_at=parse_time(raw.get("submitted_at")), body=raw.get("body") or "")
 
 
 def thread_of(raw: dict) -> Thread:

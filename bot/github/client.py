@@ -36,6 +36,7 @@ from bot.ratebudget import RateBudget
 from storage.locks import KeyedLocks
 
 from .errors import Conflict, GitHubError, NotFound, RateLimited, Unavailable
+from .stamps import parse_time
 
 log = structlog.get_logger(__name__)
 
@@ -254,8 +255,7 @@ def not_modified(raw: httpx.Response) -> bool:
     return bool(raw.extensions.get("hishel_from_cache"))
 
 
-def _ts(text: str | None) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else datetime.min.replace(tzinfo=UTC)
+_LONG_AGO = datetime.min.replace(tzinfo=UTC)
 
 
 SECONDARY_BACKOFF_START = 60.0
@@ -444,7 +444,7 @@ class GitHubClient:
                 unchanged = reads.all_unchanged
             page = raw.json()
             pulls.extend(page)
-            if since is not None and (not page or _ts(page[-1].get("updated_at")) < since):
+            if since is not None and (not page or (parse_time(page[-1].get("updated_at")) or _LONG_AGO) < since):
                 return pulls, unchanged, True
             url, query = raw.links.get("next", {}).get("url"), None
             if url is None:
