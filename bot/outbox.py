@@ -12,8 +12,10 @@ See docs/architecture.md ("The outbox").
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
+from sqlalchemy import func
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -63,6 +65,16 @@ async def pending(db, pr_key: str, effect: str, *, besides: int | None = None) -
             Job.kind == KIND, Job.pr_key == pr_key, Job.id != (besides or -1),
             Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)),
             Job.payload.contains(f'"effect": "{effect}"')).limit(1))).first() is not None
+
+
+async def next_due(db, pr_key: str, effect: str) -> datetime | None:
+    """When the PR's earliest effect of this kind still to be done is due (a running one: its
+    past start), or None when none is waiting."""
+    async with db.session() as s:
+        return (await s.exec(select(func.min(Job.run_at)).where(
+            Job.kind == KIND, Job.pr_key == pr_key,
+            Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)),
+            Job.payload.contains(f'"effect": "{effect}"')))).one()
 
 
 # -- the effects, one builder each ----------------------------------------------------------

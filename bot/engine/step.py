@@ -100,9 +100,12 @@ async def _step(rt: Runtime, pr_key: str) -> None:
     snap = await read_snapshot(rt, pr, seen.head_sha, list(seen.reviews))
     if snap.threads_settling:
         # A fresh review came while our replies to the last round are still being posted: look
-        # again shortly (their webhooks are echoes and wake nothing).
+        # again once they may be done (their webhooks are echoes and wake nothing). A reply
+        # effect backing off through a GitHub failure sets the pace, not a 3 s loop.
+        due = await outbox.next_due(rt.db, pr_key, "reply")
+        wait = max(0.0, (due - utcnow()).total_seconds()) if due is not None else 0.0
         async with rt.db.session() as s:
-            await requeue(s, pr_key, "settling", delay_seconds=SETTLING_RETRY_SECONDS)
+            await requeue(s, pr_key, "settling", delay_seconds=wait + SETTLING_RETRY_SECONDS)
     decision = decide_step(snap)
     for action in decision.actions:
         if not await _apply(rt, pr, action, bound):

@@ -8,6 +8,7 @@ import textwrap
 
 from sqlmodel import select
 
+from bot.outbox import CHECK_RUN_SETTLE_SECONDS
 from storage.models import WebhookDelivery
 
 from .harness import REPO, bot_on_simulator, steps
@@ -30,7 +31,8 @@ async def test_converges_in_three_rounds_with_a_real_command_fixer(tmp_path, db_
     script.write_text(FIXER_SCRIPT)
     fixer = {"kind": "command", "command": [sys.executable, str(script)]}
     async with bot_on_simulator(tmp_path, db_url, fixer_config=fixer) as h:
-        h.sim.set_reviewer(REPO, steps(3, 1, 0))
+        # Each head lives past a check-run update's settle window, so each gets its run.
+        h.sim.set_reviewer(REPO, steps(3, 1, 0, delay=CHECK_RUN_SETTLE_SECONDS))
         pr = await h.sim.open_pr(REPO, title="Add feature", head="feat", author="dev",
                                  files={"app/core.py": "def f():\n    return 2\n"})
         number = pr.number

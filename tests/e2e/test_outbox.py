@@ -10,6 +10,7 @@ from sqlalchemy import update
 from sqlmodel import select
 
 from bot.fixers import ScriptedFixer
+from bot.outbox import CHECK_RUN_SETTLE_SECONDS
 from storage.models import Job, PullRequest
 
 from .harness import COPILOT, REPO, bot_on_simulator, open_and_enroll, quiesce, steps
@@ -25,7 +26,8 @@ async def test_a_check_run_whose_create_answer_is_lost_is_found_again_not_duplic
     async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"])) as h:
         # Every check-run create is done by GitHub and then answered 502.
         h.sim.chaos(7, lost_ack_rate=1.0, exclude=(CHECK_RUN_CREATE,))
-        h.sim.set_reviewer(REPO, steps(1, 0))
+        # Each head lives past a check-run update's settle window, so each gets its own create.
+        h.sim.set_reviewer(REPO, steps(1, 0, delay=2 * CHECK_RUN_SETTLE_SECONDS))
         key, number = await open_and_enroll(h)
         view = await h.wait_status(key, "merged", timeout=60)
         await quiesce(h)
@@ -192,11 +194,13 @@ async def test_a_review_that_comes_while_our_replies_are_queued_is_taken_up_once
         h.sim.set_reviewer(REPO, steps(0))  # a clean review as soon as one is asked for
         pr = await h.sim.open_pr(REPO, title="t", head="feat", author="dev", files={"app/core.py": "x = 2\n"})
         key = f"{REPO}#{pr.number}"
-        # Replies of ours still in the outbox (due in an hour): the clean review must wait.
+        # Replies of ours still being posted (a worker elsewhere holds the job's lease for an
+        # hour): the clean review must wait.
         async with h.rt.db.session() as s:
             held, _ = await jobs.enqueue_in(s, h.rt.db.is_postgres, "effect", "fx:reply:held", pr_key=key,
-                                            payload={"effect": "reply", "replies": []},
-                                            run_at=utcnow() + timedelta(hours=1))
+                                            payload={"effect": "reply", "replies": []})
+            await s.exec(update(Job).where(Job.id == held).values(
+                status="running", lease_owner="elsewhere", lease_until=utcnow() + timedelta(hours=1)))
         await h.sim.comment(REPO, pr.number, "/converge", user="maint")
 
         async def waited():
@@ -210,6 +214,6 @@ async def test_a_review_that_comes_while_our_replies_are_queued_is_taken_up_once
         # The replies go out; their webhooks wake nothing, and the poller sleeps for an hour:
         # the step that waited comes back by itself and the PR converges and merges.
         async with h.rt.db.session() as s:
-            await s.exec(update(Job).where(Job.id == held).values(run_at=utcnow()))
-        h.rt.wake_workers()
+            await s.exec(update(Job).where(Job.id == held).values(status="done", lease_owner=None,
+                                                                   finished_at=utcnow()))
         await h.wait_status(key, "merged", timeout=30)

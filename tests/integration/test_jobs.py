@@ -340,3 +340,19 @@ async def test_enqueue_many_does_what_enqueue_in_does_for_each_in_order(db):
     assert queued["hook:o/r#1:a"].run_at < soon and queued["hook:o/r#2:a"].run_at < soon
     assert queued["cmd:2"].payload == '{"x": 1}'
     assert queued["ref:1"].pr_key is None
+
+
+async def test_next_due_is_the_earliest_waiting_effect_of_its_kind(db):
+    from datetime import timedelta
+
+    from bot import outbox
+    from storage.models import utcnow
+
+    assert await outbox.next_due(db, "o/r#1", "reply") is None
+    async with db.session() as s:
+        await outbox.add(s, "reply", "late", pr_key="o/r#1", delay_seconds=600, replies=[])
+        await outbox.add(s, "reply", "soon", pr_key="o/r#1", delay_seconds=60, replies=[])
+        await outbox.add(s, "comment", "sooner", pr_key="o/r#1", marker="m", body="b")
+        await outbox.add(s, "reply", "other", pr_key="o/r#2", replies=[])
+    due = await outbox.next_due(db, "o/r#1", "reply")
+    assert utcnow() + timedelta(seconds=50) < due < utcnow() + timedelta(seconds=70)
