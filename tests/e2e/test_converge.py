@@ -51,7 +51,8 @@ async def test_converges_in_three_rounds_with_a_real_command_fixer(tmp_path, db_
 
         # The maintainer's command was acknowledged; all 4 threads were replied to and resolved.
         reactions = [e["content"] for e in h.sim.effects("reaction")]
-        assert reactions[:2] == ["eyes", "+1"]
+        # Two effects on two workers: either may land first.
+        assert sorted(reactions) == ["+1", "eyes"]
         assert len(h.sim.effects("thread_resolved")) == 4
         assert len(h.sim.effects("review_reply")) == 4
         merge = h.sim.effects("merge")
