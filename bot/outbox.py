@@ -57,24 +57,19 @@ async def add(
     return created
 
 
-async def pending(db, pr_key: str, effect: str, *, besides: int | None = None) -> bool:
-    """Whether an effect of this kind is still to be done (queued or running) for the PR
-    (`besides`: other than that job)."""
-    async with db.session() as s:
-        return (await s.exec(select(Job.id).where(
-            Job.kind == KIND, Job.pr_key == pr_key, Job.id != (besides or -1),
-            Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)),
-            Job.payload.contains(f'"effect": "{effect}"')).limit(1))).first() is not None
-
-
 async def next_due(db, pr_key: str, effect: str) -> datetime | None:
-    """When the PR's earliest effect of this kind still to be done is due (a running one: its
-    past start), or None when none is waiting."""
+    """When the PR's earliest effect of this kind still to be done (queued or running) is due (a
+    running one: its past start), or None when none is waiting."""
     async with db.session() as s:
         return (await s.exec(select(func.min(Job.run_at)).where(
             Job.kind == KIND, Job.pr_key == pr_key,
             Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)),
             Job.payload.contains(f'"effect": "{effect}"')))).one()
+
+
+async def pending(db, pr_key: str, effect: str) -> bool:
+    """Whether an effect of this kind is still to be done (queued or running) for the PR."""
+    return await next_due(db, pr_key, effect) is not None
 
 
 # -- the effects, one builder each ----------------------------------------------------------
