@@ -190,17 +190,14 @@ class CommitNode:
         self._sim, self._repo, self.oid = sim, repo, sha
 
     def statusCheckRollup(self, info) -> dict | None:
-        # Like the REST check-runs list's default filter: the newest run per name and app.
-        latest: dict[tuple[str, str], CheckRun] = {}
-        for run in sorted(self._sim.runs_for(self._repo, self.oid), key=lambda r: r.id, reverse=True):
-            latest.setdefault((run.name, run.app), run)
+        runs = self._sim.latest_runs(self._repo, self.oid)
         statuses = self._sim.latest_statuses(self._repo, self.oid)
-        nodes = [*(CheckRunNode(r) for r in latest.values()), *(StatusContextNode(s) for s in statuses)]
+        nodes = [*(CheckRunNode(r) for r in runs), *(StatusContextNode(s) for s in statuses)]
         if not nodes:
             return None  # GitHub: a commit without checks or statuses has no rollup
         failing = any(r.conclusion in ("failure", "timed_out", "cancelled", "action_required", "startup_failure")
-                      for r in latest.values()) or any(s.state in ("failure", "error") for s in statuses)
-        pending = any(r.status != "completed" for r in latest.values()) or any(s.state == "pending" for s in statuses)
+                      for r in runs) or any(s.state in ("failure", "error") for s in statuses)
+        pending = any(r.status != "completed" for r in runs) or any(s.state == "pending" for s in statuses)
         state = "FAILURE" if failing else "PENDING" if pending else "SUCCESS"
         return {"state": state,
                 "contexts": lambda info, first=None, after=None, last=None, before=None:

@@ -83,6 +83,14 @@ class CheckOps(SimulatorCore):
         return [r for r in self.state.check_runs.values()
                 if r.repo == repo.full_name and r.head_sha == sha]
 
+    def latest_runs(self, repo: Repo, sha: str) -> list[CheckRun]:
+        """The newest run per name and app, newest first (the check-runs list's default filter,
+        and what a commit's status rollup shows)."""
+        latest: dict[tuple[str, str], CheckRun] = {}
+        for run in sorted(self.runs_for(repo, sha), key=lambda r: r.id, reverse=True):
+            latest.setdefault((run.name, run.app), run)
+        return list(latest.values())
+
     def _suite_for(self, repo: Repo, sha: str, app: str) -> CheckSuite:
         for suite in self.state.check_suites.values():
             if suite.repo == repo.full_name and suite.head_sha == sha and suite.app == app:

@@ -59,13 +59,11 @@ async def _sha(sim, repo, ref: str) -> str:
 async def runs_for_ref(sim, req: ApiRequest) -> Reply:
     """Newest run per name unless `filter=all`; `check_name` and `status` narrow it further."""
     repo = sim.repo(req.repo)
-    runs = sorted(sim.runs_for(repo, await _sha(sim, repo, req.params["ref"])),
-                  key=lambda r: r.id, reverse=True)
+    sha = await _sha(sim, repo, req.params["ref"])
     if req.query.get("filter", "latest") == "latest":
-        latest = {}
-        for run in runs:
-            latest.setdefault((run.name, run.app), run)
-        runs = list(latest.values())
+        runs = sim.latest_runs(repo, sha)
+    else:
+        runs = sorted(sim.runs_for(repo, sha), key=lambda r: r.id, reverse=True)
     if req.query.get("check_name"):
         runs = [r for r in runs if r.name == req.query["check_name"]]
     if req.query.get("status"):
