@@ -127,24 +127,31 @@ async def open_and_enroll(h: Harness, *, head: str = "feat", command: str = "/co
     return f"{REPO}#{pr.number}", pr.number
 
 
+def due_soon():
+    """Jobs due before this count as work still under way: a check-run update waits out its
+    settle window before it runs."""
+    from datetime import timedelta
+
+    from bot.outbox import CHECK_RUN_SETTLE_SECONDS
+    from storage.models import utcnow
+
+    return utcnow() + timedelta(seconds=CHECK_RUN_SETTLE_SECONDS + 0.5)
+
+
 async def quiesce(h: Harness, timeout: float = 20) -> None:
     """Wait until webhooks are delivered and no job due now (or within a check-run update's
     settle window) is queued or running."""
-    from datetime import timedelta
-
     from sqlmodel import select
 
-    from bot.outbox import CHECK_RUN_SETTLE_SECONDS
-    from storage.models import Job, utcnow
+    from storage.models import Job
 
     deadline = time.monotonic() + timeout
     calm = 0
     while calm < 3:
         await h.sim.settle()
-        soon = utcnow() + timedelta(seconds=CHECK_RUN_SETTLE_SECONDS + 0.5)
         async with h.rt.db.session() as s:
             busy = (await s.exec(select(Job).where(
-                Job.status.in_(["queued", "running"]), Job.run_at <= soon))).all()
+                Job.status.in_(["queued", "running"]), Job.run_at <= due_soon()))).all()
         calm = 0 if busy else calm + 1
         if time.monotonic() > deadline:
             raise AssertionError(f"still busy: {[(j.kind, j.status) for j in busy]}")

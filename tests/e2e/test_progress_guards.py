@@ -11,7 +11,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import timedelta
 
 from sqlmodel import select
 
@@ -19,12 +18,11 @@ from bot.engine.fixing import fix
 from bot.engine.progress import _progress_check, progress_check
 from bot.fixers import ScriptedFixer
 from bot.fixers.base import husk
-from bot.outbox import CHECK_RUN_SETTLE_SECONDS
 from storage import escalations, rounds
 from storage.locks import KeyedLocks
-from storage.models import Job, utcnow
+from storage.models import Job
 
-from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
+from .harness import REPO, bot_on_simulator, due_soon, open_and_enroll, quiesce, steps
 
 QUIET = {"poller": {"interval_seconds": 3600}}  # only webhooks and jobs move things
 
@@ -47,7 +45,7 @@ async def _calm(h, timeout: float = 20) -> None:
     calm = 0
     while calm < 3:
         await h.sim.settle()
-        soon = utcnow() + timedelta(seconds=CHECK_RUN_SETTLE_SECONDS + 0.5)  # a check-run update's wait
+        soon = due_soon()
         busy = [j for j in await _jobs(h) if j.status in ("queued", "running") and j.run_at <= soon
                 and not (j.kind == "fix" and j.status == "running")]
         calm = 0 if busy else calm + 1

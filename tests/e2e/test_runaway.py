@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from datetime import timedelta
 
-from bot.outbox import CHECK_RUN_SETTLE_SECONDS
 from storage import jobs
-from storage.models import utcnow
 
-from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
+from .harness import REPO, bot_on_simulator, due_soon, open_and_enroll, quiesce, steps
 
 # Edits the file of every finding and says nothing about the threads: the review keeps finding
 # something in the same file, so the rounds churn.
@@ -79,7 +76,7 @@ async def test_a_run_past_its_write_budget_is_paused_and_escalated_once(tmp_path
         async def writes_settled():
             return not [j for j in await jobs.list_jobs(h.rt.db, key)
                         if j.kind == "effect" and j.status in ("queued", "running")
-                        and j.run_at <= utcnow() + timedelta(seconds=CHECK_RUN_SETTLE_SECONDS + 0.5)]
+                        and j.run_at <= due_soon()]
 
         await h.wait_for("the PR's writes to settle", writes_settled)
         await h.sim.settle()
