@@ -31,7 +31,7 @@ class Runtime:
     db: Database
     github: GitHubClient
     health: Health = field(default_factory=Health)
-    wake: Callable[[], None] | None = None
+    wake: Callable[[float], None] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     step_locks: KeyedLocks = field(default_factory=KeyedLocks)
     # The GitHub client's rate-limit budget (one per client: one installation or token), paced
@@ -49,9 +49,10 @@ class Runtime:
     def webhook_secret(self) -> str:
         return self.config.github.webhook_secret.get_secret_value()
 
-    def wake_workers(self) -> None:
+    def wake_workers(self, delay_seconds: float = 0.0) -> None:
+        """Tell the job workers that work was queued, due in `delay_seconds`."""
         if self.wake is not None:
-            self.wake()
+            self.wake(delay_seconds)
 
 
 JobHandler = Callable[[Any], Awaitable[None]]

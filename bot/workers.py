@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import socket
 import traceback
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import structlog
@@ -53,6 +55,28 @@ class PoolSettings:
     long_workers: int = 0
 
 
+# Delayed wakes are rounded up to this grid, and one timer serves all wakes of a slot: a burst of
+# webhooks, each queueing a debounced sync, sets a few timers, not one per delivery.
+WAKE_SLOT_SECONDS = 0.05
+
+
+@dataclass
+class _Lane:
+    """The workers of one lane that are idle, and a wake no idle worker was there to take."""
+
+    idle: deque[asyncio.Future[None]] = field(default_factory=deque)
+    missed: bool = False
+
+    def poke(self) -> None:
+        """Send one idle worker to look for a job; if none is idle, the next to go idle looks again."""
+        while self.idle:
+            waiter = self.idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.missed = True
+
+
 class WorkerPool:
     def __init__(
         self, db: Database, handlers: Mapping[str, Handler], settings: PoolSettings = PoolSettings()
@@ -62,19 +86,38 @@ class WorkerPool:
         self.settings = settings
         self._instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._tasks: list[asyncio.Task] = []
-        self._wake = asyncio.Event()
+        self._lanes_idle = {"short": _Lane(), "long": _Lane()}
+        self._timers: dict[int, asyncio.TimerHandle] = {}  # wake slot → its timer
         self._stopping = False
 
-    def wake(self) -> None:
-        """New work was queued: stop idling now instead of at the next poll."""
-        self._wake.set()
+    def wake(self, delay_seconds: float = 0.0) -> None:
+        """New work was queued (due in `delay_seconds`): one idle worker of each lane looks then.
+
+        Not every idle worker: a worker that claims a job sends the next one of its lane to
+        look (`_loop`), so a burst of jobs draws in as many workers as it has jobs, and a single
+        job costs one or two looks instead of one per idle worker.
+        """
+        if delay_seconds <= 0:
+            for lane in self._lanes_idle.values():
+                lane.poke()
+            return
+        loop = asyncio.get_running_loop()
+        slot = math.ceil((loop.time() + delay_seconds) / WAKE_SLOT_SECONDS)
+        if slot not in self._timers:
+            self._timers[slot] = loop.call_at(slot * WAKE_SLOT_SECONDS, self._wake_slot, slot)
+
+    def _wake_slot(self, slot: int) -> None:
+        self._timers.pop(slot, None)
+        self.wake()
 
     def start(self) -> None:
         lanes = self._lanes()
         for n in range(self.settings.workers):
-            self._tasks.append(asyncio.create_task(self._loop(f"{self._instance}:{n}", lanes["short"])))
+            self._tasks.append(asyncio.create_task(
+                self._loop(f"{self._instance}:{n}", lanes["short"], self._lanes_idle["short"])))
         for n in range(self.settings.long_workers if lanes["long"] else 0):
-            self._tasks.append(asyncio.create_task(self._loop(f"{self._instance}:long{n}", lanes["long"])))
+            self._tasks.append(asyncio.create_task(
+                self._loop(f"{self._instance}:long{n}", lanes["long"], self._lanes_idle["long"])))
 
     def _lanes(self) -> dict[str, dict | None]:
         """What each kind of worker claims: `jobs.claim` keyword arguments."""
@@ -86,7 +129,14 @@ class WorkerPool:
     async def stop(self, grace_seconds: float = 5.0) -> None:
         """Finish current jobs within the grace period; cancelled jobs hand their lease back."""
         self._stopping = True
-        self._wake.set()
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for lane in self._lanes_idle.values():
+            while lane.idle:
+                waiter = lane.idle.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
         if not self._tasks:
             return
         _, pending = await asyncio.wait(self._tasks, timeout=grace_seconds)
@@ -95,27 +145,42 @@ class WorkerPool:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
 
-    async def _loop(self, owner: str, lane: dict) -> None:
+    async def _loop(self, owner: str, claim: dict, lane: _Lane) -> None:
         while not self._stopping:
             try:
-                ran = await self.run_one(owner, **lane)
+                ran = await self.run_one(owner, _claimed=lane.poke, **claim)
             except Exception:
                 log.exception("jobs.loop_error", owner=owner)
                 ran = False
-            if not ran and not self._stopping:
-                # The poll's timeout bounds the lost wakeup: a job queued between our empty claim
-                # and this clear() (or by another process, or coming due by its run_at) gets no
-                # wake() we would see, and would otherwise wait for some unrelated one.
-                self._wake.clear()
+            if ran or self._stopping:
+                continue
+            if lane.missed:
+                # A wake came while this lane's workers were all busy or looking (this one
+                # included, after its look had begun): look again rather than sleep past it.
+                lane.missed = False
+                continue
+            # The poll's timeout bounds what no wake tells of: a job queued by another process
+            # or coming due by its run_at.
+            waiter = asyncio.get_running_loop().create_future()
+            lane.idle.append(waiter)
+            try:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.settings.idle_poll_seconds)
+                    await asyncio.wait_for(waiter, self.settings.idle_poll_seconds)
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+                with contextlib.suppress(ValueError):
+                    lane.idle.remove(waiter)
 
-    async def run_one(self, owner: str | None = None, **lane) -> bool:
+    async def run_one(self, owner: str | None = None, *, _claimed: Callable[[], None] | None = None,
+                      **lane) -> bool:
         """Claim and run one due job (of the lane's kinds); False when nothing was due."""
         owner = owner or f"{self._instance}:direct"
         job = await jobs.claim(self.db, owner, self.settings.lease_seconds, **lane)
         if job is None:
             return False
+        if _claimed is not None:
+            _claimed()  # there may be more: the next idle worker of the lane looks
         bound = log.bind(
             job_id=job.id, job_kind=job.kind, pr_key=job.pr_key, process_key=job.process_key,
             round=job.round_no, attempt=job.attempts,
@@ -178,8 +243,9 @@ class WorkerPool:
             bound.debug("job.done")
         finally:
             heartbeat.cancel()
-            # A handler may have queued work (effects, a next step): idle workers look now.
-            self._wake.set()
+            # A handler may have queued work (effects, a next step): an idle worker of each
+            # lane looks now.
+            self.wake()
 
     async def _heartbeat(self, job: Job, runner: asyncio.Task | None) -> None:
         interval = self.settings.lease_seconds / 3

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from . import jobs
 from .database import Database
@@ -26,6 +27,15 @@ class Delivery:
     wakes: Sequence[dict[str, Any]] = ()
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """What `record_many` did: per delivery, in order, whether it was new; and when the soonest
+    job it queued (or brought forward) falls due, None if it queued nothing new."""
+
+    new: list[bool]
+    soonest: datetime | None
+
+
 async def record(
     db: Database,
     delivery_id: str,
@@ -40,21 +50,25 @@ async def record(
     One transaction: a crash between the two would either lose the work (recorded, no job) or
     let a redelivery run it twice.
     """
-    return (await record_many(db, [Delivery(delivery_id, event, action, outcome, error, tuple(wakes))]))[0]
+    return (await record_many(db, [Delivery(delivery_id, event, action, outcome, error, tuple(wakes))])).new[0]
 
 
-async def record_many(db: Database, batch: Sequence[Delivery]) -> list[bool]:
+async def record_many(db: Database, batch: Sequence[Delivery]) -> Recorded:
     """Record a batch of deliveries and queue their jobs, all in one transaction (group commit).
 
-    Returns, in order, True for each delivery recorded now and False for each seen before:
-    recorded by an earlier transaction, or earlier in this very batch (the insert skips a row
-    whose id an earlier row of the same statement took). Nothing of the batch is written if any
-    of it fails: the caller answers every delivery in it with an error.
+    `Recorded.new` is, in order, True for each delivery recorded now and False for each seen
+    before: recorded by an earlier transaction, or earlier in this very batch (the insert skips
+    a row whose id an earlier row of the same statement took). Nothing of the batch is written
+    if any of it fails: the caller answers every delivery in it with an error.
     """
     if not batch:
-        return []
+        return Recorded([], None)
+    return await db.write(_record, batch)
+
+
+def _record(s: Session, batch: Sequence[Delivery]) -> Recorded:
     now = utcnow()
-    dialect = postgresql if db.is_postgres else sqlite
+    dialect = postgresql if s.bind.dialect.name == "postgresql" else sqlite
     table = WebhookDelivery.__table__
     # One statement for all the rows (an executemany SQLAlchemy sends as one multi-row INSERT):
     # RETURNING names the rows inserted, so a delivery recorded before, by any process, is told
@@ -69,20 +83,18 @@ async def record_many(db: Database, batch: Sequence[Delivery]) -> list[bool]:
              processed_at=now, outcome=d.outcome, error=d.error)
         for d in sorted(batch, key=lambda d: d.delivery_id)
     ]
+    inserted = set(s.exec(stmt, params=rows).scalars().all())
     new: list[bool] = []
-    async with db.session() as s:
-        inserted = set((await s.exec(stmt, params=rows)).scalars().all())
-        wakes = []
-        for d in batch:
-            # Of the same id twice in the batch, the first is the one inserted.
-            first = d.delivery_id in inserted
-            inserted.discard(d.delivery_id)
-            new.append(first)
-            if first:
-                wakes.extend(d.wakes)
-        # The batch's jobs in a few statements, not a few per wake.
-        await jobs.enqueue_many(s, wakes)
-    return new
+    wakes = []
+    for d in batch:
+        # Of the same id twice in the batch, the first is the one inserted.
+        first = d.delivery_id in inserted
+        inserted.discard(d.delivery_id)
+        new.append(first)
+        if first:
+            wakes.extend(d.wakes)
+    # The batch's jobs in a few statements, not a few per wake.
+    return Recorded(new, jobs.queue_wakes(s, wakes))
 
 
 async def get(db: Database, delivery_id: str) -> WebhookDelivery | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import and_, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import select
+from sqlmodel import Session, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database
@@ -123,11 +123,11 @@ async def enqueue_syncs(
         waiting = set((await session.exec(select(Job.pr_key).where(
             Job.kind == "sync", Job.status == JobStatus.QUEUED, Job.pr_key.in_(chunk)))).all())
         rows = [_row("sync", key_of(pr_key), now, run_at, pr_key=pr_key) for pr_key in chunk if pr_key not in waiting]
-        created += await _insert_rows(session, rows)
+        created += await session.run_sync(_insert_rows, rows)
     return created
 
 
-async def _insert_rows(session: AsyncSession, rows: list[dict[str, Any]]) -> int:
+def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> int:
     """Insert new jobs' rows, skipping a key that exists; how many were inserted."""
     if not rows:
         return 0
@@ -135,16 +135,26 @@ async def _insert_rows(session: AsyncSession, rows: list[dict[str, Any]]) -> int
     dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
     # RETURNING makes SQLAlchemy send the rows as one multi-row INSERT (not executemany).
     stmt = dialect.insert(table).on_conflict_do_nothing(index_elements=["key"]).returning(table.c.id)
-    return len((await session.exec(stmt, params=rows)).all())
+    return len(session.exec(stmt, params=rows).all())
 
 
-async def enqueue_many(session: AsyncSession, wakes: Sequence[Mapping[str, Any]]) -> None:
+async def enqueue_many(session: AsyncSession, wakes: Sequence[Mapping[str, Any]]) -> datetime | None:
+    """`queue_wakes` in an async session."""
+    return await session.run_sync(queue_wakes, wakes)
+
+
+def queue_wakes(session: Session, wakes: Sequence[Mapping[str, Any]]) -> datetime | None:
     """`enqueue_in` for many jobs at once, in the caller's transaction, with a few statements:
     the same result as calling it for each in order (a PR's syncs coalesce into the one queued,
     which runs at the earliest of their times; a key queued before is skipped). Each wake is
-    `enqueue_in`'s keyword arguments (`kind`, `key`, `pr_key`, `payload`, `delay_seconds`)."""
+    `enqueue_in`'s keyword arguments (`kind`, `key`, `pr_key`, `payload`, `delay_seconds`).
+
+    Synchronous code (for `Database.write`; `enqueue_many` from async code). Returns when the
+    soonest of the jobs it queued or brought forward falls due, or None when it did neither
+    (every sync coalesced into one already queued as soon): the caller wakes the workers for
+    that time, or not at all."""
     if not wakes:
-        return
+        return None
     now = utcnow()
     syncs: dict[str, tuple[datetime, str]] = {}  # PR → (earliest run_at, the first sync's key)
     others: list[dict[str, Any]] = []
@@ -156,16 +166,21 @@ async def enqueue_many(session: AsyncSession, wakes: Sequence[Mapping[str, Any]]
         else:
             others.append(_row(w["kind"], w["key"], now, run_at, pr_key=w.get("pr_key"),
                                payload=w.get("payload")))
+    # A row skipped because its key exists still counts here: a needless wake costs one look.
+    due = [row["run_at"] for row in others]
     if syncs:
-        waiting = (await session.exec(select(Job.id, Job.pr_key, Job.run_at).where(
-            Job.kind == "sync", Job.status == JobStatus.QUEUED, Job.pr_key.in_(list(syncs))))).all()
+        waiting = session.exec(select(Job.id, Job.pr_key, Job.run_at).where(
+            Job.kind == "sync", Job.status == JobStatus.QUEUED, Job.pr_key.in_(list(syncs)))).all()
         for job_id, pr_key, run_at in waiting:
             at, _ = syncs.pop(pr_key, (None, None))
             if at is not None and at < run_at:
-                await session.exec(update(Job).where(Job.id == job_id, Job.status == JobStatus.QUEUED)
-                                   .values(run_at=at))
+                session.exec(update(Job).where(Job.id == job_id, Job.status == JobStatus.QUEUED)
+                             .values(run_at=at))
+                due.append(at)
         others += [_row("sync", key, now, at, pr_key=pr_key) for pr_key, (at, key) in syncs.items()]
-    await _insert_rows(session, others)
+        due += [at for at, _ in syncs.values()]
+    _insert_rows(session, others)
+    return min(due, default=None)
 
 
 def _due(now: datetime):

@@ -7,7 +7,6 @@ GitHub, finding the run a lost answer may already have created before creating o
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import structlog
@@ -75,7 +74,7 @@ async def publish(rt: Runtime, pr_key: str) -> None:
         return
     async with rt.db.session() as s:
         await outbox.check_run(s, pr_key)
-    asyncio.get_running_loop().call_later(outbox.CHECK_RUN_SETTLE_SECONDS, rt.wake_workers)
+    rt.wake_workers(outbox.CHECK_RUN_SETTLE_SECONDS)
 
 
 async def sync(rt: Runtime, pr_key: str) -> None:

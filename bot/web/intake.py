@@ -9,6 +9,10 @@ answers each request's future. A request is answered only after its batch commit
 is as durable as before; if the batch's transaction fails, every request in it gets the error
 (the handler answers 503, GitHub may redeliver, and nothing acknowledged is lost).
 
+After the commit the intake wakes the job workers for the soonest job the batch queued, and not
+at all when every delivery's sync coalesced into one already queued: a burst of webhooks about
+one PR costs one wake, not one per delivery.
+
 The writer task runs only while there is work: it ends when the queue is empty and the next
 delivery starts a new one, so there is nothing to start or stop with the server.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -25,6 +30,7 @@ import structlog
 from storage import deliveries
 from storage.database import Database
 from storage.deliveries import Delivery
+from storage.models import utcnow
 
 log = structlog.get_logger(__name__)
 
@@ -43,8 +49,10 @@ class _Waiting:
 class Intake:
     """One writer for deliveries; `submit` returns once the delivery's batch committed."""
 
-    def __init__(self, db: Database, *, max_wait_seconds: float = 0.002, max_batch: int = 64) -> None:
+    def __init__(self, db: Database, *, max_wait_seconds: float = 0.002, max_batch: int = 64,
+                 wake: Callable[[float], None] = lambda _delay: None) -> None:
         self.db = db
+        self.wake = wake  # tells the job workers new jobs fall due in that many seconds
         self.max_wait_seconds = max_wait_seconds
         self.max_batch = max_batch
         self._waiting: deque[_Waiting] = deque()
@@ -109,6 +117,8 @@ class Intake:
                 if not w.future.done():
                     w.future.set_exception(BatchFailed("the webhook intake stopped"))
             raise
-        for w, new in zip(batch, recorded, strict=True):
+        if recorded.soonest is not None:
+            self.wake(max(0.0, (recorded.soonest - utcnow()).total_seconds()))
+        for w, new in zip(batch, recorded.new, strict=True):
             if not w.future.done():
                 w.future.set_result(new)

@@ -6,9 +6,7 @@ one transaction, and each is answered after its batch's commit.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from dataclasses import asdict
 
 import structlog
 from githubkit.webhooks import verify
@@ -50,6 +48,7 @@ def intake(rt: Runtime) -> Intake:
         cfg = rt.config.server
         found = rt.extras["webhook_intake"] = Intake(
             rt.db, max_wait_seconds=cfg.webhook_batch_wait_seconds, max_batch=cfg.webhook_batch_max,
+            wake=rt.wake_workers,
         )
     return found
 
@@ -92,7 +91,7 @@ async def receive_webhook(request: Request) -> JSONResponse:
     bound = log.bind(delivery_id=delivery_id, event=event, action=action)
     try:
         new = await intake(rt).submit(Delivery(
-            delivery_id, event, action, routed.outcome, None, tuple(asdict(w) for w in routed.wakes),
+            delivery_id, event, action, routed.outcome, None, tuple(w.job() for w in routed.wakes),
         ))
     except BatchFailed as e:
         # Nothing of this delivery was stored: not acknowledged, so GitHub may deliver it again.
@@ -103,14 +102,6 @@ async def receive_webhook(request: Request) -> JSONResponse:
         bound.info("webhook.duplicate")
         metrics.WEBHOOKS.labels(event, "duplicate").inc()
         return JSONResponse({"delivery_id": delivery_id, "outcome": "duplicate"}, status_code=200)
-    if routed.wakes:
-        # Wake the workers when the soonest job falls due: a debounced sync woken now would
-        # only send every idle worker to claim nothing.
-        soonest = min(w.delay_seconds for w in routed.wakes)
-        if soonest > 0:
-            asyncio.get_running_loop().call_later(soonest, rt.wake_workers)
-        else:
-            rt.wake_workers()
     bound.info("webhook.accepted", outcome=routed.outcome, reason=routed.reason, jobs=len(routed.wakes))
     metrics.WEBHOOKS.labels(event, routed.outcome).inc()
     return JSONResponse(

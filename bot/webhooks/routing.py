@@ -37,6 +37,11 @@ class Wake:
     payload: dict[str, Any] = field(default_factory=dict)
     delay_seconds: float = 0.0
 
+    def job(self) -> dict[str, Any]:
+        """`jobs.enqueue_in`'s keyword arguments for it (`dataclasses.asdict` would deep-copy)."""
+        return {"kind": self.kind, "key": self.key, "pr_key": self.pr_key, "payload": self.payload,
+                "delay_seconds": self.delay_seconds}
+
 
 class OwnPushes:
     """The heads our fixer runs pushed, per repository, newest last (a bounded memory).

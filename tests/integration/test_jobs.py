@@ -324,8 +324,9 @@ async def test_enqueue_many_does_what_enqueue_in_does_for_each_in_order(db):
     """The intake's batch of wakes: syncs coalesce (earliest time wins), known keys are skipped."""
     await jobs.enqueue(db, "sync", "hook:o/r#1:a", pr_key="o/r#1", delay_seconds=30)
     await jobs.enqueue(db, "command", "cmd:1", pr_key="o/r#1")
+    before = utcnow()
     async with db.session() as s:
-        await jobs.enqueue_many(s, [
+        soonest = await jobs.enqueue_many(s, [
             dict(kind="sync", key="hook:o/r#1:b", pr_key="o/r#1", delay_seconds=0.2),  # pulls it forward
             dict(kind="sync", key="hook:o/r#2:a", pr_key="o/r#2", delay_seconds=30),
             dict(kind="sync", key="hook:o/r#2:b", pr_key="o/r#2", delay_seconds=0.2),  # one sync, sooner
@@ -340,6 +341,71 @@ async def test_enqueue_many_does_what_enqueue_in_does_for_each_in_order(db):
     assert queued["hook:o/r#1:a"].run_at < soon and queued["hook:o/r#2:a"].run_at < soon
     assert queued["cmd:2"].payload == '{"x": 1}'
     assert queued["ref:1"].pr_key is None
+    # The commands and the ref job are due now: the soonest of what it queued.
+    assert before <= soonest < before + timedelta(seconds=0.2)
+
+    # Syncs that only coalesce into ones queued as soon or sooner queue nothing to wake for.
+    async with db.session() as s:
+        assert await jobs.enqueue_many(s, [
+            dict(kind="sync", key="hook:o/r#1:c", pr_key="o/r#1", delay_seconds=5),
+            dict(kind="sync", key="hook:o/r#2:c", pr_key="o/r#2", delay_seconds=5),
+        ]) is None
+    assert len(await jobs.list_jobs(db)) == 5
+
+
+async def test_a_wake_that_comes_while_the_worker_looks_is_not_slept_through(db, monkeypatch):
+    """A job queued (and woken for) while the only worker's claim is looking and finding
+    nothing: the worker looks again instead of idling its whole poll interval (an hour here)."""
+    ran = asyncio.Event()
+
+    async def sync(job):
+        ran.set()
+
+    pool = WorkerPool(db, {"sync": sync}, PoolSettings(workers=1, lease_seconds=30, idle_poll_seconds=3600))
+    claim, looks = jobs.claim, []
+
+    async def claim_then_queue(*args, **kwargs):
+        found = await claim(*args, **kwargs)
+        looks.append(found)
+        if len(looks) == 1:  # the first look found nothing; the job arrives before it idles
+            assert found is None
+            await jobs.enqueue(db, "sync", "sync:acme/w#1", pr_key="acme/w#1")
+            pool.wake()
+        return found
+
+    monkeypatch.setattr(jobs, "claim", claim_then_queue)
+    pool.start()
+    try:
+        await asyncio.wait_for(ran.wait(), 10)
+    finally:
+        await pool.stop()
+    assert looks[0] is None and looks[1] is not None
+
+
+async def test_one_wake_draws_in_as_many_workers_as_there_are_jobs(db):
+    """Three jobs queued and one wake: each worker that claims sends the next idle one to look."""
+    release, running = asyncio.Event(), []
+
+    async def sync(job):
+        running.append(job.key)
+        await release.wait()
+
+    pool = WorkerPool(db, {"sync": sync}, PoolSettings(workers=3, lease_seconds=30, idle_poll_seconds=3600))
+    pool.start()
+    try:
+        async with asyncio.timeout(10):  # every worker has looked once and idles (for an hour)
+            while len(pool._lanes_idle["short"].idle) < 3:
+                await asyncio.sleep(0.01)
+        for n in range(3):
+            await jobs.enqueue(db, "sync", f"sync:acme/w#{n}", pr_key=f"acme/w#{n}")
+        pool.wake()
+        async with asyncio.timeout(10):
+            while len(running) < 3:
+                await asyncio.sleep(0.01)
+        assert sorted(running) == [f"sync:acme/w#{n}" for n in range(3)]
+    finally:
+        release.set()
+        await pool.stop()
 
 
 async def test_next_due_is_the_earliest_waiting_effect_of_its_kind(db):

@@ -14,9 +14,11 @@ import pytest
 from sqlmodel import select
 
 from bot.web.webhook import intake
+from bot.webhooks.routing import SYNC_DEBOUNCE_SECONDS
 from storage import jobs
 from storage.models import WebhookDelivery
 
+from ..openapi import webhook_examples
 from ..serving import make_config, serving
 from .test_webhooks import signed
 
@@ -102,16 +104,16 @@ async def test_a_duplicate_inside_one_batch_is_recognised(db_url):
 async def test_a_failed_batch_answers_every_request_5xx_records_none_and_a_retry_succeeds(db_url, monkeypatch):
     sent = [(f"f-{i}", 2000 + i) for i in range(6)]
     poison = "cmd:2003"  # the 4th delivery's job: the deliveries are written, then undone
-    enqueue_many = jobs.enqueue_many
+    queue_wakes = jobs.queue_wakes
 
-    async def failing(session, wakes):
-        await enqueue_many(session, [w for w in wakes if w["key"] != poison])
+    def failing(session, wakes):
+        queue_wakes(session, [w for w in wakes if w["key"] != poison])
         if any(w["key"] == poison for w in wakes):
             raise RuntimeError("injected: the batch's transaction fails")
 
     async with serving(config(db_url, wait=1.0, max_batch=len(sent))) as (rt, http):
         writer = intake(rt)
-        monkeypatch.setattr(jobs, "enqueue_many", failing)
+        monkeypatch.setattr(jobs, "queue_wakes", failing)
         answers = await post_all(http, sent)
         assert writer.batches == 1 and writer.largest_batch == len(sent)
         assert [r.status_code for r in answers] == [503] * len(sent)
@@ -120,7 +122,7 @@ async def test_a_failed_batch_answers_every_request_5xx_records_none_and_a_retry
         assert await command_jobs(rt.db) == []
 
         # The redeliveries (same ids) once the store works again: all accepted, each once.
-        monkeypatch.setattr(jobs, "enqueue_many", enqueue_many)
+        monkeypatch.setattr(jobs, "queue_wakes", queue_wakes)
         answers = await post_all(http, sent)
         assert [r.status_code for r in answers] == [202] * len(sent)
         assert await recorded(rt.db) == {d: "queued" for d, _ in sent}
@@ -139,3 +141,31 @@ async def test_without_a_wait_deliveries_still_go_through(db_url, wait):
         assert [r.status_code for r in answers] == [202] * len(sent)
         assert await recorded(rt.db) == {d: "queued" for d, _ in sent}
         assert await command_jobs(rt.db) == sorted(f"cmd:{c}" for _, c in sent)
+
+
+async def test_a_burst_about_one_pr_wakes_the_workers_once(db_url):
+    """Five pushes to one PR in a batch queue one sync and one wake, for when it falls due; the
+    next batch only coalesces into that sync and wakes nothing; a command wakes at once."""
+    body = json.dumps(webhook_examples("pull_request", action="synchronize")[0]).encode()
+    async with serving(config(db_url, wait=1.0, max_batch=5)) as (rt, http):
+        writer, woken = intake(rt), []
+        writer.wake = woken.append  # what the intake tells the workers (the poller wakes them too)
+
+        async def pushes(prefix: str) -> None:
+            answers = await asyncio.gather(*(
+                http.post("/webhook", content=body, headers=signed(body, "pull_request", f"{prefix}-{i}"))
+                for i in range(5)))
+            assert [r.status_code for r in answers] == [202] * 5
+
+        await pushes("a")
+        assert writer.batches == 1
+        syncs = [j for j in await jobs.list_jobs(rt.db) if j.kind == "sync"]
+        assert len(syncs) == 1 and len(woken) == 1
+        assert 0 < woken[0] <= SYNC_DEBOUNCE_SECONDS  # when the debounced sync falls due
+
+        await pushes("b")
+        assert writer.batches == 2 and woken == woken[:1]
+        assert len([j for j in await jobs.list_jobs(rt.db) if j.kind == "sync"]) == 1
+
+        answers = await post_all(http, [("c-1", 9001)])
+        assert answers[0].status_code == 202 and woken[1:] == [0.0]

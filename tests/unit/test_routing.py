@@ -1,6 +1,8 @@
+import dataclasses
+
 import pytest
 
-from bot.webhooks.routing import EnrollRules, OwnPushes, route
+from bot.webhooks.routing import EnrollRules, OwnPushes, Wake, route
 
 from ..openapi import webhook_examples
 
@@ -147,3 +149,8 @@ def test_another_app_s_check_run_is_news():
 def test_a_pr_s_webhook_sync_waits_for_the_rest_of_its_burst():
     (wake,) = route("pull_request", PR | {"action": "edited"}, "d1", RULES).wakes
     assert wake.kind == "sync" and wake.delay_seconds > 0
+
+
+def test_a_wake_s_job_is_every_field_of_it():
+    wake = Wake("sync_ref", "sync_ref:o/r:d1", None, {"repo": "o/r", "sha": "abc"}, 0.5)
+    assert wake.job() == dataclasses.asdict(wake)

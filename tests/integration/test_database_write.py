@@ -1,0 +1,77 @@
+"""`Database.write`: a short synchronous write transaction, inline on SQLite when it can be.
+
+On both backends it commits what the function did, undoes it all on an error, and runs the
+function once. On SQLite, when another connection (another process) holds the write lock, it
+neither fails nor blocks the event loop: it waits as any write session does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlmodel import Session
+
+from storage import jobs
+from storage.database import Database
+
+from ..helpers import enroll
+
+KEY = "acme/w#1"
+
+
+def rename(session: Session, title: str, calls: list[str]) -> str:
+    calls.append(title)
+    session.exec(text("UPDATE pull_requests SET title = :t WHERE pr_key = :k").bindparams(t=title, k=KEY))
+    return title
+
+
+async def title(db: Database) -> str:
+    async with db.read_session() as s:
+        return (await s.exec(text("SELECT title FROM pull_requests WHERE pr_key = :k").bindparams(k=KEY))).one()[0]
+
+
+async def test_a_write_commits_once_and_an_error_undoes_all_of_it(db):
+    await enroll(db, KEY)
+    calls: list[str] = []
+    assert await db.write(rename, "first", calls) == "first"
+    assert await title(db) == "first" and calls == ["first"]
+
+    def rename_then_fail(session: Session) -> None:
+        rename(session, "never", calls)
+        jobs.queue_wakes(session, [dict(kind="command", key="cmd:1", pr_key=KEY)])
+        raise RuntimeError("injected")
+
+    with pytest.raises(RuntimeError, match="injected"):
+        await db.write(rename_then_fail)
+    assert await title(db) == "first" and calls == ["first", "never"]
+    assert await jobs.list_jobs(db) == []
+
+
+async def test_a_write_waits_without_blocking_the_loop_while_another_process_writes(db):
+    if db.is_postgres:
+        pytest.skip("SQLite's single writer lock")
+    await enroll(db, KEY)
+    other = sqlite3.connect(make_url(db.url).database, timeout=0, isolation_level=None)
+    calls: list[str] = []
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("UPDATE pull_requests SET title = 'theirs' WHERE pr_key = ?", (KEY,))
+        write = asyncio.create_task(db.write(rename, "ours", calls))
+        ticks = 0
+        async with asyncio.timeout(10):
+            while ticks < 20:  # the loop goes on while our write waits for the lock
+                await asyncio.sleep(0.01)
+                ticks += 1
+        assert not write.done()
+        other.execute("COMMIT")
+        assert await asyncio.wait_for(write, 10) == "ours"
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            other.execute("ROLLBACK")
+        other.close()
+    assert await title(db) == "ours" and calls == ["ours"]
