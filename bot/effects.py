@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
 import structlog
 
@@ -17,7 +18,7 @@ from bot.github.errors import Conflict
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import escalations
-from storage.models import Job
+from storage.models import Job, utcnow
 
 from . import metrics
 from .budget import over_budget, pause_runaway
@@ -27,6 +28,9 @@ from .engine.read import review_of
 from .engine.threads import Reply, reply_and_resolve
 
 log = structlog.get_logger(__name__)
+
+# A review request run this long after its decision looks at the reviews before asking.
+REVIEW_LOOK_AFTER = timedelta(seconds=30)
 
 Handler = Callable[[Runtime, Job, dict], Awaitable[None]]
 
@@ -51,7 +55,13 @@ async def run_effect(rt: Runtime, job: Job) -> None:
 async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
     """Ask the configured reviewers, except those who already reviewed this head since the
     decision: a request whose answer was lost may already have been answered by a fast
-    reviewer, and asking again would buy a second review of the same head."""
+    reviewer, and asking again would buy a second review of the same head.
+
+    Only a retry, or a request run long after its decision (a rate limit put it off), looks
+    at the reviews first. A first try moments after the decision, which had just read them,
+    asks at once: that look was a rate-limited read in every round after our replies, which
+    change the list themselves.
+    """
     key = parse_pr_key(job.pr_key)
     since = job.created_at.replace(microsecond=0)  # GitHub stamps reviews to the second
 
@@ -62,8 +72,11 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
             return r.id > p["baseline"]
         return r.submitted_at is not None and r.submitted_at >= since
 
-    raw = await rt.github.reviews(key.owner, key.repo, key.number)
-    reviewed = {r.user.lower() for r in (review_of(x) for x in raw if isinstance(x.get("id"), int)) if answers(r)}
+    reviewed: set[str] = set()
+    if job.attempts > 1 or utcnow() - job.created_at > REVIEW_LOOK_AFTER:
+        raw = await rt.github.reviews(key.owner, key.repo, key.number)
+        reviewed = {r.user.lower() for r in (review_of(x) for x in raw if isinstance(x.get("id"), int))
+                    if answers(r)}
     wanted = [r for r in rt.config.convergence.reviewers if r.lower() not in reviewed]
     asked = await rt.github.request_review(key.owner, key.repo, key.number, wanted) if wanted else []
     log.info("review.requested", pr_key=job.pr_key, asked=asked, already_reviewed=sorted(reviewed))

@@ -172,7 +172,7 @@ async def test_a_retried_review_request_does_not_ask_a_reviewer_who_answered_sin
         decided = utcnow() - timedelta(seconds=5)
         await h.sim.submit_review(REPO, pr.number, user=COPILOT, body="looks fine", commit_id=head)
         job = Job(kind="effect", pr_key=f"{REPO}#{pr.number}", key="retried-request", status="running",
-                  run_at=decided, created_at=decided,
+                  run_at=decided, created_at=decided, attempts=2,
                   payload=json.dumps({"effect": "request_review", "head": head}))
         await run_effect(h.rt, job)
         assert h.sim.effects("copilot_review_requested") == []
@@ -181,6 +181,37 @@ async def test_a_retried_review_request_does_not_ask_a_reviewer_who_answered_sin
         job.payload = json.dumps({"effect": "request_review", "head": "0" * 40})
         await run_effect(h.rt, job)
         assert len(h.sim.effects("copilot_review_requested")) == 1
+
+
+async def test_a_first_review_request_asks_without_looking_and_a_late_one_looks(tmp_path, db_url):
+    """The decision read the reviews moments ago: its first try asks at once, no read of the
+    reviews. One run long after its decision (a rate limit put it off) looks first."""
+    from datetime import timedelta
+
+    from bot.effects import REVIEW_LOOK_AFTER, run_effect
+    from storage.models import utcnow
+
+    def review_reads() -> int:
+        return sum(1 for method, path, _ in h.sim.counters.recent
+                   if method == "GET" and path.endswith(f"/pulls/{pr.number}/reviews"))
+
+    async with bot_on_simulator(tmp_path, db_url) as h:
+        pr = await h.sim.open_pr(REPO, title="Change", head="feat", author="dev",
+                                 files={"app/core.py": "def f():\n    return 2\n"})
+        repo, sim_pr = h.sim.pr(REPO, pr.number)
+        head = await h.sim.head_sha(repo, sim_pr)
+        payload = json.dumps({"effect": "request_review", "head": head})
+        h.sim.counters.reset()
+        now = utcnow()
+        await run_effect(h.rt, Job(kind="effect", pr_key=f"{REPO}#{pr.number}", key="fresh", status="running",
+                                   run_at=now, created_at=now, attempts=1, payload=payload))
+        assert review_reads() == 0 and len(h.sim.effects("copilot_review_requested")) == 1
+
+        late = now - REVIEW_LOOK_AFTER - timedelta(seconds=5)
+        await h.sim.submit_review(REPO, pr.number, user=COPILOT, body="looks fine", commit_id=head)
+        await run_effect(h.rt, Job(kind="effect", pr_key=f"{REPO}#{pr.number}", key="late", status="running",
+                                   run_at=late, created_at=late, attempts=1, payload=payload))
+        assert review_reads() == 1 and len(h.sim.effects("copilot_review_requested")) == 1
 
 
 async def test_a_review_that_comes_while_our_replies_are_queued_is_taken_up_once_they_are_posted(tmp_path, db_url):
