@@ -17,10 +17,10 @@ import structlog
 from bot.github.errors import Conflict
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
-from storage import escalations
+from storage import escalations, rounds
 from storage.models import Job, utcnow
 
-from . import metrics
+from . import metrics, outbox
 from .budget import over_budget, pause_runaway
 from .engine import checkrun
 from .engine.model import Review
@@ -92,10 +92,32 @@ async def _comment(rt: Runtime, job: Job, p: dict) -> None:
 async def _reply(rt: Runtime, job: Job, p: dict) -> None:
     # A round's replies are one effect; an effect queued by an older version names one thread.
     items = p["replies"] if "replies" in p else [p]
-    await reply_and_resolve(rt, job.pr_key, [Reply(i["thread_id"], i["text"], i["resolve"]) for i in items])
+    replies = [Reply(i["thread_id"], i["text"], i["resolve"]) for i in items]
+    await reply_and_resolve(rt, job.pr_key, replies, await _answered(rt, job, p, items))
     # Nothing is queued after: a step that found our replies still in the outbox came back
     # itself (`SETTLING_RETRY_SECONDS` in bot/engine/step.py), and otherwise the next review's
     # webhook takes the next step; a step here would only re-read what the replies changed.
+
+
+async def _answered(rt: Runtime, job: Job, p: dict, items: list[dict]) -> dict[str, bool] | None:
+    """What the round's read showed of our replies on these threads, when it still holds.
+
+    It holds on the first try of an effect when no other reply effect of the PR was queued
+    since the round began. The round's fresh review was read only once no reply effect of the
+    PR was left to run (`threads_settling` in the step), so every earlier reply of ours is in
+    what it read; a later one (an earlier fixer attempt of this round, the round's declines)
+    may not be, and neither may a write of this effect's own lost try. Then, or when a thread's
+    comments were not all read, the effect reads the threads itself (None).
+    """
+    if job.attempts > 1 or p.get("round") is None or job.process_key is None:
+        return None
+    answered = {i["thread_id"]: i.get("answered") for i in items}
+    if any(v is None for v in answered.values()):
+        return None
+    rnd = await rounds.get(rt.db, job.pr_key, job.process_key, p["round"])
+    if rnd is None or await outbox.queued_since(rt.db, job.pr_key, "reply", rnd.started_at, besides=job.id):
+        return None
+    return answered
 
 
 async def _react(rt: Runtime, job: Job, p: dict) -> None:

@@ -60,11 +60,20 @@ async def add(
 async def next_due(db, pr_key: str, effect: str) -> datetime | None:
     """When the PR's earliest effect of this kind still to be done (queued or running) is due (a
     running one: its past start), or None when none is waiting."""
-    async with db.session() as s:
+    async with db.read_session() as s:
         return (await s.exec(select(func.min(Job.run_at)).where(
             Job.kind == KIND, Job.pr_key == pr_key,
             Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)),
             Job.payload.contains(f'"effect": "{effect}"')))).one()
+
+
+async def queued_since(db, pr_key: str, effect: str, since: datetime, *, besides: int | None) -> bool:
+    """Whether an effect of this kind for the PR, other than the job `besides`, was queued at
+    or after `since` (whatever became of it)."""
+    async with db.read_session() as s:
+        return (await s.exec(select(Job.id).where(
+            Job.kind == KIND, Job.pr_key == pr_key, Job.id != besides, Job.created_at >= since,
+            Job.payload.contains(f'"effect": "{effect}"')).limit(1))).first() is not None
 
 
 async def pending(db, pr_key: str, effect: str) -> bool:
@@ -91,16 +100,19 @@ async def comment(session: AsyncSession, pr_key: str, marker: str, body: str, *,
 
 
 async def replies(session: AsyncSession, pr_key: str, process_key: str,
-                  items: Sequence[tuple[Finding, str, bool]], *, key: str) -> bool:
+                  items: Sequence[tuple[Finding, str, bool]], *, key: str, round_no: int) -> bool:
     """Reply on each finding's review thread (once per thread), resolving those asked
-    (`(finding, text, resolve)`): one effect, so one read of the threads and one GraphQL write
-    for them all. Findings without a thread are left out; False if none is left."""
-    entries = [{"thread_id": f.thread_id, "comment_id": f.comment_id, "text": text, "resolve": resolve}
+    (`(finding, text, resolve)`) in round `round_no`: one effect, so at most one read of the
+    threads and one GraphQL write for them all. Each entry carries whether our reply was on its
+    thread when the round read it (`answered`, see `bot/engine/threads.py`). Findings without a
+    thread are left out; False if none is left."""
+    entries = [{"thread_id": f.thread_id, "comment_id": f.comment_id, "text": text, "resolve": resolve,
+                "answered": f.answered}
                for f, text, resolve in items if f.thread_id and f.comment_id]
     if not entries:
         return False
     return await add(session, "reply", f"{process_key}:{key}", pr_key=pr_key, process_key=process_key,
-                     replies=entries)
+                     replies=entries, round=round_no)
 
 
 async def react(session: AsyncSession, pr_key: str, comment_id: int, content: str, *, review_comment: bool) -> bool:

@@ -24,7 +24,7 @@ def from_threads(threads: tuple[Thread, ...]) -> tuple[Finding, ...]:
     return tuple(
         Finding(
             thread_id=t.id, comment_id=t.comment_id, path=t.path, line=t.line, body=t.body,
-            author=t.author, fingerprint=fingerprint("thread", t.path, t.body[:500]),
+            author=t.author, fingerprint=fingerprint("thread", t.path, t.body[:500]), answered=t.replied,
         )
         for t in threads
         if not t.is_resolved and not t.is_outdated

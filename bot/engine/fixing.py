@@ -120,7 +120,7 @@ async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findin
                     text, resolve = f"Needs a maintainer: {act.reason}", False
                 answers.append((finding, text, resolve))
                 resolved += resolve
-            await outbox.replies(s, pr_key, pk, answers, key=f"{n}:{attempt}")
+            await outbox.replies(s, pr_key, pk, answers, key=f"{n}:{attempt}", round_no=n)
         if verdict.finished and not verdict.pushed_head and findings and resolved == len(findings):
             status = "converged"  # every finding answered without a code change: review again
         if not await prs.fenced_update(None, pr_key, pk, {"last_action": f"fixer: {status}"},

@@ -28,6 +28,8 @@ class Thread:
     comment_id: int | None
     body: str
     author: str | None
+    # Our reply is among its comments: True or False, None when the read did not show them all.
+    replied: bool | None = False
 
 
 @dataclass(frozen=True)

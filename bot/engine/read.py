@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from bot import outbox
 from bot.fixers.base import Finding
+from bot.github.client import THREAD_COMMENTS_READ
 from bot.github.stamps import parse_time
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
@@ -15,6 +16,7 @@ from storage import adjudications, escalations, rounds
 from storage.models import PullRequest, Round, utcnow
 
 from .model import Adjudication, Checks, PrState, Review, RoundState, Settings, Snapshot, Thread
+from .threads import reply_marker
 
 CHECK_RUN_NAME = "convergebot"
 _FAILED = {"failure", "timed_out", "cancelled", "action_required", "startup_failure", "stale"}
@@ -40,11 +42,17 @@ def review_of(raw: dict) -> Review:
 
 
 def thread_of(raw: dict) -> Thread:
-    comments = (raw.get("comments") or {}).get("nodes") or [{}]
+    page = raw.get("comments") or {}
+    comments = page.get("nodes") or [{}]
     first = comments[0]
+    marker = reply_marker(raw["id"])
+    replied: bool | None = any(marker in (c.get("body") or "") for c in comments)
+    if not replied and len(comments) >= THREAD_COMMENTS_READ:
+        replied = None  # a long thread: our reply may be past the comments read
     return Thread(id=raw["id"], is_resolved=bool(raw.get("isResolved")), is_outdated=bool(raw.get("isOutdated")),
                   path=raw.get("path"), line=raw.get("line"), comment_id=first.get("databaseId"),
-                  body=first.get("body") or "", author=(first.get("author") or {}).get("login"))
+                  body=first.get("body") or "", author=(first.get("author") or {}).get("login"),
+                  replied=replied)
 
 
 def checks_of(runs: list[dict], status: dict, required: list[str]) -> Checks:

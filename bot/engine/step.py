@@ -178,7 +178,7 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
         text = findings_json(action.findings)
         async with rt.db.session() as s:
             await outbox.replies(s, pr.pr_key, pk, [(f, reason, True) for f, reason in action.declines],
-                                 key=f"{n}:declined")
+                                 key=f"{n}:declined", round_no=n)
             if not action.findings:
                 return True
             won = await prs.fenced_update(None, pr.pr_key, pk, {

@@ -45,13 +45,30 @@ def writes_for(threads: dict[str, dict], replies: Sequence[Reply]) -> list[Threa
     return list(writes.values())
 
 
-async def reply_and_resolve(rt: Runtime, pr_key: str, replies: Sequence[Reply]) -> None:
-    """Reply on each thread, then resolve it when asked: one read of the PR's threads and one
-    GraphQL request for all the writes, however many threads. A retry (a lost answer, a write
-    GitHub refused halfway) reads again and writes only what is still missing."""
+def as_read(answered: dict[str, bool]) -> dict[str, dict]:
+    """The threads as the round read them, for `writes_for`: open, and carrying our reply or not."""
+    return {tid: {"isResolved": False, "comments": {"nodes": [{"body": reply_marker(tid)}] if yes else []}}
+            for tid, yes in answered.items()}
+
+
+async def reply_and_resolve(rt: Runtime, pr_key: str, replies: Sequence[Reply],
+                            answered: dict[str, bool] | None = None) -> None:
+    """Reply on each thread, then resolve it when asked: one GraphQL request for all the
+    writes, however many threads.
+
+    `answered` (thread id → our reply was on it) is what the round's own read of the threads
+    showed, given only when nothing of ours can have written to them since (`bot/effects.py`):
+    then the writes follow from it, with no read. Otherwise, and on every retry (a lost answer,
+    a write GitHub refused halfway), the threads are read first and only what is still missing
+    is written. A thread someone resolved since the round's read still gets its reply (and a
+    resolve GitHub takes as a no-op); one deleted since makes the write fail, and the retry reads.
+    """
     key = parse_pr_key(pr_key)
     # Read, check and write under the PR's mutation lock: two reply effects for one thread (a
     # retried one of the last round, a new one of this round) must not both find no reply yet.
     async with rt.github.mutating(pr_key):
-        current = {t["id"]: t for t in await rt.github.review_threads(key.owner, key.repo, key.number)}
+        if answered is not None:
+            current = as_read(answered)
+        else:
+            current = {t["id"]: t for t in await rt.github.review_threads(key.owner, key.repo, key.number)}
         await rt.github.write_threads(writes_for(current, replies))

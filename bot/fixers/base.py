@@ -27,6 +27,9 @@ class Finding:
     body: str
     author: str | None
     fingerprint: str  # stable id of this finding's question (given by the engine)
+    # Whether our reply was already on its thread when it was read (None: not known). Not
+    # given to fixers: it only lets the reply effect skip re-reading the threads.
+    answered: bool | None = None
 
 
 @dataclass(frozen=True)

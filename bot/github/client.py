@@ -44,15 +44,17 @@ COPILOT_REVIEWER = "copilot-pull-request-reviewer[bot]"
 PERMISSION_TTL_SECONDS = 60.0
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 
+THREAD_COMMENTS_READ = 50  # a thread's comments read with it (its first ones)
+
 _THREAD_PAGE = """
 fragment ThreadPage on PullRequestReviewThreadConnection {
   pageInfo { hasNextPage endCursor }
   nodes {
     id isResolved isOutdated path line
-    comments(first: 50) { nodes { id databaseId body author { login } createdAt url } }
+    comments(first: THREAD_COMMENTS) { nodes { id databaseId body author { login } createdAt url } }
   }
 }
-"""
+""".replace("THREAD_COMMENTS", str(THREAD_COMMENTS_READ))
 
 _THREADS_QUERY = """
 query($owner: String!, $name: String!, $number: Int!, $after: String) {

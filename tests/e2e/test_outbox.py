@@ -214,6 +214,100 @@ async def test_a_first_review_request_asks_without_looking_and_a_late_one_looks(
         assert review_reads() == 1 and len(h.sim.effects("copilot_review_requested")) == 1
 
 
+ASKS = ScriptedFixer(["ask:which way?"])  # answers no thread: the bot itself queues no reply
+
+
+async def _round_with_threads(h, n_threads: int):
+    """Round 1 of a PR got a review with `n_threads` threads, and its fixer asked a question
+    (the PR is escalated, and quiet): its key, number, process key, and the threads as a
+    round's read sees them (`thread_of`)."""
+    from bot.engine.read import thread_of
+
+    key, number = await open_and_enroll(h)  # no reviewer: the PR waits for a review
+    await h.wait_status(key, "waiting_review")
+    await h.sim.submit_review(REPO, number, user=COPILOT,
+                              threads=[{"path": "app/core.py", "line": 1, "body": f"x{i}?"} for i in range(n_threads)])
+    await h.wait_status(key, "escalated")
+    await quiesce(h)
+    view = await h.view(key)
+    assert view.pr.current_round == 1
+    threads = [thread_of(t) for t in await h.rt.github.review_threads("acme", "app", number)]
+    return key, number, view.pr.process_key, threads
+
+
+async def _reply_effect(h, key: str, pk: str, threads, tag: str, *, attempts: int = 1):
+    """Queue this round's reply effect for `threads` as the fixer would, and run it once."""
+    from datetime import timedelta
+
+    from bot import outbox
+    from bot.effects import run_effect
+    from bot.engine.findings import from_threads
+    from storage import jobs
+    from storage.models import utcnow
+
+    async with h.rt.db.session() as s:
+        await outbox.replies(s, key, pk, [(f, f"Fixed ({tag}).", True) for f in from_threads(tuple(threads))],
+                             key=f"1:{tag}", round_no=1)
+        # Held by "another worker" for an hour: only this test runs it.
+        await s.exec(update(Job).where(Job.key == f"fx:reply:{pk}:1:{tag}").values(
+            status="running", lease_owner="elsewhere", lease_until=utcnow() + timedelta(hours=1)))
+    job = next(j for j in await jobs.list_jobs(h.rt.db, key) if j.key == f"fx:reply:{pk}:1:{tag}")
+    job.attempts = attempts
+    await run_effect(h.rt, job)
+
+
+def _graphql(h) -> int:
+    return sum(1 for method, path, _ in h.sim.counters.recent if method == "POST" and path == "/graphql")
+
+
+def _ours_on(h, thread_id: str) -> int:
+    from bot.engine.threads import reply_marker
+
+    return sum(1 for e in h.sim.effects("review_reply") if reply_marker(thread_id) in (e.get("body") or ""))
+
+
+async def test_a_round_s_first_reply_writes_from_the_round_s_read_without_reading_again(tmp_path, db_url):
+    """The round read the threads after our last replies were done: its reply effect writes
+    from that read (one GraphQL request, the write). A thread it saw our reply on is only
+    resolved. A retry reads first."""
+    from bot.engine.threads import reply_marker
+    from bot.github.client import ThreadWrite
+
+    async with bot_on_simulator(tmp_path, db_url, fixer=ASKS, poller={"interval_seconds": 3600}) as h:
+        key, number, pk, _ = await _round_with_threads(h, 2)
+        first = (await h.rt.github.review_threads("acme", "app", number))[0]["id"]
+        # An earlier round's reply of ours is on the first thread, left open for a maintainer.
+        await h.rt.github.write_threads([ThreadWrite(first, f"Needs a maintainer.\n\n{reply_marker(first)}", False)])
+        from bot.engine.read import thread_of
+
+        threads = [thread_of(t) for t in await h.rt.github.review_threads("acme", "app", number)]
+        assert [t.replied for t in threads] == [True, False]
+        h.sim.counters.reset()
+        await _reply_effect(h, key, pk, threads, "a")
+        assert _graphql(h) == 1  # the write alone
+        assert [_ours_on(h, t.id) for t in threads] == [1, 1]
+        state = {t["id"]: t["isResolved"] for t in await h.rt.github.review_threads("acme", "app", number)}
+        assert all(state.values())
+
+        # The same effect's retry (its answer lost): it reads, finds both done, writes nothing.
+        h.sim.counters.reset()
+        await _reply_effect(h, key, pk, threads, "a", attempts=2)
+        assert _graphql(h) == 1  # the read alone
+        assert [_ours_on(h, t.id) for t in threads] == [1, 1]
+
+
+async def test_a_reply_queued_since_the_round_s_read_makes_the_next_one_read_first(tmp_path, db_url):
+    """Two fixer attempts of one round reply to the same thread from the same read: the second
+    one must see the first one's reply, so it reads before writing and posts nothing twice."""
+    async with bot_on_simulator(tmp_path, db_url, fixer=ASKS, poller={"interval_seconds": 3600}) as h:
+        key, number, pk, threads = await _round_with_threads(h, 1)
+        await _reply_effect(h, key, pk, threads, "attempt-1")
+        h.sim.counters.reset()
+        await _reply_effect(h, key, pk, threads, "attempt-2")
+        assert _graphql(h) == 1  # the read; nothing left to write
+        assert _ours_on(h, threads[0].id) == 1
+
+
 async def test_a_review_that_comes_while_our_replies_are_queued_is_taken_up_once_they_are_posted(tmp_path, db_url):
     from datetime import timedelta
 
