@@ -7,7 +7,7 @@ import json
 import structlog
 
 from bot import outbox
-from bot.github.errors import GitHubError, Unavailable
+from bot.github.errors import GitHubError, RateLimited, Unavailable
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import prs, rounds
@@ -65,6 +65,8 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
         # From the branch ref, not the PR object: GitHub's `head.sha` lags a push for a while, and
         # a check reading it right after the fixer pushed would see no move and escalate.
         head = await rt.github.branch_head(key.owner, key.repo, pr.head_branch or "")
+    except RateLimited:
+        raise  # the job waits in the table for the reset GitHub gave, spending no attempt
     except GitHubError as e:
         # Undecidable now: come back with backoff instead of ending. A check that ended here
         # would leave the round waiting on a fixer that finished long ago.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
@@ -278,6 +279,7 @@ class GitHubClient:
         self._exhausted_until: datetime | None = None
         self._secondary_strikes = 0
         self._clone_token: tuple[str, datetime] | None = None
+        self._in_flight: Counter[str] = Counter()  # metered requests sent and not yet answered, per bucket
         self.gets = 0  # every GET this client made, and those answered 304 (from the cache)
         self.gets_not_modified = 0
 
@@ -302,14 +304,31 @@ class GitHubClient:
         if isinstance(raw, httpx.Response):
             self.rate_budget.observe_headers(raw.headers, status=raw.status_code)
 
-    async def _call(self, what: str, send, *, parse=None, metered: bool = True) -> Any:
+    def _spent(self, what: str, resource: str) -> RateLimited | None:
+        """The refusal GitHub would answer, when the balance its last answer reported is already
+        spent by the requests in flight: the call then waits for the reset without being sent (a
+        refused request is one more strike against the token, and each is a 403 to log). Near
+        zero this may hold back a conditional read GitHub would have answered 304, for free."""
+        bucket = self.rate_budget.bucket(resource)
+        if bucket is None or bucket.assumed or bucket.remaining - self._in_flight[resource] > 0:
+            return None
+        return RateLimited(f"{what}: rate limit spent ({resource} bucket, "
+                           f"{bucket.remaining} left, {self._in_flight[resource]} in flight)",
+                           datetime.fromtimestamp(bucket.reset, UTC), False)
+
+    async def _call(self, what: str, send, *, parse=None, metered: bool = True,
+                    resource: str = "core") -> Any:
         """`send()`'s answer (or `parse(answer)`); `metered=False` for calls made with another
-        identity's budget (the App's own JWT), which the installation's budget must not record."""
+        identity's budget (the App's own JWT), which the installation's budget must not record.
+        `resource`: the rate-limit bucket the call is charged to (GraphQL has its own)."""
         if self._exhausted_until is not None:
             if datetime.now(UTC) < self._exhausted_until:
                 raise RateLimited(f"{what}: rate limit exhausted", self._exhausted_until, False)
             self._exhausted_until = None
         async with self._slots:
+            if metered and (refusal := self._spent(what, resource)) is not None:
+                raise refusal
+            self._in_flight[resource] += metered
             try:
                 # Our own deadline: githubkit's HTTP cache layer (hishel) drops httpx's
                 # per-request timeout, and a GitHub that never answers would hold a worker forever.
@@ -328,6 +347,8 @@ class GitHubClient:
                 if isinstance(err, RateLimited):
                     err = self._rate_limited(err)
                 raise err from exc
+            finally:
+                self._in_flight[resource] -= metered
         self._secondary_strikes = 0
         return result
 
@@ -360,7 +381,7 @@ class GitHubClient:
         # `_arequest` + `parse_graphql_response` is what `async_graphql` does (githubkit 0.16).
         gql = self.gh.graphql
         return await self._call(f"graphql {what}", lambda: gql._arequest(query, variables),
-                                parse=gql.parse_graphql_response)
+                                parse=gql.parse_graphql_response, resource="graphql")
 
     async def _json(self, method: str, url: str, **kw: Any) -> Any:
         raw = await self._request(method, url, **kw)

@@ -94,6 +94,35 @@ async def test_the_budget_reaches_zero_with_the_token_and_news_must_wait(low_lim
             await client.permission("acme", "lib", "one-too-many")
         assert budget.bucket("core").remaining == 0
         assert budget.exhausted_for(NEWS) > 3000
+        # Refused here, from the balance GitHub reported: never sent, so never refused there.
+        refused = [route for route, statuses in sim.counters.snapshot()["routes"].items()
+                   if "403" in statuses or "429" in statuses]
+        assert refused == []
+
+
+async def test_requests_in_flight_count_against_the_balance(low_limit):
+    """With one request left and one already on its way, the next waits for the reset instead of
+    being sent for GitHub to refuse."""
+    import asyncio
+
+    sim = low_limit.sim
+    async with open_github(api_url=low_limit.url, token="t3") as gh:
+        client = GitHubClient(gh)
+        for i in range(LIMIT - 1):
+            await client.permission("acme", "lib", f"user{i}")
+        assert client.rate_budget.bucket("core").remaining == 1
+        sim.inject_fault(r"/collaborators/slow/permission$", method="GET", delay=0.5, count=1)
+        slow = asyncio.create_task(client.permission("acme", "lib", "slow"))
+        async with asyncio.timeout(10):
+            while client._in_flight["core"] == 0:
+                await asyncio.sleep(0.01)
+        with pytest.raises(RateLimited, match="in flight"):
+            await client.permission("acme", "lib", "second")
+        await slow
+        assert client.rate_budget.bucket("core").remaining == 0
+    refused = [route for route, statuses in sim.counters.snapshot()["routes"].items()
+               if "403" in statuses or "429" in statuses]
+    assert refused == []
 
 
 def _gauge(text: str, name: str, resource: str) -> float:
@@ -126,3 +155,38 @@ async def test_metrics_show_the_budget_and_an_idle_reread_of_an_unchanged_pr_cos
         assert _gauge(text, "convergebot_github_rate_idle_allowance", "core") == rt.rate_budget.idle_allowance()
         # Defined for the poller, which counts the idle re-reads it puts off.
         assert re.search(r"^convergebot_idle_polls_deferred_total \S+$", text, re.M)
+
+
+async def test_a_progress_check_out_of_rate_limit_waits_for_the_reset_and_spends_no_attempt(db):
+    """The check's head read finds the budget spent: the job is put off to GitHub's reset (a
+    Reschedule, which gives its attempt back), not failed and retried every few seconds until
+    it runs out of attempts."""
+    import json
+    from datetime import timedelta
+
+    from bot.config import Config
+    from bot.runtime import Runtime
+    from bot.serve import job_handlers
+    from bot.workers import Reschedule
+    from storage import prs, rounds
+    from storage.models import Job, utcnow
+
+    from ..helpers import enroll
+
+    key = "o/r#1"
+    pk = await enroll(db, key)
+    assert await prs.fenced_update(db, key, pk, {"status": "converging", "current_round": 1, "head_branch": "feat"})
+    async with db.session() as s:
+        await rounds.start(s, key, pk, 1, "a" * 40)
+        assert await rounds.next_attempt(s, key, pk, 1, {}) == 0
+    # Nothing listens there: an exhausted budget refuses before anything is sent.
+    async with open_github(api_url="http://127.0.0.1:9", token="t") as gh:
+        client = GitHubClient(gh)
+        reset = utcnow() + timedelta(minutes=30)
+        client._exhausted_until = reset
+        rt = Runtime(Config(), db, github=client)
+        job = Job(kind="progress_check", key="pc:test", pr_key=key, process_key=pk, round_no=1,
+                  payload=json.dumps({"attempt": 0}))
+        with pytest.raises(Reschedule) as put_off:
+            await job_handlers(rt)["progress_check"](job)
+    assert put_off.value.at == reset
