@@ -52,7 +52,12 @@ async def run(args) -> int:
         async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"]),
                                     poller={"interval_seconds": args.poll, "jitter_seconds": 0},
                                     convergence={"review_wait_timeout_seconds": 3600,
-                                                 "nudge_window_seconds": 1800}) as h:
+                                                 "nudge_window_seconds": 1800},
+                                    # The defaults' job settings (config.example.toml), not the
+                                    # tests' 50 ms idle polls: 8 workers looking 20 times a second
+                                    # were a sixth of the run's CPU.
+                                    jobs={"idle_poll_seconds": 1.0, "backoff_base_seconds": 2.0,
+                                          "backoff_cap_seconds": 600.0}) as h:
             h.sim.rate_limits.limit = args.limit or 10**9
             h.sim.rate_limits.window = args.window
             h.sim.rate_limits.reset()
