@@ -26,6 +26,7 @@ from .engine import checkrun
 from .engine.model import Review
 from .engine.read import review_of
 from .engine.threads import Reply, reply_and_resolve
+from .github.stamps import parse_time
 
 log = structlog.get_logger(__name__)
 
@@ -57,10 +58,11 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
     decision: a request whose answer was lost may already have been answered by a fast
     reviewer, and asking again would buy a second review of the same head.
 
-    Only a retry, or a request run long after its decision (a rate limit put it off), looks
-    at the reviews first. A first try moments after the decision, which had just read them,
-    asks at once: that look was a rate-limited read in every round after our replies, which
-    change the list themselves.
+    A first try within 30 s of the time up to which the decision knew every review of the head
+    (`reviews_known_at`: it read them then, or the head was pushed then) asks at once: the
+    look was a rate-limited read in every round after our replies, which change the list
+    themselves. A retry, a request whose decision cannot say, or one run later (a rate limit
+    or a backoff put it or its decision off) looks first.
     """
     key = parse_pr_key(job.pr_key)
     since = job.created_at.replace(microsecond=0)  # GitHub stamps reviews to the second
@@ -73,7 +75,8 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
         return r.submitted_at is not None and r.submitted_at >= since
 
     reviewed: set[str] = set()
-    if job.attempts > 1 or utcnow() - job.created_at > REVIEW_LOOK_AFTER:
+    known_at = parse_time(p.get("reviews_known_at"))
+    if not first_try(job) or known_at is None or utcnow() - known_at > REVIEW_LOOK_AFTER:
         raw = await rt.github.reviews(key.owner, key.repo, key.number)
         reviewed = {r.user.lower() for r in (review_of(x) for x in raw if isinstance(x.get("id"), int))
                     if answers(r)}
@@ -99,6 +102,12 @@ async def _reply(rt: Runtime, job: Job, p: dict) -> None:
     # webhook takes the next step; a step here would only re-read what the replies changed.
 
 
+def first_try(job: Job) -> bool:
+    """Whether no earlier try of this job can have written anything: its first claim, never
+    failed, cancelled or put off (a reschedule gives the attempt back but records why)."""
+    return job.attempts <= 1 and job.last_error is None
+
+
 async def _answered(rt: Runtime, job: Job, p: dict, items: list[dict]) -> dict[str, bool] | None:
     """What the round's read showed of our replies on these threads, when it still holds.
 
@@ -109,7 +118,7 @@ async def _answered(rt: Runtime, job: Job, p: dict, items: list[dict]) -> dict[s
     may not be, and neither may a write of this effect's own lost try. Then, or when a thread's
     comments were not all read, the effect reads the threads itself (None).
     """
-    if job.attempts > 1 or p.get("round") is None or job.process_key is None:
+    if not first_try(job) or p.get("round") is None or job.process_key is None:
         return None
     answered = {i["thread_id"]: i.get("answered") for i in items}
     if any(v is None for v in answered.values()):

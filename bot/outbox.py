@@ -85,11 +85,14 @@ async def pending(db, pr_key: str, effect: str) -> bool:
 
 
 async def request_review(session: AsyncSession, pr_key: str, process_key: str, round_no: int, why: str,
-                         head: str | None, baseline: int | None) -> bool:
+                         head: str | None, baseline: int | None, *, reviews_known_at: datetime | None = None) -> bool:
     """Ask the configured reviewers for a review of `head`; `baseline` is the newest review id
-    the decision knew of (a review after it answers this request)."""
+    the decision knew of (a review after it answers this request). `reviews_known_at`: the
+    time up to which no review of `head` the decision did not know of can exist (it read the
+    reviews then, or `head` was pushed then); None when the decision cannot say."""
     return await add(session, "request_review", f"{process_key}:{round_no}:{why}", pr_key=pr_key,
-                     process_key=process_key, head=head, baseline=baseline)
+                     process_key=process_key, head=head, baseline=baseline,
+                     reviews_known_at=reviews_known_at.isoformat() if reviews_known_at else None)
 
 
 async def comment(session: AsyncSession, pr_key: str, marker: str, body: str, *,

@@ -102,8 +102,11 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
                 if won:
                     await end_round(s)
                     await rounds.start(s, pr.pr_key, pk, n + 1, head)
+                    # No review of the new head can be older than its push, which our workspace
+                    # makes as the fixer's run ends (a push the agent made itself mid-run, if
+                    # the run went on for minutes after it, is the case this does not bound).
                     await outbox.request_review(s, pr.pr_key, pk, n + 1, f"start:{head}", head,
-                                                pr.last_review_id)
+                                                pr.last_review_id, reviews_known_at=rnd.fixer_finished_at)
             elif outcome.kind == "rerun":
                 instructions = json.loads(rnd.instructions or "[]")
                 if outcome.instruction:

@@ -160,7 +160,7 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
                 # A round may start again at the same head (healed, retried): the key is the
                 # decision's time, and the fenced write above makes the decision once.
                 await outbox.request_review(s, pr.pr_key, pk, n, f"start:{now.isoformat()}",
-                                            action.entry_head, action.review_baseline)
+                                            action.entry_head, action.review_baseline, reviews_known_at=now)
         if won:
             bound.info("round.started", entry_head=action.entry_head, reason=action.reason)
         return won
@@ -170,7 +170,7 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
                                           expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
             if won:
                 await outbox.request_review(s, pr.pr_key, pk, n, f"nudge:{now.isoformat()}",
-                                            pr.last_round_head, pr.last_review_id)
+                                            pr.last_round_head, pr.last_review_id, reviews_known_at=now)
         if won:
             bound.info("review.nudged")
         return won

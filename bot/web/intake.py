@@ -117,8 +117,8 @@ class Intake:
                 if not w.future.done():
                     w.future.set_exception(BatchFailed("the webhook intake stopped"))
             raise
-        if recorded.soonest is not None:
-            self.wake(max(0.0, (recorded.soonest - utcnow()).total_seconds()))
         for w, new in zip(batch, recorded.new, strict=True):
             if not w.future.done():
                 w.future.set_result(new)
+        if recorded.soonest is not None:  # after the answers: nothing here may hold them up
+            self.wake(max(0.0, (recorded.soonest - utcnow()).total_seconds()))

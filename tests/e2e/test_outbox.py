@@ -183,9 +183,10 @@ async def test_a_retried_review_request_does_not_ask_a_reviewer_who_answered_sin
         assert len(h.sim.effects("copilot_review_requested")) == 1
 
 
-async def test_a_first_review_request_asks_without_looking_and_a_late_one_looks(tmp_path, db_url):
-    """The decision read the reviews moments ago: its first try asks at once, no read of the
-    reviews. One run long after its decision (a rate limit put it off) looks first."""
+async def test_a_first_review_request_asks_without_looking_only_while_its_decision_is_fresh(tmp_path, db_url):
+    """A decision that knew every review of the head moments ago: its first try asks at once,
+    no read of the reviews. A decision that cannot say, one over 30 s old (a rate limit put it
+    off), and a try after a cancelled one all look first."""
     from datetime import timedelta
 
     from bot.effects import REVIEW_LOOK_AFTER, run_effect
@@ -195,23 +196,30 @@ async def test_a_first_review_request_asks_without_looking_and_a_late_one_looks(
         return sum(1 for method, path, _ in h.sim.counters.recent
                    if method == "GET" and path.endswith(f"/pulls/{pr.number}/reviews"))
 
+    async def request(known_at, **fields) -> None:
+        payload = {"effect": "request_review", "head": head}
+        if known_at is not None:
+            payload["reviews_known_at"] = known_at.isoformat()
+        now = utcnow()
+        await run_effect(h.rt, Job(kind="effect", pr_key=f"{REPO}#{pr.number}", key="rr", status="running",
+                                   run_at=now, created_at=now, payload=json.dumps(payload),
+                                   **({"attempts": 1} | fields)))
+
     async with bot_on_simulator(tmp_path, db_url) as h:
         pr = await h.sim.open_pr(REPO, title="Change", head="feat", author="dev",
                                  files={"app/core.py": "def f():\n    return 2\n"})
         repo, sim_pr = h.sim.pr(REPO, pr.number)
         head = await h.sim.head_sha(repo, sim_pr)
-        payload = json.dumps({"effect": "request_review", "head": head})
         h.sim.counters.reset()
-        now = utcnow()
-        await run_effect(h.rt, Job(kind="effect", pr_key=f"{REPO}#{pr.number}", key="fresh", status="running",
-                                   run_at=now, created_at=now, attempts=1, payload=payload))
+        await request(utcnow())
         assert review_reads() == 0 and len(h.sim.effects("copilot_review_requested")) == 1
 
-        late = now - REVIEW_LOOK_AFTER - timedelta(seconds=5)
+        # Copilot reviewed the head meanwhile: each of these looks, finds it, and asks nobody.
         await h.sim.submit_review(REPO, pr.number, user=COPILOT, body="looks fine", commit_id=head)
-        await run_effect(h.rt, Job(kind="effect", pr_key=f"{REPO}#{pr.number}", key="late", status="running",
-                                   run_at=late, created_at=late, attempts=1, payload=payload))
-        assert review_reads() == 1 and len(h.sim.effects("copilot_review_requested")) == 1
+        await request(None)
+        await request(utcnow() - REVIEW_LOOK_AFTER - timedelta(seconds=5))
+        await request(utcnow(), last_error="cancelled")
+        assert review_reads() == 3 and len(h.sim.effects("copilot_review_requested")) == 1
 
 
 ASKS = ScriptedFixer(["ask:which way?"])  # answers no thread: the bot itself queues no reply
@@ -235,7 +243,7 @@ async def _round_with_threads(h, n_threads: int):
     return key, number, view.pr.process_key, threads
 
 
-async def _reply_effect(h, key: str, pk: str, threads, tag: str, *, attempts: int = 1):
+async def _reply_effect(h, key: str, pk: str, threads, tag: str, *, attempts: int = 1, last_error=None):
     """Queue this round's reply effect for `threads` as the fixer would, and run it once."""
     from datetime import timedelta
 
@@ -252,7 +260,7 @@ async def _reply_effect(h, key: str, pk: str, threads, tag: str, *, attempts: in
         await s.exec(update(Job).where(Job.key == f"fx:reply:{pk}:1:{tag}").values(
             status="running", lease_owner="elsewhere", lease_until=utcnow() + timedelta(hours=1)))
     job = next(j for j in await jobs.list_jobs(h.rt.db, key) if j.key == f"fx:reply:{pk}:1:{tag}")
-    job.attempts = attempts
+    job.attempts, job.last_error = attempts, last_error
     await run_effect(h.rt, job)
 
 
@@ -289,11 +297,13 @@ async def test_a_round_s_first_reply_writes_from_the_round_s_read_without_readin
         state = {t["id"]: t["isResolved"] for t in await h.rt.github.review_threads("acme", "app", number)}
         assert all(state.values())
 
-        # The same effect's retry (its answer lost): it reads, finds both done, writes nothing.
-        h.sim.counters.reset()
-        await _reply_effect(h, key, pk, threads, "a", attempts=2)
-        assert _graphql(h) == 1  # the read alone
-        assert [_ours_on(h, t.id) for t in threads] == [1, 1]
+        # The same effect's retry (its answer lost), or its try after one cancelled mid-write
+        # (a cancel gives the attempt back): each reads, finds both done, writes nothing.
+        for retry in ({"attempts": 2}, {"attempts": 1, "last_error": "cancelled"}):
+            h.sim.counters.reset()
+            await _reply_effect(h, key, pk, threads, "a", **retry)
+            assert _graphql(h) == 1  # the read alone
+            assert [_ours_on(h, t.id) for t in threads] == [1, 1]
 
 
 async def test_a_reply_queued_since_the_round_s_read_makes_the_next_one_read_first(tmp_path, db_url):
