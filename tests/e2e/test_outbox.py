@@ -196,13 +196,13 @@ async def test_a_first_review_request_asks_without_looking_only_while_its_decisi
         return sum(1 for method, path, _ in h.sim.counters.recent
                    if method == "GET" and path.endswith(f"/pulls/{pr.number}/reviews"))
 
-    async def request(known_at, **fields) -> None:
+    async def request(known_at, decided=None, **fields) -> None:
         payload = {"effect": "request_review", "head": head}
         if known_at is not None:
             payload["reviews_known_at"] = known_at.isoformat()
-        now = utcnow()
+        decided = decided or utcnow()
         await run_effect(h.rt, Job(kind="effect", pr_key=f"{REPO}#{pr.number}", key="rr", status="running",
-                                   run_at=now, created_at=now, payload=json.dumps(payload),
+                                   run_at=decided, created_at=decided, payload=json.dumps(payload),
                                    **({"attempts": 1} | fields)))
 
     async with bot_on_simulator(tmp_path, db_url) as h:
@@ -214,11 +214,13 @@ async def test_a_first_review_request_asks_without_looking_only_while_its_decisi
         await request(utcnow())
         assert review_reads() == 0 and len(h.sim.effects("copilot_review_requested")) == 1
 
-        # Copilot reviewed the head meanwhile: each of these looks, finds it, and asks nobody.
+        # Decided before Copilot reviewed the head: each of these looks, finds the review, and
+        # asks nobody. (GitHub stamps reviews to the second: the decision is well before.)
+        decided = utcnow() - timedelta(seconds=5)
         await h.sim.submit_review(REPO, pr.number, user=COPILOT, body="looks fine", commit_id=head)
-        await request(None)
-        await request(utcnow() - REVIEW_LOOK_AFTER - timedelta(seconds=5))
-        await request(utcnow(), last_error="cancelled")
+        await request(None, decided)
+        await request(decided - REVIEW_LOOK_AFTER, decided)
+        await request(decided, decided, last_error="cancelled")
         assert review_reads() == 3 and len(h.sim.effects("copilot_review_requested")) == 1
 
 
