@@ -138,21 +138,16 @@ def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> int:
     return len(session.exec(stmt, params=rows).all())
 
 
-async def enqueue_many(session: AsyncSession, wakes: Sequence[Mapping[str, Any]]) -> datetime | None:
-    """`queue_wakes` in an async session."""
-    return await session.run_sync(queue_wakes, wakes)
-
-
 def queue_wakes(session: Session, wakes: Sequence[Mapping[str, Any]]) -> datetime | None:
     """`enqueue_in` for many jobs at once, in the caller's transaction, with a few statements:
     the same result as calling it for each in order (a PR's syncs coalesce into the one queued,
     which runs at the earliest of their times; a key queued before is skipped). Each wake is
     `enqueue_in`'s keyword arguments (`kind`, `key`, `pr_key`, `payload`, `delay_seconds`).
 
-    Synchronous code (for `Database.write`; `enqueue_many` from async code). Returns when the
-    soonest of the jobs it queued or brought forward falls due, or None when it did neither
-    (every sync coalesced into one already queued as soon): the caller wakes the workers for
-    that time, or not at all."""
+    Synchronous code: `Database.write`, or `AsyncSession.run_sync` from async code. Returns
+    when the soonest of the jobs it queued or brought forward falls due, or None when it did
+    neither (every sync coalesced into one already queued as soon): the caller wakes the
+    workers for that time, or not at all."""
     if not wakes:
         return None
     now = utcnow()

@@ -320,21 +320,21 @@ async def test_fixer_runs_never_hold_the_workers_other_jobs_need(db):
         await pool.stop()
 
 
-async def test_enqueue_many_does_what_enqueue_in_does_for_each_in_order(db):
-    """The intake's batch of wakes: syncs coalesce (earliest time wins), known keys are skipped."""
+async def test_queue_wakes_does_what_enqueue_in_does_for_each_in_order(db):
+    """The intake's batch of wakes (in `Database.write`, as the intake runs it): syncs coalesce
+    (earliest time wins), known keys are skipped."""
     await jobs.enqueue(db, "sync", "hook:o/r#1:a", pr_key="o/r#1", delay_seconds=30)
     await jobs.enqueue(db, "command", "cmd:1", pr_key="o/r#1")
     before = utcnow()
-    async with db.session() as s:
-        soonest = await jobs.enqueue_many(s, [
-            dict(kind="sync", key="hook:o/r#1:b", pr_key="o/r#1", delay_seconds=0.2),  # pulls it forward
-            dict(kind="sync", key="hook:o/r#2:a", pr_key="o/r#2", delay_seconds=30),
-            dict(kind="sync", key="hook:o/r#2:b", pr_key="o/r#2", delay_seconds=0.2),  # one sync, sooner
-            dict(kind="command", key="cmd:1", pr_key="o/r#1"),  # queued before
-            dict(kind="command", key="cmd:2", pr_key="o/r#2", payload={"x": 1}),
-            dict(kind="command", key="cmd:2", pr_key="o/r#2"),  # twice in the batch
-            dict(kind="sync_ref", key="ref:1", payload={"repo": "o/r", "sha": "abc"}),
-        ])
+    soonest = await db.write(jobs.queue_wakes, [
+        dict(kind="sync", key="hook:o/r#1:b", pr_key="o/r#1", delay_seconds=0.2),  # pulls it forward
+        dict(kind="sync", key="hook:o/r#2:a", pr_key="o/r#2", delay_seconds=30),
+        dict(kind="sync", key="hook:o/r#2:b", pr_key="o/r#2", delay_seconds=0.2),  # one sync, sooner
+        dict(kind="command", key="cmd:1", pr_key="o/r#1"),  # queued before
+        dict(kind="command", key="cmd:2", pr_key="o/r#2", payload={"x": 1}),
+        dict(kind="command", key="cmd:2", pr_key="o/r#2"),  # twice in the batch
+        dict(kind="sync_ref", key="ref:1", payload={"repo": "o/r", "sha": "abc"}),
+    ])
     queued = {j.key: j for j in await jobs.list_jobs(db)}
     assert sorted(queued) == ["cmd:1", "cmd:2", "hook:o/r#1:a", "hook:o/r#2:a", "ref:1"]
     soon = utcnow() + timedelta(seconds=5)
@@ -345,11 +345,10 @@ async def test_enqueue_many_does_what_enqueue_in_does_for_each_in_order(db):
     assert before <= soonest < before + timedelta(seconds=0.2)
 
     # Syncs that only coalesce into ones queued as soon or sooner queue nothing to wake for.
-    async with db.session() as s:
-        assert await jobs.enqueue_many(s, [
-            dict(kind="sync", key="hook:o/r#1:c", pr_key="o/r#1", delay_seconds=5),
-            dict(kind="sync", key="hook:o/r#2:c", pr_key="o/r#2", delay_seconds=5),
-        ]) is None
+    assert await db.write(jobs.queue_wakes, [
+        dict(kind="sync", key="hook:o/r#1:c", pr_key="o/r#1", delay_seconds=5),
+        dict(kind="sync", key="hook:o/r#2:c", pr_key="o/r#2", delay_seconds=5),
+    ]) is None
     assert len(await jobs.list_jobs(db)) == 5
 
 
