@@ -57,14 +57,17 @@ async def add(
     return created
 
 
+def _effects(pr_key: str, effect: str) -> tuple:
+    """The where-clauses for the PR's effect jobs of one kind."""
+    return Job.kind == KIND, Job.pr_key == pr_key, Job.payload.contains(f'"effect": "{effect}"')
+
+
 async def next_due(db, pr_key: str, effect: str) -> datetime | None:
     """When the PR's earliest effect of this kind still to be done (queued or running) is due (a
     running one: its past start), or None when none is waiting."""
     async with db.read_session() as s:
         return (await s.exec(select(func.min(Job.run_at)).where(
-            Job.kind == KIND, Job.pr_key == pr_key,
-            Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)),
-            Job.payload.contains(f'"effect": "{effect}"')))).one()
+            *_effects(pr_key, effect), Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING))))).one()
 
 
 async def queued_since(db, pr_key: str, effect: str, since: datetime, *, besides: int | None) -> bool:
@@ -72,8 +75,7 @@ async def queued_since(db, pr_key: str, effect: str, since: datetime, *, besides
     or after `since` (whatever became of it)."""
     async with db.read_session() as s:
         return (await s.exec(select(Job.id).where(
-            Job.kind == KIND, Job.pr_key == pr_key, Job.id != besides, Job.created_at >= since,
-            Job.payload.contains(f'"effect": "{effect}"')).limit(1))).first() is not None
+            *_effects(pr_key, effect), Job.id != besides, Job.created_at >= since).limit(1))).first() is not None
 
 
 async def pending(db, pr_key: str, effect: str) -> bool:
@@ -142,8 +144,7 @@ async def check_run(session: AsyncSession, pr_key: str) -> bool:
     merging, merged) then cost one update instead of one each.
     """
     waiting = (await session.exec(select(Job.id).where(
-        Job.kind == KIND, Job.pr_key == pr_key, Job.status == jobs.JobStatus.QUEUED,
-        Job.payload.contains('"effect": "check_run"')).limit(1))).first()
+        *_effects(pr_key, "check_run"), Job.status == jobs.JobStatus.QUEUED).limit(1))).first()
     if waiting is not None:
         return False
     return await add(session, "check_run", f"{pr_key}:{utcnow().isoformat()}", pr_key=pr_key,
