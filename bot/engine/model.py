@@ -103,7 +103,12 @@ class Snapshot:
     now: datetime
     settings: Settings
     history: tuple[RoundState, ...] = ()
-    threads_settling: bool = False  # replies/resolves of ours are still queued in the outbox
+    # When our replies/resolves still queued in the outbox are next due (None: none are).
+    replies_due: datetime | None = None
+
+    @property
+    def threads_settling(self) -> bool:
+        return self.replies_due is not None
 
 
 # -- actions ------------------------------------------------------------------------------------

@@ -128,8 +128,8 @@ async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_revi
 
     if head is None or pr.status != "waiting_review" or fresh_review(snap) is None:
         return snap
-    if await outbox.pending(rt.db, pr.pr_key, "reply"):
-        return replace(snap, threads_settling=True)
+    if (due := await outbox.next_due(rt.db, pr.pr_key, "reply")) is not None:
+        return replace(snap, replies_due=due)
     # Only a fresh review needs threads and checks: that keeps the unchanged-PR poll free.
     raw_threads, runs, status = await rt.github.review_state(key.owner, key.repo, key.number, head)
     checks = checks_of(runs, status, rt.config.convergence.required_checks)

@@ -102,8 +102,7 @@ async def _step(rt: Runtime, pr_key: str) -> None:
         # A fresh review came while our replies to the last round are still being posted: look
         # again once they may be done (their webhooks are echoes and wake nothing). A reply
         # effect backing off through a GitHub failure sets the pace, not a 3 s loop.
-        due = await outbox.next_due(rt.db, pr_key, "reply")
-        wait = max(0.0, (due - utcnow()).total_seconds()) if due is not None else 0.0
+        wait = max(0.0, (snap.replies_due - utcnow()).total_seconds())
         async with rt.db.session() as s:
             await requeue(s, pr_key, "settling", delay_seconds=wait + SETTLING_RETRY_SECONDS)
     decision = decide_step(snap)

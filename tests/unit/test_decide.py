@@ -119,7 +119,7 @@ class TestStep:
         assert decide_step(snap(reviews=(review(body="Copilot reviewed 2 files"),))).actions == (Converge(101, H1),)
 
     def test_a_fresh_review_waits_while_our_replies_are_still_being_posted(self):
-        d = decide_step(snap(reviews=(review(),), threads=(thread(),), threads_settling=True))
+        d = decide_step(snap(reviews=(review(),), threads=(thread(),), replies_due=T0))
         assert kinds(d) == [Wait]
 
     def test_remembered_answers_decline_or_instruct(self):
