@@ -220,3 +220,14 @@ class RepoWatchMark(SQLModel, table=True):
     repo: str = Field(primary_key=True, max_length=250)
     mark: datetime = ts(nullable=False)
     updated_at: datetime = ts(nullable=False)
+
+
+class Cursor(SQLModel, table=True):
+    """A named position some periodic reader has reached (the webhook delivery log, a
+    repository's comments), kept across restarts so a start resumes where the last one left."""
+
+    __tablename__ = "cursors"
+
+    name: str = Field(primary_key=True, max_length=300)
+    value: str = Field(sa_column=Column(Text, nullable=False))
+    updated_at: datetime = ts(nullable=False)
