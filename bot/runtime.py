@@ -13,6 +13,7 @@ from storage.locks import KeyedLocks
 from . import metrics
 from .config import Config
 from .github.client import GitHubClient
+from .leadership import Leadership
 from .ratebudget import RateBudget
 
 
@@ -37,6 +38,8 @@ class Runtime:
     # The GitHub client's rate-limit budget (one per client: one installation or token), paced
     # by `[github] reserve_fraction` over poll intervals. The poller reads it as `rt.rate_budget`.
     rate_budget: RateBudget = None  # type: ignore[assignment]  # set in __post_init__
+    # Whether this replica runs the periodic duties (poller, scans, redelivery) right now.
+    leadership: Leadership = None  # type: ignore[assignment]  # set in __post_init__
 
     def __post_init__(self) -> None:
         if self.rate_budget is None:
@@ -44,6 +47,8 @@ class Runtime:
         self.rate_budget.configure(reserve_fraction=self.config.github.reserve_fraction,
                                    slice_seconds=self.config.poller.interval_seconds)
         metrics.track_rate_budget(self.rate_budget)
+        if self.leadership is None:
+            self.leadership = Leadership(self.db)
 
     @property
     def webhook_secret(self) -> str:
