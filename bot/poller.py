@@ -139,14 +139,29 @@ class Poller:
         async with self._ticking:
             pass
 
+    async def _leads(self) -> bool:
+        """Whether this replica polls: one poller runs per database (docs/architecture.md,
+        "Replicas"). A follower's tick counts as a healthy poll, and it forgets what it knew of
+        the repositories: if it leads later, it starts from the marks the leader saved."""
+        leads = await self.rt.leadership.holds()
+        if not leads and self.rt.health.leader is not False:
+            log.info("poller.follower")
+        self.rt.health.leader = leads
+        if not leads:
+            self.watch, self.polled_at = RepoWatch(self.rt.github), {}
+            self.rt.health.last_poll_at, self.rt.health.last_poll_error = utcnow(), None
+        return leads
+
     async def tick(self) -> None:
         async with self._ticking:
             await self._tick()
 
     async def _tick(self) -> None:
-        self.ticks += 1
         stamp = utcnow().strftime("%Y%m%dT%H%M%S.%f")
         try:
+            if not await self._leads():
+                return
+            self.ticks += 1
             views = await prs.list_all(self.rt.db)
             active = []
             for view in views:

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from storage.database import Database
 from storage.locks import KeyedLocks
+from storage.models import utcnow
 
 from . import metrics
 from .config import Config
 from .github.client import GitHubClient
 from .leadership import Leadership
 from .ratebudget import RateBudget
+from .workers import Reschedule
+
+# How soon a step put off because another replica is stepping the same PR runs again.
+TURN_RETRY_SECONDS = 0.5
 
 
 @dataclass
@@ -24,6 +30,7 @@ class Health:
     last_poll_error: str | None = None
     scheduler_running: bool = False
     runaway: list[str] = field(default_factory=list)  # PRs paused at their write budget
+    leader: bool | None = None  # whether this replica ran the last poll itself (None: not asked yet)
 
 
 @dataclass
@@ -53,6 +60,21 @@ class Runtime:
     @property
     def webhook_secret(self) -> str:
         return self.config.github.webhook_secret.get_secret_value()
+
+    @asynccontextmanager
+    async def pr_turn(self, pr_key: str) -> AsyncIterator[None]:
+        """The PR's turn: its step or progress check runs alone, across replicas too.
+
+        In this process the per-PR asyncio lock orders them; across processes the PR's
+        advisory lock on PostgreSQL (`Database.exclusive`). A replica that finds another one
+        holding it puts its job off by `TURN_RETRY_SECONDS` instead of waiting with a worker
+        and a connection: the other's step is reading the same PR.
+        """
+        async with self.step_locks.hold(pr_key), self.db.exclusive(f"pr:{pr_key}") as mine:
+            if not mine:
+                raise Reschedule(utcnow() + timedelta(seconds=TURN_RETRY_SECONDS),
+                                 "another replica is stepping this PR")
+            yield
 
     def wake_workers(self, delay_seconds: float = 0.0) -> None:
         """Tell the job workers that work was queued, due in `delay_seconds`."""

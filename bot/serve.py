@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import os
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 
 import structlog
@@ -17,7 +19,7 @@ from storage.database import Database
 from storage.migrate import migrate
 from storage.models import utcnow
 
-from . import metrics
+from . import metrics, scan
 from .config import Config, ConfigError
 from .github.client import connect
 from .github.errors import RateLimited
@@ -92,6 +94,29 @@ def build_fixer(config: Config):
     return build("author")
 
 
+@contextlib.contextmanager
+def sole_server(db: Database) -> Iterator[None]:
+    """On a SQLite file, refuse to be its second `serve`: a SQLite file serves one process
+    (its per-PR turns and its poller are in-process only). A lock file beside the database is
+    held while serving; the kernel lets go of it when the process ends, however it ends."""
+    if db.sqlite_file is None:
+        yield
+        return
+    lock_path = db.sqlite_file.with_name(db.sqlite_file.name + ".serve-lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"another `convergebot serve` is running on {db.sqlite_file}: a SQLite database serves "
+                "one process. Stop that one, or run replicas on PostgreSQL (docs/architecture.md, "
+                "\"Replicas\").") from None
+        yield
+    finally:
+        os.close(fd)
+
+
 @asynccontextmanager
 async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime, _Server]]:
     """Everything `serve` runs, started in order and stopped in reverse; yields once listening.
@@ -100,6 +125,13 @@ async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime,
     """
     fixer = fixer or build_fixer(config)
     db = Database(config.database.url)
+    with sole_server(db):
+        async with _running(config, db, fixer) as both:
+            yield both
+
+
+@asynccontextmanager
+async def _running(config: Config, db: Database, fixer) -> AsyncIterator[tuple[Runtime, _Server]]:
     await migrate(db)
     # One GitHub client for the whole process, opened before the server and the scheduler.
     async with connect(config) as github:
@@ -116,6 +148,7 @@ async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime,
         scheduler = AsyncIOScheduler(timezone="UTC")
         poller = Poller(rt)
         poller.schedule(scheduler)
+        scan.schedule(rt, scheduler)  # enrollment intent no webhook brought (docs/architecture.md)
         server = _Server(uvicorn.Config(
             build_app(rt), host=config.server.host, port=config.server.port, log_config=None,
             lifespan="off", access_log=False,
@@ -147,6 +180,7 @@ async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime,
                 scheduler.shutdown(wait=False)
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(server_task, timeout=5)
+            await rt.leadership.release()
             await db.dispose()
             log.info("server.stopped")
 

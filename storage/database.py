@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
@@ -29,6 +29,8 @@ READ_ONLY = "convergebot_read_only"
 # How long a write session waits for this process's other SQLite writers before it gives up, as
 # SQLite's own busy wait would (the lock below is that wait, for the writers of this process).
 WRITER_PATIENCE_SECONDS = 30.0
+# The first key of `exclusive`'s two-key advisory locks ("conv"), apart from other users' locks.
+_PG_EXCLUSIVE_NAMESPACE = 0x636F6E76
 
 
 class ReadOnlyViolation(RuntimeError):
@@ -58,9 +60,10 @@ class Database:
         # A plain (not async) engine on the same SQLite file, for `write`'s short transactions
         # run on the event loop's own thread. None elsewhere.
         self._inline: Engine | None = None
+        self.sqlite_file: Path | None = None  # the database file, on SQLite
         if self.backend == "sqlite":
             if parsed.database and parsed.database != ":memory:":
-                path = Path(parsed.database).expanduser().resolve()
+                path = self.sqlite_file = Path(parsed.database).expanduser().resolve()
                 path.parent.mkdir(parents=True, exist_ok=True)
                 _ensure_wal(path)
                 # No busy wait at all: if another process holds the write lock, `write` goes
@@ -140,6 +143,27 @@ class Database:
             # Procured (and begun) here, with the option on: the begin hook sees it.
             await s.connection(execution_options=options)
             yield s
+
+    @asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[bool]:
+        """Whether this process alone may act on `name` (a PR's step) for the block's length.
+
+        On PostgreSQL a transaction-level advisory lock, tried and never waited for, held on a
+        connection of its own until the block ends; a process that dies lets go with its
+        connection. Several replicas on one database each ask before a PR's step, and the one
+        told False puts its job off. A SQLite file serves one process (`serve` refuses a
+        second), so there it is always True.
+        """
+        if not self.is_postgres:
+            yield True
+            return
+        async with self.engine.connect() as conn:
+            got = (await conn.execute(text("SELECT pg_try_advisory_xact_lock(:ns, hashtext(:name))"),
+                                      {"ns": _PG_EXCLUSIVE_NAMESPACE, "name": name})).scalar()
+            try:
+                yield bool(got)
+            finally:
+                await conn.rollback()  # ends the transaction, and so the lock
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(session, *args)`, plain synchronous code, in one write transaction.

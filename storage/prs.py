@@ -77,9 +77,11 @@ async def fenced_update(
     *,
     expect_status: str | Collection[str] | None = None,
     expect_round: int | None = None,
+    expect: Mapping[str, Any] | None = None,
     session: AsyncSession | None = None,
 ) -> bool:
-    """Update the PR row only while `process_key` owns it (and, if given, is in that status/round).
+    """Update the PR row only while `process_key` owns it (and, if given, is in that status/round,
+    and each column named in `expect` still holds the value given, None for NULL).
 
     The one way every writer changes a PR row. It is a single compare-and-set statement, so a
     straggler from an older run writes nothing; the caller learns whether it won.
@@ -90,6 +92,9 @@ async def fenced_update(
         conds.append(PullRequest.status.in_(wanted))
     if expect_round is not None:
         conds.append(PullRequest.current_round == expect_round)
+    for column, value in (expect or {}).items():
+        col = getattr(PullRequest, column)
+        conds.append(col.is_(None) if value is None else col == value)
     stmt = update(PullRequest).where(*conds).values(**values, updated_at=utcnow())
     if session is not None:
         return (await session.exec(stmt)).rowcount == 1

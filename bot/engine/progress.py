@@ -24,10 +24,10 @@ log = structlog.get_logger(__name__)
 
 
 async def progress_check(rt: Runtime, job: Job) -> None:
-    # Behind the PR's step in this process. Not a guard (docs/guards.md, "kept"): a second
-    # replica holds no such lock, so the writes below are compare-and-sets that stand alone;
-    # waiting saves a check from reading GitHub while the step is deciding.
-    async with rt.step_locks.hold(job.pr_key):
+    # Behind the PR's step, in this process and across replicas (`Runtime.pr_turn`). The writes
+    # below are compare-and-sets that stand alone (docs/guards.md, "kept"): the turn saves a
+    # check from reading GitHub while the step is deciding.
+    async with rt.pr_turn(job.pr_key):
         await _progress_check(rt, job)
 
 

@@ -42,8 +42,9 @@ SETTLING_RETRY_SECONDS = 3.0
 
 
 async def step(rt: Runtime, job: Job) -> None:
-    # One step per PR at a time in this process; across processes the fenced writes decide.
-    async with rt.step_locks.hold(job.pr_key):
+    # One step per PR at a time, in this process and across replicas (`Runtime.pr_turn`); the
+    # fenced writes below still expect exactly what the step read.
+    async with rt.pr_turn(job.pr_key):
         await _step(rt, job.pr_key)
 
 
@@ -148,12 +149,15 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
         bound.debug("step.wait", reason=action.reason)
         return True
     if isinstance(action, StartRound):
+        # Fenced on exactly the status and the wait this step read: a second step that decided
+        # the same start from the same read (another replica, or one that read before this
+        # one wrote) loses, so one round start asks for one review.
         async with rt.db.session() as s:
             won = await prs.fenced_update(None, pr.pr_key, pk, {
                 "status": Status.WAITING_REVIEW, "last_round_head": action.entry_head,
                 "waiting_since": now, "last_nudge_at": now, "last_action": action.reason,
                 "last_review_id": action.review_baseline,
-            }, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW), expect_round=n, session=s)
+            }, expect_status=pr.status, expect_round=n, expect={"waiting_since": pr.waiting_since}, session=s)
             if won:
                 await rounds.start(s, pr.pr_key, pk, n, action.entry_head)
                 # A round may start again at the same head (healed, retried): the key is the

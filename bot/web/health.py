@@ -42,6 +42,8 @@ async def readyz(request: Request) -> JSONResponse:
         "status": "ok" if not problems else "unavailable",
         "problems": problems,
         "last_poll_at": h.last_poll_at.isoformat() if h.last_poll_at else None,
+        # On PostgreSQL one replica polls (the leader); the others' ticks only ask.
+        "leader": h.leader,
         # Not a fault of the process, so not a 503: PRs a maintainer must look at.
         "paused_runaway": h.runaway,
     }

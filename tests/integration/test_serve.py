@@ -11,9 +11,13 @@ import sys
 import time
 
 import httpx
+import pytest
 
+from bot.config import ConfigError
 from storage import jobs
 from storage.database import Database
+from storage.migrate import migrate
+from tests.serving import make_config, serving
 
 from .test_cli import cli_env, convergebot
 
@@ -120,3 +124,18 @@ async def test_doctor_checks_database_github_and_fixer(tmp_path, simulator):
     code, out = await doctor(CONVERGEBOT_GITHUB_API_URL="http://127.0.0.1:9/",
                              CONVERGEBOT_FIXER_KIND="command", CONVERGEBOT_FIXER_COMMAND="no-such-agent")
     assert code == 1 and "[FAIL] GitHub API at http://127.0.0.1:9/" in out and "[FAIL] fixer command" in out
+
+
+async def test_a_second_serve_on_one_sqlite_file_is_refused_and_the_first_goes_on(tmp_path):
+    url = f"sqlite:///{tmp_path / 'one.db'}"
+    db = Database(url)
+    await migrate(db)
+    await db.dispose()
+    config = make_config(url)
+    async with serving(config) as (_rt, http):
+        with pytest.raises(ConfigError, match="another `convergebot serve` is running on .*one.db"):
+            async with serving(config):
+                pass
+        assert (await http.get("/livez")).status_code == 200
+    async with serving(config) as (_rt, http):  # the first one gone, a new one starts
+        assert (await http.get("/livez")).status_code == 200
