@@ -90,6 +90,9 @@ OPERATIONS = [
     "PUT /repos/{owner}/{repo}/pulls/{pull_number}/update-branch",
     "GET /repos/{owner}/{repo}/contents/{path}",
     "GET /rate_limit",
+    "GET /app/hook/deliveries",
+    "GET /app/hook/deliveries/{delivery_id}",
+    "POST /app/hook/deliveries/{delivery_id}/attempts",
 ]
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"

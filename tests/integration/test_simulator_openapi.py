@@ -32,10 +32,12 @@ class Api:
     exercised: set[str] = field(default_factory=set)
 
     async def call(self, operation: str, status: int, *, json: Any = None,
-                   params: dict[str, Any] | None = None, **path_params: Any) -> Any:
+                   params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
+                   **path_params: Any) -> Any:
         method, template = operation.split(" ", 1)
         path = template.format(owner=OWNER, repo=NAME, **path_params)
-        resp = await self.client.request(method, path.lstrip("/"), json=json, params=params)
+        resp = await self.client.request(method, path.lstrip("/"), json=json, params=params,
+                                         headers=headers)
         assert resp.status_code == status, f"{operation}: {resp.status_code} {resp.text}"
         body = resp.json()
         assert_matches(operation, body, status=resp.status_code)
@@ -271,6 +273,39 @@ async def _contents(api: Api, w: World) -> None:
 async def _rate_limit(api: Api, w: World) -> None:
     limits = await api.call("GET /rate_limit", 200)
     assert limits["rate"] == limits["resources"]["core"]
+
+
+APP_JWT = {"Authorization": "Bearer header.claims.signature"}  # the App's own calls
+
+
+async def _failed_delivery(w: World) -> int:
+    """The log id of a delivery that never reached its hook."""
+    w.sim.configure_webhooks("http://127.0.0.1:9/webhook", "s3cret")
+    w.sim.webhook_faults(drop_next=1)
+    await w.sim.comment(REPO, w.number, "/converge", user="bob")
+    return w.sim.webhooks.log.entries[-1].id
+
+
+@case("GET /app/hook/deliveries")
+async def _list_deliveries(api: Api, w: World) -> None:
+    entry_id = await _failed_delivery(w)
+    log = await api.call("GET /app/hook/deliveries", 200, headers=APP_JWT)
+    assert [(e["id"], e["status_code"], e["event"]) for e in log] == [(entry_id, 0, "issue_comment")]
+
+
+@case("GET /app/hook/deliveries/{delivery_id}")
+async def _get_delivery(api: Api, w: World) -> None:
+    entry_id = await _failed_delivery(w)
+    one = await api.call("GET /app/hook/deliveries/{delivery_id}", 200, headers=APP_JWT,
+                         delivery_id=entry_id)
+    assert one["request"]["payload"]["comment"]["body"] == "/converge"
+
+
+@case("POST /app/hook/deliveries/{delivery_id}/attempts")
+async def _redeliver(api: Api, w: World) -> None:
+    entry_id = await _failed_delivery(w)
+    await api.call("POST /app/hook/deliveries/{delivery_id}/attempts", 202, headers=APP_JWT,
+                   delivery_id=entry_id)
 
 
 def test_every_operation_of_the_subset_has_a_case():

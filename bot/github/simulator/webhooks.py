@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 import structlog
 
+from .hooklog import HookLog, LogEntry
 from .ids import iso, now
 from .webhook_chaos import WebhookChaos
 
@@ -42,6 +44,7 @@ class Attempt:
     at: str
     status: int | None
     error: str | None = None
+    redelivery: bool = False  # asked for through POST /app/hook/deliveries/{id}/attempts
 
 
 @dataclass
@@ -89,7 +92,8 @@ class WebhookDispatcher:
         self.faults = WebhookFaults()
         self.chaos = WebhookChaos()
         self.deliveries: list[Delivery] = []
-        self._queue: asyncio.Queue[Delivery] | None = None
+        self.log = HookLog()  # every attempt, as the App's delivery log lists it
+        self._queue: asyncio.Queue[tuple[Delivery, bool]] | None = None
         self._held: list[Delivery] = []
         self._flush_timer: asyncio.TimerHandle | None = None
         self._overtaken: list[Delivery] = []  # held by reorder chaos until a later one is sent
@@ -112,6 +116,7 @@ class WebhookDispatcher:
             faults.drop_next = max(0, faults.drop_next - 1)
             delivery.dropped = True
             log.info("webhook dropped", delivery_id=delivery.id, event_name=event)
+            self._log_unsent(delivery)
             return delivery
         if faults.duplicate_next > 0:
             faults.duplicate_next -= 1
@@ -126,6 +131,7 @@ class WebhookDispatcher:
             if chaos.drop:
                 delivery.dropped = True
                 log.info("webhook dropped by chaos", delivery_id=delivery.id, event_name=event)
+                self._log_unsent(delivery)
                 return delivery
             delivery.duplicate = delivery.duplicate or chaos.duplicate
             delivery.delay = chaos.delay
@@ -137,12 +143,32 @@ class WebhookDispatcher:
         self._release_overtaken()
         return delivery
 
-    def _enqueue(self, delivery: Delivery) -> None:
+    def _log_unsent(self, delivery: Delivery) -> None:
+        """A dropped delivery never reached the receiver: GitHub logs it as a hook it could not
+        reach, so it shows in the delivery log as failed."""
+        self.log.add(guid=delivery.id, event=delivery.event, action=delivery.action,
+                     body=delivery.body, redelivery=False, status_code=0,
+                     request_headers=self._headers(delivery))
+
+    def redeliver(self, entry_id: int) -> LogEntry | None:
+        """Send a logged delivery again (same guid, same body), after what is queued; its
+        attempt is logged as a new entry with `redelivery: true`. None for an unknown id."""
+        entry = self.log.get(entry_id)
+        if entry is None:
+            return None
+        found = [d for d in self.deliveries if d.id == entry.guid]
+        delivery = found[0] if found else Delivery(id=entry.guid, event=entry.event,
+                                                   action=entry.action, body=entry.body,
+                                                   queued_at=iso(now()))
+        self._enqueue(delivery, redelivery=True)
+        return entry
+
+    def _enqueue(self, delivery: Delivery, *, redelivery: bool = False) -> None:
         if self._queue is None:
             self._queue = asyncio.Queue()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.get_running_loop().create_task(self._run(), name="sim-webhooks")
-        self._queue.put_nowait(delivery)
+        self._queue.put_nowait((delivery, redelivery))
 
     def _hold(self, delivery: Delivery) -> None:
         self._held.append(delivery)
@@ -180,24 +206,23 @@ class WebhookDispatcher:
     async def _run(self) -> None:
         assert self._queue is not None
         while True:
-            delivery = await self._queue.get()
+            delivery, redelivery = await self._queue.get()
             try:
                 # One queue, as GitHub's hookshot has per hook: a delay holds later ones too.
-                if self.faults.delay + delivery.delay > 0:
+                if self.faults.delay + delivery.delay > 0 and not redelivery:
                     await asyncio.sleep(self.faults.delay + delivery.delay)
-                await self._send(delivery)
-                if delivery.duplicate:
+                await self._send(delivery, redelivery=redelivery)
+                if delivery.duplicate and not redelivery:
                     await self._send(delivery)
             except Exception as e:  # a broken receiver must never stop later deliveries
-                delivery.attempts.append(Attempt(at=iso(now()), status=None, error=repr(e)))
+                delivery.attempts.append(Attempt(at=iso(now()), status=None, error=repr(e),
+                                                 redelivery=redelivery))
+                self.log.add(guid=delivery.id, event=delivery.event, action=delivery.action,
+                             body=delivery.body, redelivery=redelivery, status_code=0)
             finally:
                 self._queue.task_done()
 
-    async def _send(self, delivery: Delivery) -> None:
-        url = self.url
-        if url is None:
-            delivery.attempts.append(Attempt(at=iso(now()), status=None, error="no target"))
-            return
+    def _headers(self, delivery: Delivery) -> dict[str, str]:
         headers = {
             "Content-Type": "application/json",
             "User-Agent": "GitHub-Hookshot/sim",
@@ -208,15 +233,36 @@ class WebhookDispatcher:
         }
         if self.secret:
             headers["X-Hub-Signature-256"] = signature(self.secret, delivery.body)
+        return headers
+
+    async def _send(self, delivery: Delivery, *, redelivery: bool = False) -> None:
+        url = self.url
+        headers = self._headers(delivery)
+        entry = dict(guid=delivery.id, event=delivery.event, action=delivery.action,
+                     body=delivery.body, redelivery=redelivery, request_headers=headers,
+                     delivered_at=now())
+        if url is None:
+            delivery.attempts.append(Attempt(at=iso(now()), status=None, error="no target",
+                                             redelivery=redelivery))
+            self.log.add(status_code=0, **entry)
+            return
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=self.timeout)
+        started = time.monotonic()
         try:
             resp = await self._client.post(url, content=delivery.body, headers=headers)
-            delivery.attempts.append(Attempt(at=iso(now()), status=resp.status_code))
+            delivery.attempts.append(Attempt(at=iso(now()), status=resp.status_code,
+                                             redelivery=redelivery))
+            self.log.add(status_code=resp.status_code, duration=time.monotonic() - started,
+                         response_headers=dict(resp.headers), response_body=resp.text, **entry)
             log.debug("webhook delivered", delivery_id=delivery.id, event_name=delivery.event,
-                     action=delivery.action, status=resp.status_code)
+                     action=delivery.action, status=resp.status_code, redelivery=redelivery)
         except httpx.HTTPError as e:
-            delivery.attempts.append(Attempt(at=iso(now()), status=None, error=repr(e)))
+            delivery.attempts.append(Attempt(at=iso(now()), status=None, error=repr(e),
+                                             redelivery=redelivery))
+            self.log.add(status_code=0, duration=time.monotonic() - started,
+                         error="timed out" if isinstance(e, httpx.TimeoutException) else None,
+                         **entry)
             log.warning("webhook failed", delivery_id=delivery.id, event_name=delivery.event,
                         error=repr(e))
 
