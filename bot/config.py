@@ -7,9 +7,9 @@ import os
 import tomllib
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, ValidationError
 
 ENV_PREFIX = "CONVERGEBOT_"
 CONFIG_PATH_ENV = "CONVERGEBOT_CONFIG"
@@ -77,6 +77,17 @@ class PollerConfig(_Section):
     full_sync_seconds: float = Field(900.0, gt=0)
 
 
+class ScanConfig(_Section):
+    # Every interval, the repositories are read for enrollment intent no webhook brought.
+    enabled: bool = True
+    interval_seconds: float = Field(300.0, gt=0)
+    # With a token: the repositories to read besides those of enrolled PRs (an App reads its
+    # installation's).
+    repositories: list[Annotated[str, StringConstraints(pattern=r"^[^/\s]+/[^/\s]+$")]] = []
+    # The first read of a repository goes back this far.
+    lookback_hours: float = Field(24.0, gt=0)
+
+
 class ConvergenceConfig(_Section):
     max_rounds: int = Field(8, ge=1, le=100)
     merge: bool = True
@@ -117,6 +128,7 @@ class Config(_Section):
     github: GitHubConfig = GitHubConfig()
     server: ServerConfig = ServerConfig()
     poller: PollerConfig = PollerConfig()
+    scan: ScanConfig = ScanConfig()
     convergence: ConvergenceConfig = ConvergenceConfig()
     fixer: FixerConfig = FixerConfig()
     merge: MergeConfig = MergeConfig()

@@ -29,6 +29,8 @@ IDLE_POLLS_DEFERRED = Counter(
 IDLE_POLLS_SKIPPED = Counter(
     "convergebot_idle_polls_skipped_total",
     "Re-reads of PRs waiting for a review the poller left out because their repository's PR list was unchanged")
+SCANS = Counter("convergebot_scans_total", "Repository scans run (for enrollment intent no webhook brought)")
+SCAN_JOBS = Counter("convergebot_scan_jobs_total", "Jobs the repository scan queued, by kind", ["kind"])
 
 
 class _RateBudgetCollector:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlalchemy import update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
@@ -37,3 +39,12 @@ async def settle(session: AsyncSession, comment_id: int, accepted: bool, why: st
 async def for_pr(db: Database, pr_key: str) -> list[Command]:
     async with db.session() as s:
         return list(await s.exec(select(Command).where(Command.pr_key == pr_key).order_by(Command.id)))
+
+
+async def known(db: Database, comment_ids: Collection[int]) -> set[int]:
+    """Which of these comments were taken as commands already (settled or under way)."""
+    if not comment_ids:
+        return set()
+    async with db.read_session() as s:
+        rows = await s.exec(select(Command.comment_id).where(Command.comment_id.in_(list(comment_ids))))
+        return set(rows)

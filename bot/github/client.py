@@ -387,12 +387,15 @@ class GitHubClient:
         raw = await self._request(method, url, **kw)
         return raw.json() if raw.content else None
 
-    async def _pages(self, url: str, params: dict | None = None) -> list[Any]:
-        """Every page, following the absolute `Link: rel="next"` GitHub sends."""
+    async def _pages(self, url: str, params: dict | None = None, *, max_pages: int | None = None) -> list[Any]:
+        """Every page (the first `max_pages`, when given), following the absolute
+        `Link: rel="next"` GitHub sends."""
         items: list[Any] = []
         next_url: str | None = url
         query = {"per_page": 100, **(params or {})}
-        while next_url:
+        pages = 0
+        while next_url and (max_pages is None or pages < max_pages):
+            pages += 1
             raw = await self._request("GET", next_url, params=query)
             page = raw.json()
             items.extend(page if isinstance(page, list) else [page])
@@ -536,6 +539,23 @@ class GitHubClient:
         """The PR's issue comments (updated at or after `since`, when given)."""
         params = {"since": since.strftime("%Y-%m-%dT%H:%M:%SZ")} if since else None
         return await self._pages(f"/repos/{owner}/{repo}/issues/{number}/comments", params)
+
+    async def repo_comments(self, owner: str, repo: str, since: datetime, *, review: bool = False,
+                            max_pages: int = 10) -> list[dict]:
+        """Comments on any PR or issue of the repository (`review`: the PRs' review comments
+        instead) updated at or after `since`, the oldest update first: a reader that stops
+        after `max_pages` pages goes on from the newest one it saw."""
+        path = "pulls/comments" if review else "issues/comments"
+        params = {"since": since.strftime("%Y-%m-%dT%H:%M:%SZ"), "sort": "updated", "direction": "asc"}
+        return await self._pages(f"/repos/{owner}/{repo}/{path}", params, max_pages=max_pages)
+
+    async def open_pulls(self, owner: str, repo: str) -> list[dict]:
+        return await self._pages(f"/repos/{owner}/{repo}/pulls", {"state": "open"})
+
+    async def installation_repositories(self) -> list[str]:
+        """Full names of the repositories the App installation reaches (every page)."""
+        pages = await self._pages("/installation/repositories")
+        return [r["full_name"] for page in pages for r in page.get("repositories") or []]
 
     async def permission(self, owner: str, repo: str, user: str) -> str:
         """The user's permission on the repo (`admin`/`maintain`/`write`/...), cached briefly."""

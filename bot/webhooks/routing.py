@@ -84,12 +84,19 @@ def looks_like_command(body: object) -> bool:
     return isinstance(body, str) and ("/converge" in body or "convergebot escalation #" in body)
 
 
-def _command(delivery_id: str, key: PrKey | None, comment: object, kind: str) -> tuple[Wake, ...]:
+def command_wake(key: PrKey | None, comment: object, kind: str) -> Wake | None:
+    """The `command` job a PR comment (`kind`: issue or review) wakes, or None. Its key is the
+    comment id, so a webhook, its redelivery and the repository scan all queue the one job."""
     if key is None or not isinstance(comment, dict) or not isinstance(comment.get("id"), int):
-        return ()
+        return None
     if (comment.get("user") or {}).get("type") == "Bot" or not looks_like_command(comment.get("body")):
-        return ()
-    return (Wake("command", f"cmd:{comment['id']}", str(key), {"comment_id": comment["id"], "kind": kind}),)
+        return None
+    return Wake("command", f"cmd:{comment['id']}", str(key), {"comment_id": comment["id"], "kind": kind})
+
+
+def _command(delivery_id: str, key: PrKey | None, comment: object, kind: str) -> tuple[Wake, ...]:
+    wake = command_wake(key, comment, kind)
+    return () if wake is None else (wake,)
 
 
 def _enroll(delivery_id: str, key: PrKey | None, payload: dict, rules: EnrollRules) -> tuple[Wake, ...]:

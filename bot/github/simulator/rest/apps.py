@@ -12,6 +12,7 @@ from datetime import timedelta
 from ..errors import ApiError
 from ..gateway import ApiRequest, Gateway, Reply, token_of
 from ..ids import iso, now
+from ..shapes.repos import repository
 
 
 async def create_installation_token(sim, req: ApiRequest) -> Reply:
@@ -26,6 +27,15 @@ async def create_installation_token(sim, req: ApiRequest) -> Reply:
                   "repository_selection": "all"}, status=201)
 
 
+async def installation_repositories(sim, req: ApiRequest) -> Reply:
+    """GET /installation/repositories: the installation reaches every repository (`all`)."""
+    repos = sorted(sim.state.repos.values(), key=lambda r: r.id)
+    page, headers = req.page(repos)
+    return Reply({"total_count": len(repos), "repository_selection": "all",
+                  "repositories": [repository(sim.ctx, r) for r in page]}, headers=headers)
+
+
 def routes(gw: Gateway):
     return [gw.route("POST", "/app/installations/{installation_id}/access_tokens",
-                     create_installation_token, counted=False, app_jwt=True)]
+                     create_installation_token, counted=False, app_jwt=True),
+            gw.route("GET", "/installation/repositories", installation_repositories)]

@@ -7,11 +7,22 @@ from ..gateway import ApiRequest, Gateway, Reply
 from ..shapes.comments import issue_comment
 from ..shapes.pulls import label
 from ..shapes.reactions import reaction
+from .listing import since_sorted
 
 
 async def list_comments(sim, req: ApiRequest) -> Reply:
     repo, pr = sim.pr(req.repo, req.number())
     page, headers = req.page([sim.state.issue_comments[i] for i in pr.issue_comment_ids])
+    return Reply([issue_comment(sim.ctx, repo, c) for c in page], headers=headers)
+
+
+async def list_repo_comments(sim, req: ApiRequest) -> Reply:
+    """GET .../issues/comments: every PR's conversation comments, with `since`/`sort`."""
+    repo = sim.repo(req.repo)
+    mine = [c for c in sim.state.issue_comments.values() if c.repo == repo.full_name]
+    chosen = since_sorted(req, mine, created=lambda c: c.created_at,
+                          updated=lambda c: c.updated_at, ident=lambda c: c.id)
+    page, headers = req.page(chosen)
     return Reply([issue_comment(sim.ctx, repo, c) for c in page], headers=headers)
 
 
@@ -95,6 +106,7 @@ def routes(gw: Gateway):
     issues = "/repos/{owner}/{repo}/issues"
     return [
         gw.route("GET", issues + "/{number}/comments", list_comments),
+        gw.route("GET", issues + "/comments", list_repo_comments),
         gw.route("POST", issues + "/{number}/comments", create_comment),
         gw.route("GET", issues + "/comments/{comment_id}", get_comment),
         gw.route("PATCH", issues + "/comments/{comment_id}", edit_comment),

@@ -7,6 +7,7 @@ from ..gateway import ApiRequest, Gateway, Reply
 from ..shapes.reviews import review, review_comment
 from ..state import ThreadSpec
 from .issues import react_to
+from .listing import since_sorted
 
 
 async def list_reviews(sim, req: ApiRequest) -> Reply:
@@ -55,6 +56,19 @@ async def list_comments(sim, req: ApiRequest) -> Reply:
     return Reply(await _render_comments(sim, repo, pr, page), headers=headers)
 
 
+async def list_repo_comments(sim, req: ApiRequest) -> Reply:
+    """GET .../pulls/comments: every PR's review comments, with `since`/`sort`."""
+    repo = sim.repo(req.repo)
+    mine = [c for c in sim.state.review_comments.values() if c.repo == repo.full_name]
+    chosen = since_sorted(req, mine, created=lambda c: c.created_at,
+                          updated=lambda c: c.updated_at, ident=lambda c: c.id)
+    page, headers = req.page(chosen)
+    out = []
+    for c in page:
+        out += await _render_comments(sim, repo, sim.state.pr(repo, c.number), [c.id])
+    return Reply(out, headers=headers)
+
+
 async def get_comment(sim, req: ApiRequest) -> Reply:
     repo = sim.repo(req.repo)
     c = sim.state.review_comment(repo, req.number("comment_id"))
@@ -86,6 +100,7 @@ def routes(gw: Gateway):
         gw.route("GET", pulls + "/{number}/reviews/{review_id}", get_review),
         gw.route("GET", pulls + "/{number}/comments", list_comments),
         gw.route("POST", pulls + "/{number}/comments/{comment_id}/replies", reply),
+        gw.route("GET", pulls + "/comments", list_repo_comments),
         gw.route("GET", pulls + "/comments/{comment_id}", get_comment),
         gw.route("POST", pulls + "/comments/{comment_id}/reactions", react),
     ]
