@@ -43,8 +43,8 @@ class ScanReport:
     repositories: int = 0
     unchanged: int = 0  # repositories whose every read GitHub answered 304 (no rate limit spent)
     unreadable: list[str] = field(default_factory=list)
-    enrolls: int = 0  # enroll jobs offered (a key queued before is skipped)
-    commands: int = 0  # command jobs offered
+    enrolls: int = 0  # enroll jobs queued
+    commands: int = 0  # command jobs queued
 
 
 @dataclass
@@ -169,12 +169,17 @@ async def scan(rt: Runtime) -> ScanReport:
     handled = await commands.known(rt.db, [c["id"] for look in looks for _, c in look.comments
                                            if isinstance(c.get("id"), int)])
     wakes = enrolls + _command_wakes(looks, handled)
+    # A key queued before would be skipped anyway (a webhook or an earlier scan brought it);
+    # leaving those out here only keeps the report and the wake-up honest.
+    queued = await jobs.existing_keys(rt.db, [w.key for w in wakes])
+    wakes = [w for w in wakes if w.key not in queued]
     moved = {name: at for look in looks for name, at in look.cursors.items()}
     if wakes or moved:
         async with rt.db.session() as s:
             await s.run_sync(jobs.queue_wakes, [w.job() for w in wakes])
             await cursors.save_in(s, moved)
-    report.enrolls, report.commands = len(enrolls), len(wakes) - len(enrolls)
+    report.enrolls = sum(w.kind == "enroll" for w in wakes)
+    report.commands = len(wakes) - report.enrolls
     metrics.SCAN_JOBS.labels("enroll").inc(report.enrolls)
     metrics.SCAN_JOBS.labels("command").inc(report.commands)
     metrics.SCANS.inc()

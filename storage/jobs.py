@@ -320,3 +320,13 @@ async def pending_pr_keys(db: Database, kind: str) -> set[str]:
     async with db.session() as s:
         rows = await s.exec(select(Job.pr_key).where(Job.kind == kind, Job.status == JobStatus.QUEUED))
         return {k for k in rows if k}
+
+
+async def existing_keys(db: Database, keys: Collection[str]) -> set[str]:
+    """Which of these idempotency keys a job holds already (whatever its status)."""
+    found: set[str] = set()
+    wanted = list(keys)
+    async with db.read_session() as s:
+        for start in range(0, len(wanted), SYNC_BATCH):
+            found.update(await s.exec(select(Job.key).where(Job.key.in_(wanted[start:start + SYNC_BATCH]))))
+    return found

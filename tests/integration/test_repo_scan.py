@@ -102,6 +102,27 @@ async def test_the_first_scan_looks_back_only_the_lookback_window(tmp_path, sqli
         assert [j.key for j in await _jobs(h, "command")] == [f"cmd:{new.id}"]
 
 
+async def test_edited_comments_and_the_bots_own_are_never_commands(tmp_path, sqlite_db_url):
+    async with bot_on_simulator(tmp_path, sqlite_db_url, scan=SCAN) as h:
+        h.sim.webhook_faults(drop_all=True)
+        pr = await h.sim.open_pr(REPO, title="t", head="side", author="dev", files={"a.txt": "1\n"})
+        edited = await h.sim.comment(REPO, pr.number, "thinking about it", user="maint")
+        await h.sim.comment(REPO, pr.number, "/converge", user="convergebot[bot]")
+        await h.wait_for("the next second", _a_second_after(edited.created_at))
+        await h.sim.edit_comment(REPO, edited.id, "/converge", user="maint")
+        report = await scan(h.rt)
+        assert report.commands == 0 and await _jobs(h, "command") == []
+
+
+def _a_second_after(at):
+    from storage.models import utcnow
+
+    async def later() -> bool:
+        return utcnow().replace(microsecond=0) > at
+
+    return later
+
+
 async def test_a_replica_that_does_not_lead_reads_nothing(tmp_path, sqlite_db_url):
     class Follower(Leadership):
         async def holds(self) -> bool:  # another replica holds the leadership
