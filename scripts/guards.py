@@ -135,6 +135,12 @@ def problems(guard: Guard, tree: Path = ROOT) -> list[str]:
     return found
 
 
+def _where(backends: tuple[str, ...]) -> str:
+    if backends == ("postgres",):
+        return " (killed on PostgreSQL, where replicas share one database)"
+    return " (SQL: killed on SQLite and PostgreSQL)" if "postgres" in backends else ""
+
+
 def scratch_copy(dest: Path) -> None:
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=ROOT, check=True, capture_output=True).stdout.decode().split("\0")
@@ -185,7 +191,7 @@ def markdown(guards: list[Guard], kept: list[Kept] = ()) -> str:
         for g in section:
             tests = ", ".join(f"`{t.split('::')[-1]}`" for t in g.tests)
             lines += [f"### {g.name}", "", g.race, "",
-                      f"- guard: `{g.path}`" + (" (SQL: killed on SQLite and PostgreSQL)" if "postgres" in g.backends else ""),
+                      f"- guard: `{g.path}`" + _where(g.backends),
                       f"- killed by: {tests}", ""]
     if kept:
         lines += ["## Kept, but not guards", "",
