@@ -93,6 +93,9 @@ OPERATIONS = [
     "GET /app/hook/deliveries",
     "GET /app/hook/deliveries/{delivery_id}",
     "POST /app/hook/deliveries/{delivery_id}/attempts",
+    "GET /repos/{owner}/{repo}/issues/comments",
+    "GET /repos/{owner}/{repo}/pulls/comments",
+    "GET /installation/repositories",
 ]
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"

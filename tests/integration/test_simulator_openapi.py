@@ -275,6 +275,27 @@ async def _rate_limit(api: Api, w: World) -> None:
     assert limits["rate"] == limits["resources"]["core"]
 
 
+@case("GET /repos/{owner}/{repo}/issues/comments")
+async def _list_repo_issue_comments(api: Api, w: World) -> None:
+    comments = await api.call("GET /repos/{owner}/{repo}/issues/comments", 200,
+                              params={"since": "2020-01-01T00:00:00Z", "sort": "updated", "direction": "asc"})
+    assert [c["id"] for c in comments] == [w.issue_comment_id]
+    assert f"/pull/{w.number}#issuecomment-" in comments[0]["html_url"]
+
+
+@case("GET /repos/{owner}/{repo}/pulls/comments")
+async def _list_repo_review_comments(api: Api, w: World) -> None:
+    comments = await api.call("GET /repos/{owner}/{repo}/pulls/comments", 200,
+                              params={"since": "2020-01-01T00:00:00Z", "sort": "updated", "direction": "asc"})
+    assert [c["id"] for c in comments][0] == w.review_comment_id and len(comments) == 2
+
+
+@case("GET /installation/repositories")
+async def _installation_repositories(api: Api, w: World) -> None:
+    listed = await api.call("GET /installation/repositories", 200)
+    assert [r["full_name"] for r in listed["repositories"]] == [REPO] and listed["total_count"] == 1
+
+
 APP_JWT = {"Authorization": "Bearer header.claims.signature"}  # the App's own calls
 
 
