@@ -67,6 +67,17 @@ class ServerConfig(_Section):
     webhook_batch_max: int = Field(64, ge=1, le=1000)
 
 
+class WebhooksConfig(_Section):
+    # A GitHub App reads its webhook delivery log and asks GitHub again for deliveries that
+    # never reached /webhook (GitHub does not retry by itself). Off with a token.
+    redelivery: bool = True
+    redelivery_interval_seconds: float = Field(300.0, gt=0)
+    # The first read of the log goes back this far (GitHub keeps three days).
+    redelivery_lookback_hours: float = Field(24.0, gt=0, le=72)
+    # Redeliveries asked for one delivery at most, counted from the log (restarts included).
+    redelivery_max_attempts: int = Field(3, ge=1, le=10)
+
+
 class PollerConfig(_Section):
     interval_seconds: float = Field(60.0, gt=0)
     jitter_seconds: float = Field(5.0, ge=0)
@@ -127,6 +138,7 @@ class Config(_Section):
     jobs: JobsConfig = JobsConfig()
     github: GitHubConfig = GitHubConfig()
     server: ServerConfig = ServerConfig()
+    webhooks: WebhooksConfig = WebhooksConfig()
     poller: PollerConfig = PollerConfig()
     scan: ScanConfig = ScanConfig()
     convergence: ConvergenceConfig = ConvergenceConfig()

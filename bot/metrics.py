@@ -13,6 +13,10 @@ if TYPE_CHECKING:
 WEBHOOKS = Counter(
     "convergebot_webhook_deliveries_total", "Webhook deliveries by event and outcome", ["event", "outcome"]
 )
+REDELIVERIES = Counter(
+    "convergebot_webhook_redeliveries_total",
+    "Webhook deliveries asked of GitHub again from the App's delivery log, by result (asked, refused)",
+    ["result"])
 JOBS = Counter("convergebot_jobs_total", "Jobs finished by kind and result", ["kind", "result"])
 JOB_SECONDS = Histogram("convergebot_job_seconds", "Job handler duration", ["kind"])
 POLLS = Counter("convergebot_polls_total", "Poller ticks")

@@ -19,7 +19,7 @@ from storage.database import Database
 from storage.migrate import migrate
 from storage.models import utcnow
 
-from . import metrics, scan
+from . import metrics, redelivery, scan
 from .config import Config, ConfigError
 from .github.client import connect
 from .github.errors import RateLimited
@@ -148,6 +148,7 @@ async def _running(config: Config, db: Database, fixer) -> AsyncIterator[tuple[R
         scheduler = AsyncIOScheduler(timezone="UTC")
         poller = Poller(rt)
         poller.schedule(scheduler)
+        redelivery.schedule(scheduler, rt)  # webhooks GitHub never delivered (docs/architecture.md)
         scan.schedule(rt, scheduler)  # enrollment intent no webhook brought (docs/architecture.md)
         server = _Server(uvicorn.Config(
             build_app(rt), host=config.server.host, port=config.server.port, log_config=None,

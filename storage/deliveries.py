@@ -102,6 +102,16 @@ async def get(db: Database, delivery_id: str) -> WebhookDelivery | None:
         return await s.get(WebhookDelivery, delivery_id)
 
 
+async def seen(db: Database, delivery_ids: Iterable[str]) -> set[str]:
+    """Which of these deliveries were recorded (their jobs queued) by any process."""
+    wanted = sorted(set(delivery_ids))
+    if not wanted:
+        return set()
+    async with db.read_session() as s:
+        stmt = select(WebhookDelivery.delivery_id).where(WebhookDelivery.delivery_id.in_(wanted))
+        return set((await s.exec(stmt)).all())
+
+
 async def count(db: Database) -> int:
     async with db.read_session() as s:
         return len((await s.exec(select(WebhookDelivery.delivery_id))).all())

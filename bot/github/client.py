@@ -432,6 +432,35 @@ class GitHubClient:
         self._clone_token = (body["token"], expires)
         return body["token"]
 
+    # -- the App's webhook delivery log: as the App (its JWT), not on the installation's budget --
+
+    @property
+    def is_app(self) -> bool:
+        """Authenticated as a GitHub App installation; only an App can read its delivery log."""
+        from githubkit import AppInstallationAuthStrategy
+
+        return isinstance(self.gh.auth, AppInstallationAuthStrategy)
+
+    async def _as_app(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        async with self.gh.with_auth(self.gh.auth.as_app()) as app:
+            resp = await self._call(f"{method} {url}", lambda: app.arequest(method, url, **kw),
+                                    metered=False)
+        return resp.raw_response
+
+    async def hook_deliveries(self, *, per_page: int = 100,
+                              cursor: str | None = None) -> tuple[list[dict], str | None]:
+        """One page of the App's webhook delivery log (one entry per attempt, newest first) and
+        the cursor of the next page (None on the last)."""
+        params: dict[str, Any] = {"per_page": per_page} | ({"cursor": cursor} if cursor else {})
+        raw = await self._as_app("GET", "/app/hook/deliveries", params=params)
+        next_url = raw.links.get("next", {}).get("url")
+        return raw.json(), httpx.URL(next_url).params.get("cursor") if next_url else None
+
+    async def redeliver(self, delivery_id: int) -> None:
+        """Ask GitHub to send a logged delivery again, with its guid; it answers 202 at once and
+        sends it later, as a new log entry with `redelivery: true`."""
+        await self._as_app("POST", f"/app/hook/deliveries/{delivery_id}/attempts")
+
     async def rate_limit(self) -> dict:
         """GET /rate_limit (free: it does not count against the limit it reports)."""
         return await self._json("GET", "/rate_limit")

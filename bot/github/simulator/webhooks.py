@@ -209,8 +209,10 @@ class WebhookDispatcher:
             delivery, redelivery = await self._queue.get()
             try:
                 # One queue, as GitHub's hookshot has per hook: a delay holds later ones too.
-                if self.faults.delay + delivery.delay > 0 and not redelivery:
-                    await asyncio.sleep(self.faults.delay + delivery.delay)
+                # The chaos drew its delay for the first attempt only.
+                wait = self.faults.delay + (0.0 if redelivery else delivery.delay)
+                if wait > 0:
+                    await asyncio.sleep(wait)
                 await self._send(delivery, redelivery=redelivery)
                 if delivery.duplicate and not redelivery:
                     await self._send(delivery)

@@ -1,0 +1,223 @@
+"""Lost webhooks come back: the bot, as a GitHub App, replays its delivery log.
+
+The real bot (serve's stack, App auth) against the real simulator. Deliveries are lost the ways
+they are lost in production: dropped on the way, answered 503 by what stands in front of a
+restarting bot, sent while nothing listens, or taken by the bot with the answer lost.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from contextlib import asynccontextmanager
+
+import httpx
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from bot.github.simulator import AsgiServer
+from bot.leadership import Leadership
+from bot.redelivery import redeliver_missed
+from storage import commands, runs
+
+from ..serving import WEBHOOK_SECRET
+from .harness import REPO, bot_on_simulator
+
+ACTIVE = ("converging", "waiting_review")
+# The repository scan finds lost commands too; these tests are about the delivery log alone.
+NO_SCAN = {"scan": {"enabled": False}}
+ATTEMPTS = "/app/hook/deliveries/{delivery_id}/attempts"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@asynccontextmanager
+async def app_bot(tmp_path, db_url, **webhooks):
+    """The bot configured as a GitHub App (its key made here; the simulator does not check it)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = tmp_path / "app.pem"
+    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+    # githubkit caches installation tokens process-wide by (app, installation): ids of our own.
+    ids = uuid.uuid4().int % 10**8
+    async with bot_on_simulator(
+        tmp_path, db_url,
+        github={"app_id": str(ids), "private_key_path": str(pem), "installation_id": ids + 1},
+        webhooks={"redelivery_interval_seconds": 3600, **webhooks}, **NO_SCAN,
+    ) as h:
+        h.hook = f"{h.http.base_url}/webhook"
+        yield h
+
+
+async def _pr(h, head: str) -> tuple[str, int]:
+    pr = await h.sim.open_pr(REPO, title=f"Change {head}", head=head, author="dev",
+                             files={f"app/{head}.py": "X = 2\n"})
+    await h.sim.settle()
+    return f"{REPO}#{pr.number}", pr.number
+
+
+def _guid_of_comment(h, comment_id: int) -> str:
+    [d] = [d for d in h.sim.webhooks.find("issue_comment", "created")
+           if d.payload["comment"]["id"] == comment_id]
+    return d.id
+
+
+async def _commands_of(h, key: str) -> list[tuple[int, str, bool | None]]:
+    return [(c.comment_id, c.verb, c.accepted) for c in await commands.for_pr(h.rt.db, key)]
+
+
+async def test_lost_commands_and_labels_take_effect_once_when_redelivered(tmp_path, db_url, webhook_receiver):
+    async with app_bot(tmp_path, db_url) as h:
+        dropped_key, dropped_n = await _pr(h, "dropped")
+        label_key, label_n = await _pr(h, "label")
+        refused_key, refused_n = await _pr(h, "refused")
+        down_key, down_n = await _pr(h, "down")
+
+        h.sim.webhook_faults(drop_next=1)  # lost on the way
+        dropped = await h.sim.comment(REPO, dropped_n, "/converge", user="maint")
+        h.sim.webhook_faults(drop_next=1)
+        await h.sim.add_labels(REPO, label_n, ["converge"], actor="maint")
+        webhook_receiver.status = 503  # a proxy in front of a bot that is restarting
+        h.sim.configure_webhooks(webhook_receiver.url, WEBHOOK_SECRET)
+        refused = await h.sim.comment(REPO, refused_n, "/converge", user="maint")
+        await h.sim.settle()
+        h.sim.configure_webhooks(f"http://127.0.0.1:{_closed_port()}/webhook", WEBHOOK_SECRET)
+        down = await h.sim.comment(REPO, down_n, "/converge", user="maint")  # nothing listens
+        await h.sim.settle()
+        h.sim.configure_webhooks(h.hook, WEBHOOK_SECRET)
+        keys = (dropped_key, label_key, refused_key, down_key)
+        assert [await h.view(k) for k in keys] == [None] * 4
+
+        report = await redeliver_missed(h.rt)
+
+        [labeled] = h.sim.webhooks.find("pull_request", "labeled")
+        lost = {_guid_of_comment(h, c.id) for c in (dropped, refused, down)} | {labeled.id}
+        assert set(report.asked) == lost and report.recorded == 0
+        for key in keys:
+            await h.wait_status(key, *ACTIVE)
+        for key, comment in ((dropped_key, dropped), (refused_key, refused), (down_key, down)):
+            await h.wait_for(f"{key}'s command", lambda k=key: _commands_of(h, k))
+            assert await _commands_of(h, key) == [(comment.id, "start", True)]
+        await h.sim.settle()
+        # Each redelivery reached the bot once, with the guid of the delivery that was lost.
+        redelivered = [e for e in h.sim.webhooks.log.entries if e.redelivery]
+        assert sorted(e.guid for e in redelivered) == sorted(lost)
+        assert {e.status_code for e in redelivered} == {202}
+
+        # Settled now: the next pass asks for nothing, and nothing ran twice.
+        again = await redeliver_missed(h.rt)
+        assert again.asked == [] and again.failed == 0
+        for key in keys:
+            assert len(await runs.runs_for(h.rt.db, key)) == 1
+        assert sorted(e.guid for e in h.sim.webhooks.log.entries if e.redelivery) == sorted(lost)
+
+
+async def test_a_delivery_the_bot_recorded_is_never_asked_for_again(tmp_path, db_url):
+    async with app_bot(tmp_path, db_url) as h, _lossy_proxy(h.hook) as proxy:
+        key, n = await _pr(h, "lossy")
+        h.sim.configure_webhooks(proxy.url + "webhook", WEBHOOK_SECRET)
+        comment = await h.sim.comment(REPO, n, "/converge", user="maint")
+        await h.sim.settle()
+        h.sim.configure_webhooks(h.hook, WEBHOOK_SECRET)
+        await h.wait_status(key, *ACTIVE)
+        [entry] = [e for e in h.sim.webhooks.log.entries if e.guid == _guid_of_comment(h, comment.id)]
+        assert entry.status_code == 504  # GitHub saw a failure; the bot had recorded it
+
+        for _ in range(2):
+            report = await redeliver_missed(h.rt)
+            assert (report.asked, report.failed, report.recorded) == ([], 1, 1)
+        assert h.sim.counters.get(method="POST", route=ATTEMPTS) == 0
+        assert await _commands_of(h, key) == [(comment.id, "start", True)]
+
+
+async def test_a_delivery_asked_for_the_most_times_is_not_asked_again(tmp_path, db_url, webhook_receiver):
+    async with app_bot(tmp_path, db_url, redelivery_max_attempts=2) as h:
+        key, n = await _pr(h, "refusing")
+        webhook_receiver.status = 503  # the bot stays unreachable
+        h.sim.configure_webhooks(webhook_receiver.url, WEBHOOK_SECRET)
+        comment = await h.sim.comment(REPO, n, "/converge", user="maint")
+        await h.sim.settle()
+        guid = _guid_of_comment(h, comment.id)
+
+        for _ in range(2):
+            assert (await redeliver_missed(h.rt)).asked == [guid]
+            await h.sim.settle()  # its redelivery is answered (503) and logged
+        report = await redeliver_missed(h.rt)
+        assert (report.asked, report.exhausted) == ([], [guid])
+        # A restart forgets what this process asked; the log itself says it was asked twice.
+        h.rt.extras.pop("redelivery")
+        assert (await redeliver_missed(h.rt)).asked == []
+        assert h.sim.counters.get(method="POST", route=ATTEMPTS) == 2
+        assert [e.redelivery for e in h.sim.webhooks.log.for_guid(guid)] == [False, True, True]
+        assert len(webhook_receiver.events("issue_comment", "created")) == 3
+
+
+async def test_an_ask_not_yet_in_the_log_is_not_made_twice(tmp_path, db_url):
+    async with app_bot(tmp_path, db_url) as h:
+        key, n = await _pr(h, "slow")
+        h.sim.webhook_faults(drop_next=1)
+        comment = await h.sim.comment(REPO, n, "/converge", user="maint")
+        h.sim.webhook_faults(delay=1.0)  # the redelivery waits in GitHub's queue
+        guid = _guid_of_comment(h, comment.id)
+        assert (await redeliver_missed(h.rt)).asked == [guid]
+        second = await redeliver_missed(h.rt)
+        assert (second.asked, second.waiting) == ([], [guid])
+        h.sim.webhook_faults(delay=0.0)
+        await h.wait_status(key, *ACTIVE)
+        assert h.sim.counters.get(method="POST", route=ATTEMPTS) == 1
+
+
+async def test_it_runs_at_start_and_on_its_interval_on_the_leader_only(tmp_path, db_url):
+    async with app_bot(tmp_path, db_url, redelivery_interval_seconds=0.5) as h:
+        key, n = await _pr(h, "scheduled")
+        h.sim.webhook_faults(drop_next=1)
+        await h.sim.comment(REPO, n, "/converge", user="maint")
+        await h.wait_status(key, *ACTIVE)  # no one called it: the scheduled pass did
+        assert h.sim.counters.get(method="GET", route="/app/hook/deliveries") >= 1
+
+        leader, h.rt.leadership = h.rt.leadership, _Follower(h.rt.db)
+        try:
+            asked = h.sim.counters.get(method="GET", route="/app/hook/deliveries")
+            assert await redeliver_missed(h.rt) is None
+            assert h.sim.counters.get(method="GET", route="/app/hook/deliveries") == asked
+        finally:
+            h.rt.leadership = leader
+
+
+async def test_with_a_token_there_is_no_log_to_read(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, **NO_SCAN) as h:
+        assert await redeliver_missed(h.rt) is None
+        assert h.sim.counters.get(method="GET", route="/app/hook/deliveries") == 0
+
+
+class _Follower(Leadership):
+    """A replica another one leads."""
+
+    async def holds(self) -> bool:
+        return False
+
+
+@asynccontextmanager
+async def _lossy_proxy(target: str):
+    """Hands each delivery to the bot, then answers GitHub 504 as a proxy that timed out."""
+    async with httpx.AsyncClient(timeout=10) as client:
+        async def forward(request: Request) -> Response:
+            headers = {k: v for k, v in request.headers.items() if k.lower().startswith("x-")}
+            await client.post(target, content=await request.body(),
+                              headers={**headers, "content-type": "application/json"})
+            return Response(status_code=504)
+
+        server = AsgiServer(Starlette(routes=[Route("/webhook", forward, methods=["POST"])]))
+        await server.start()
+        try:
+            yield server
+        finally:
+            await server.stop()

@@ -1,0 +1,63 @@
+"""What a pass over the delivery log asks for, and how far it settles the log (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from bot.redelivery import SETTLE_MARGIN, decide, group
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+SINCE = T0 - timedelta(hours=1)
+
+
+def entry(n: int, guid: str, minutes: float, status: int, *, redelivery: bool = False) -> dict:
+    at = (T0 + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"id": n, "guid": guid, "delivered_at": at, "redelivery": redelivery, "status_code": status,
+            "event": "issue_comment", "action": "created"}
+
+
+def plan(entries, *, recorded=(), pending=None, refused=(), max_attempts=3, per_run=50):
+    guids = group(entries, SINCE)
+    newest = max((datetime.fromisoformat(e["delivered_at"].replace("Z", "+00:00")) for e in entries),
+                 default=None)
+    return decide(guids, recorded=set(recorded), pending=pending or {}, refused=set(refused),
+                  max_attempts=max_attempts, since=SINCE, newest_at=newest, complete=True,
+                  per_run=per_run)
+
+
+def test_a_guid_any_attempt_delivered_needs_nothing_and_the_cursor_trails_the_newest_entry():
+    p = plan([entry(2, "a", 1, 202, redelivery=True), entry(1, "a", 0, 503)])
+    assert p.ask == [] and p.cursor == T0 + timedelta(minutes=1) - SETTLE_MARGIN
+
+
+def test_failed_guids_are_asked_oldest_first_by_their_newest_entry_and_hold_the_cursor():
+    p = plan([entry(4, "b", 30, 0), entry(3, "a", 20, 503, redelivery=True), entry(2, "b", 10, 0),
+              entry(1, "a", 5, 503)])
+    assert [(g.guid, g.newest_id, g.redeliveries) for g in p.ask] == [("a", 3, 1), ("b", 4, 0)]
+    assert p.cursor == T0 + timedelta(minutes=5)
+
+
+def test_recorded_refused_and_exhausted_guids_are_not_asked_and_do_not_hold_the_cursor():
+    p = plan([entry(9, "x", 40, 200), entry(4, "gone", 4, 0), entry(3, "ours", 3, 504),
+              entry(2, "tired", 2, 503, redelivery=True), entry(1, "tired", 1, 503)],
+             recorded={"ours"}, refused={"gone"}, max_attempts=1)
+    assert p.ask == [] and [g.guid for g in p.exhausted] == ["tired"]
+    assert p.cursor == T0 + timedelta(minutes=40) - SETTLE_MARGIN
+
+
+def test_an_ask_not_yet_in_the_log_waits_and_holds_the_cursor():
+    p = plan([entry(2, "x", 40, 200), entry(1, "a", 1, 0)], pending={"a": 1})
+    assert p.ask == [] and [g.guid for g in p.waiting] == ["a"]
+    assert p.cursor == T0 + timedelta(minutes=1)
+
+
+def test_asks_beyond_the_runs_share_wait_for_the_next_run_and_hold_the_cursor():
+    p = plan([entry(n, f"g{n}", n, 0) for n in range(1, 6)], per_run=2)
+    assert [g.guid for g in p.ask] == ["g1", "g2"]
+    assert p.cursor == T0 + timedelta(minutes=1)
+
+
+def test_entries_before_the_cursor_are_left_out_and_the_cursor_never_goes_back():
+    old = entry(1, "a", -120, 0)  # before SINCE: settled in an earlier pass
+    p = plan([old])
+    assert p.ask == [] and p.cursor == SINCE
