@@ -40,6 +40,7 @@ _ON_PULL = re.compile(r"/([^/]+)/([^/]+)/pull/(\d+)(?:[#?/]|$)")
 @dataclass
 class ScanReport:
     led: bool = True  # False: another replica leads and ran nothing here
+    deferred: bool = False  # True: the rate limit is down to the reserve kept for PRs with news
     repositories: int = 0
     unchanged: int = 0  # repositories whose every read GitHub answered 304 (no rate limit spent)
     unreadable: list[str] = field(default_factory=list)
@@ -153,6 +154,11 @@ async def scan(rt: Runtime) -> ScanReport:
     that led to them commit together, so a scan that fails midway reads the same again."""
     if not await rt.leadership.holds():
         return ScanReport(led=False)
+    if not rt.rate_budget.may_spend("idle"):
+        # A changed repository costs requests, and the reserve is for PRs with news; the next
+        # interval tries again (nothing is lost meanwhile: the cursors stay where they are).
+        log.info("scan.deferred", reason="rate limit at the reserve")
+        return ScanReport(deferred=True)
     cfg = rt.config.scan
     views = await prs.list_all(rt.db)
     known = {v.pr.pr_key for v in views}

@@ -138,6 +138,20 @@ async def test_a_replica_that_does_not_lead_reads_nothing(tmp_path, sqlite_db_ur
         assert await _jobs(h, "command") == [] and await cursors.load(h.rt.db, CURSOR_PREFIX) == {}
 
 
+async def test_a_scan_waits_while_the_rate_limit_is_down_to_the_reserve(tmp_path, sqlite_db_url):
+    import time
+
+    async with bot_on_simulator(tmp_path, sqlite_db_url, scan=SCAN) as h:
+        h.sim.webhook_faults(drop_all=True)
+        pr = await h.sim.open_pr(REPO, title="t", head="side", author="dev", files={"a.txt": "1\n"})
+        await h.sim.comment(REPO, pr.number, "/converge", user="maint")
+        h.rt.rate_budget.observe("core", 5000, 900, time.time() + 1800)  # the reserve is 1000
+        report, counts = await _scan(h)
+        assert report.deferred and counts["total"] == 0 and await _jobs(h, "command") == []
+        h.rt.rate_budget.observe("core", 5000, 4000, time.time() + 3600)  # a new window
+        assert (await scan(h.rt)).commands == 1
+
+
 async def test_a_github_app_scans_its_installation_repositories(tmp_path, simulator, sim, db):
     for name in ("acme/one", "acme/two"):
         await sim.create_repo(name)
