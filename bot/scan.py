@@ -67,16 +67,11 @@ def _cursor(repo: str, kind: str) -> str:
     return f"{CURSOR_PREFIX}{repo.lower()}:{kind}"
 
 
-def _uses_app(config) -> bool:
-    g = config.github
-    return bool(g.app_id and g.private_key_path and g.installation_id)
-
-
 async def repositories(rt: Runtime, known: list[str]) -> list[str]:
     """What to read: the configured repositories, and for a GitHub App its installation's, else
     (a token sees far more than the bot serves) the repositories of the PRs the bot knows."""
     found = list(rt.config.scan.repositories)
-    found += await rt.github.installation_repositories() if _uses_app(rt.config) else known
+    found += await rt.github.installation_repositories() if rt.github.is_app else known
     unique: dict[str, str] = {}
     for repo in found:
         unique.setdefault(repo.lower(), repo)
