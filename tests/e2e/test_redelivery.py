@@ -12,6 +12,7 @@ import uuid
 from contextlib import asynccontextmanager
 
 import httpx
+import structlog.testing
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.applications import Starlette
@@ -202,9 +203,12 @@ async def test_it_runs_at_start_and_on_its_interval_on_the_leader_only(tmp_path,
 
 
 async def test_with_a_token_there_is_no_log_to_read(tmp_path, db_url):
-    async with bot_on_simulator(tmp_path, db_url, **NO_SCAN) as h:
-        assert await redeliver_missed(h.rt) is None
-        assert h.sim.counters.get(method="GET", route="/app/hook/deliveries") == 0
+    with structlog.testing.capture_logs() as logs:
+        async with bot_on_simulator(tmp_path, db_url, **NO_SCAN) as h:
+            assert await redeliver_missed(h.rt) is None
+            assert h.sim.counters.get(method="GET", route="/app/hook/deliveries") == 0
+    off = [e for e in logs if e["event"].startswith("redelivery.")]
+    assert [(e["event"], "not a GitHub App" in e["reason"]) for e in off] == [("redelivery.off", True)]
 
 
 class _Follower(Leadership):
