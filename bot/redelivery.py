@@ -206,6 +206,7 @@ async def _pass(rt, state: _State) -> Report:
     for g in plan.exhausted:
         log.warning("redelivery.exhausted", delivery_id=g.guid, event_name=g.event, action=g.action,
                     redeliveries=g.redeliveries)
+    state.refused &= set(guids)  # the others are behind the cursor now: never read again
     if settled and plan.cursor != stored:
         await cursors.save(rt.db, {CURSOR: plan.cursor.isoformat()})
     report.cursor = plan.cursor if settled else stored
