@@ -43,6 +43,10 @@ class SubmitOptions:
     url: str | None = None
     head_branch: str | None = None
     author: str | None = None
+    # Enroll only a PR the bot has never had a row for (the repository scan's intent: a PR it
+    # knows may have been stopped on purpose). Decided under the PR's lock, and across
+    # processes by the insert's compare-and-set.
+    only_if_new: bool = False
 
 
 def _new_row(key: PrKey, process_key: str, opts: SubmitOptions) -> PullRequest:
@@ -87,7 +91,7 @@ async def submit_pr(
     bound = log.bind(pr_key=pr_key)
     async with locks.hold(pr_key):
         current = await prs.get(db, pr_key)
-        if current is not None and not current.resubmittable:
+        if current is not None and (not current.resubmittable or opts.only_if_new):
             return SubmitResult(Outcome.ALREADY_RUNNING, pr_key, current.pr.process_key)
 
         if current is None:

@@ -31,6 +31,7 @@ class Leadership:
         self.db = db
         self._conn: AsyncConnection | None = None
         self._asking = asyncio.Lock()
+        self._closed = False  # released at shutdown: never take the lock again
 
     @property
     def leading(self) -> bool:
@@ -41,6 +42,8 @@ class Leadership:
         if not self.db.is_postgres:
             return True
         async with self._asking:
+            if self._closed:
+                return False
             if self._conn is not None:
                 try:
                     await self._conn.execute(text("SELECT 1"))
@@ -55,7 +58,9 @@ class Leadership:
                                                {"k": LEADER_LOCK})).scalar())
                 await conn.commit()
             except BaseException:
-                await conn.close()
+                # The lock may be held already: closed for good, never handed to the pool.
+                self._conn = conn
+                await self._drop()
                 raise
             if not got:
                 await conn.close()
@@ -67,6 +72,7 @@ class Leadership:
     async def release(self) -> None:
         """Let another replica lead at once (at shutdown) instead of when this one is gone."""
         async with self._asking:
+            self._closed = True
             if self._conn is not None:
                 try:
                     await self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": LEADER_LOCK})

@@ -42,6 +42,9 @@ MAX_ASKS_PER_RUN = 50
 SETTLE_MARGIN = timedelta(minutes=2)
 # An ask whose redelivery has not shown in the log after this long is taken as lost.
 PENDING_SECONDS = 600.0
+# The events that carry a person's intent (a command, the label, a new PR by an auto-enroll
+# author): asked for first. The others only wake syncs, which the poller does anyway.
+INTENT_EVENTS = frozenset({"issue_comment", "pull_request", "pull_request_review_comment"})
 
 
 @dataclass
@@ -88,12 +91,15 @@ class Plan:
 
 def decide(guids: Mapping[str, Guid], *, recorded: set[str], pending: Mapping[str, int],
            refused: set[str], max_attempts: int, since: datetime, newest_at: datetime | None,
-           complete: bool, per_run: int = MAX_ASKS_PER_RUN) -> Plan:
+           complete: bool, oldest_at: datetime | None = None, per_run: int = MAX_ASKS_PER_RUN) -> Plan:
     """What to ask for, and how far the log is settled. `pending`: guid -> the redeliveries
     the log should show once our last ask of it landed; `refused`: guids GitHub would not
-    redeliver (too old, gone)."""
+    redeliver (too old, gone). Intent events are asked for first, then the rest, each oldest
+    first. `complete`: the read reached `since`; if not (more entries than a run reads), the
+    cursor moves to the oldest entry read (`oldest_at`): the entries older than that are given
+    up, or every later run would read the same newest pages and never get further."""
     ask, exhausted, waiting, still_open = [], [], [], []
-    for g in sorted(guids.values(), key=lambda g: (g.oldest_at, g.newest_id)):
+    for g in sorted(guids.values(), key=lambda g: (g.event not in INTENT_EVENTS, g.oldest_at, g.newest_id)):
         if g.delivered or g.guid in recorded or g.guid in refused:
             continue
         if g.redeliveries >= max_attempts:
@@ -106,8 +112,9 @@ def decide(guids: Mapping[str, Guid], *, recorded: set[str], pending: Mapping[st
                 ask.append(g)
             still_open.append(g)  # its redelivery may fail too
     cursor = since
-    if complete and newest_at is not None:
-        cursor = max(since, min([newest_at - SETTLE_MARGIN, *(g.oldest_at for g in still_open)]))
+    settled_to = newest_at - SETTLE_MARGIN if complete and newest_at is not None else oldest_at
+    if settled_to is not None:
+        cursor = max(since, min([settled_to, *(g.oldest_at for g in still_open)]))
     return Plan(ask, exhausted, waiting, cursor)
 
 
@@ -179,7 +186,10 @@ async def _pass(rt, state: _State) -> Report:
     plan = decide(guids, recorded=recorded, refused=state.refused,
                   pending={g: expected for g, (expected, _) in state.pending.items()},
                   max_attempts=cfg.redelivery_max_attempts, since=since,
-                  newest_at=max(stamps, default=None), complete=complete)
+                  newest_at=max(stamps, default=None), complete=complete, oldest_at=min(stamps, default=None))
+    if not complete:
+        log.warning("redelivery.gave_up_older", since=since.isoformat(), cursor=plan.cursor.isoformat(),
+                    pages=pages)
     report = Report(pages=pages, entries=len(entries), failed=len(failed), recorded=len(recorded),
                     exhausted=[g.guid for g in plan.exhausted], waiting=[g.guid for g in plan.waiting])
     settled = True

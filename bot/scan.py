@@ -125,7 +125,8 @@ def _enroll_wakes(rt: Runtime, look: _Look, known: set[str], pending: set[str]) 
             continue
         # Keyed by the PR's `updated_at`: one job per state of the PR, so a PR the job found it
         # could not enroll is tried again once it changes.
-        wakes.append(Wake("enroll", f"enroll:{key}:scan:{pull.get('updated_at')}", str(key)))
+        # `only_if_new`: the PR may have been enrolled (and stopped) since `known` was read.
+        wakes.append(Wake("enroll", f"enroll:{key}:scan:{pull.get('updated_at')}", str(key), {"only_if_new": True}))
     return wakes
 
 

@@ -124,7 +124,9 @@ async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime,
     `fixer` overrides the configured one (the demo and tests hand in a scripted fixer).
     """
     fixer = fixer or build_fixer(config)
-    db = Database(config.database.url)
+    jc = config.jobs
+    # On PostgreSQL each step holds a connection for its PR's turn besides its sessions'.
+    db = Database(config.database.url, pool_size=max(10, 2 * jc.workers + jc.fixer_workers + 4))
     with sole_server(db):
         async with _running(config, db, fixer) as both:
             yield both

@@ -29,6 +29,10 @@ READ_ONLY = "convergebot_read_only"
 # How long a write session waits for this process's other SQLite writers before it gives up, as
 # SQLite's own busy wait would (the lock below is that wait, for the writers of this process).
 WRITER_PATIENCE_SECONDS = 30.0
+# Values per `IN (...)` list: well under every backend's bound-parameter limit.
+IN_BATCH = 500
+# A dead peer is noticed after about 10 + 3 * 5 seconds of silence.
+PG_KEEPALIVES = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
 # The first key of `exclusive`'s two-key advisory locks ("conv"), apart from other users' locks.
 _PG_EXCLUSIVE_NAMESPACE = 0x636F6E76
 
@@ -50,7 +54,7 @@ def normalize_url(url: str) -> str:
 class Database:
     """One engine per process. Sessions are short: never hold one across a GitHub call."""
 
-    def __init__(self, url: str, *, echo: bool = False, read_sessions: bool = True) -> None:
+    def __init__(self, url: str, *, echo: bool = False, read_sessions: bool = True, pool_size: int = 10) -> None:
         self.url = normalize_url(url)
         # False: `read_session` is a plain `session` (a write transaction), as before read
         # sessions existed; the benchmarks flip it to compare.
@@ -76,7 +80,11 @@ class Database:
             )
             _install_sqlite_hooks(self.engine.sync_engine)
         else:
-            self.engine = create_async_engine(self.url, echo=echo, pool_size=10, max_overflow=10)
+            # Server-side TCP keepalives: a replica whose host vanished without closing its
+            # connections (power, network) would otherwise keep its advisory locks (a PR's
+            # turn, the leadership) until the kernel's default keepalive gives up, two hours.
+            self.engine = create_async_engine(self.url, echo=echo, pool_size=pool_size, max_overflow=pool_size,
+                                              connect_args={"server_settings": PG_KEEPALIVES})
         _install_read_only_guard(self.engine)
         self.sessions = async_sessionmaker(self.engine, class_=AsyncSession, expire_on_commit=False)
         # SQLite has one writer per file. Left to SQLite, a process's writers queue in its busy
@@ -163,7 +171,13 @@ class Database:
             try:
                 yield bool(got)
             finally:
-                await conn.rollback()  # ends the transaction, and so the lock
+                try:
+                    await conn.rollback()  # ends the transaction, and so the lock
+                except Exception:
+                    # The connection broke (and its lock went with it): the block's own work
+                    # is done, so it is not failed for this; the connection is not reused.
+                    with contextlib.suppress(Exception):
+                        await conn.invalidate()
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(session, *args)`, plain synchronous code, in one write transaction.

@@ -11,7 +11,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, select
 
 from . import jobs
-from .database import Database
+from .database import IN_BATCH, Database
 from .models import WebhookDelivery, utcnow
 
 
@@ -104,12 +104,13 @@ async def get(db: Database, delivery_id: str) -> WebhookDelivery | None:
 
 async def seen(db: Database, delivery_ids: Iterable[str]) -> set[str]:
     """Which of these deliveries were recorded (their jobs queued) by any process."""
-    wanted = sorted(set(delivery_ids))
-    if not wanted:
-        return set()
+    wanted, found = sorted(set(delivery_ids)), set()
     async with db.read_session() as s:
-        stmt = select(WebhookDelivery.delivery_id).where(WebhookDelivery.delivery_id.in_(wanted))
-        return set((await s.exec(stmt)).all())
+        for start in range(0, len(wanted), IN_BATCH):
+            chunk = wanted[start:start + IN_BATCH]
+            stmt = select(WebhookDelivery.delivery_id).where(WebhookDelivery.delivery_id.in_(chunk))
+            found |= set((await s.exec(stmt)).all())
+    return found
 
 
 async def count(db: Database) -> int:

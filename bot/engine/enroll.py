@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from bot.enrollment import SubmitOptions, submit_pr
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
@@ -21,7 +23,7 @@ async def enroll(rt: Runtime, job: Job) -> None:
     result = await submit_pr(rt.db, key, SubmitOptions(
         max_rounds=cfg.max_rounds, converge_only=not cfg.merge, submitted_by="label" if cfg.label in labels else "auto",
         title=pr.get("title"), url=pr.get("html_url"), head_branch=(pr.get("head") or {}).get("ref"),
-        author=author or None))
+        author=author or None, only_if_new=bool(json.loads(job.payload or "{}").get("only_if_new"))))
     if result.outcome == "started":
         await jobs.enqueue(rt.db, "sync", f"sync:{key}:enrolled:{result.process_key}", pr_key=str(key))
         rt.wake_workers()

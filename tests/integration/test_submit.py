@@ -208,6 +208,18 @@ async def test_abandon_fences_the_old_run(db):
     assert not await prs.fenced_update(db, KEY, pk, {"status": "converging"})
 
 
+async def test_an_enrollment_for_new_prs_only_starts_a_new_pr_and_leaves_a_stopped_one_stopped(db):
+    # The repository scan's enrollment: it read "no row", then the PR was enrolled and stopped.
+    await enroll(db, KEY)
+    assert await abandon_pr(db, KEY, "stopped by @maint")
+    late = await submit_pr(db, parse_pr_key(KEY), SubmitOptions(only_if_new=True))
+    assert late.outcome == "already_running"
+    assert (await prs.get(db, KEY)).derived_status == "abandoned"
+    assert len(await runs.runs_for(db, KEY)) == 1
+    fresh = await submit_pr(db, parse_pr_key("acme/widgets#2"), SubmitOptions(only_if_new=True))
+    assert fresh.outcome == "started"
+
+
 @pytest.mark.parametrize("terminal", [False, True], ids=["new", "terminal"])
 async def test_two_processes_racing_one_pr_leave_one_active_run(db, monkeypatch, terminal):
     """Separate lock registries stand for separate processes: only the CAS writes decide."""

@@ -10,19 +10,19 @@ T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SINCE = T0 - timedelta(hours=1)
 
 
-def entry(n: int, guid: str, minutes: float, status: int, *, redelivery: bool = False) -> dict:
+def entry(n: int, guid: str, minutes: float, status: int, *, redelivery: bool = False,
+          event: str = "issue_comment") -> dict:
     at = (T0 + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {"id": n, "guid": guid, "delivered_at": at, "redelivery": redelivery, "status_code": status,
-            "event": "issue_comment", "action": "created"}
+            "event": event, "action": "created"}
 
 
-def plan(entries, *, recorded=(), pending=None, refused=(), max_attempts=3, per_run=50):
+def plan(entries, *, recorded=(), pending=None, refused=(), max_attempts=3, per_run=50, complete=True):
     guids = group(entries, SINCE)
-    newest = max((datetime.fromisoformat(e["delivered_at"].replace("Z", "+00:00")) for e in entries),
-                 default=None)
+    stamps = [datetime.fromisoformat(e["delivered_at"].replace("Z", "+00:00")) for e in entries]
     return decide(guids, recorded=set(recorded), pending=pending or {}, refused=set(refused),
-                  max_attempts=max_attempts, since=SINCE, newest_at=newest, complete=True,
-                  per_run=per_run)
+                  max_attempts=max_attempts, since=SINCE, newest_at=max(stamps, default=None),
+                  complete=complete, oldest_at=min(stamps, default=None), per_run=per_run)
 
 
 def test_a_guid_any_attempt_delivered_needs_nothing_and_the_cursor_trails_the_newest_entry():
@@ -61,3 +61,18 @@ def test_entries_before_the_cursor_are_left_out_and_the_cursor_never_goes_back()
     old = entry(1, "a", -120, 0)  # before SINCE: settled in an earlier pass
     p = plan([old])
     assert p.ask == [] and p.cursor == SINCE
+
+
+def test_intent_events_are_asked_before_older_syncs():
+    p = plan([entry(3, "comment", 30, 0), entry(2, "push", 2, 0, event="push"),
+              entry(1, "check", 1, 0, event="check_run")], per_run=2)
+    assert [g.guid for g in p.ask] == ["comment", "check"]
+    assert p.cursor == T0 + timedelta(minutes=1)
+
+
+def test_a_read_that_stopped_short_moves_the_cursor_to_the_oldest_entry_read():
+    # More entries than a run reads: without moving on, every run would read the same pages.
+    p = plan([entry(2, "b", 50, 200), entry(1, "a", 40, 200)], complete=False)
+    assert p.cursor == T0 + timedelta(minutes=40)
+    held = plan([entry(2, "b", 50, 200), entry(1, "a", 40, 0)], complete=False)
+    assert [g.guid for g in held.ask] == ["a"] and held.cursor == T0 + timedelta(minutes=40)
