@@ -16,7 +16,7 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -150,9 +150,12 @@ async def run_replicas(n: int, count: int, db_url: str, tmp: Path, *, deadline: 
                                  deadline, "every PR ended")
                     await sim.settle(timeout=10)
                     result.webhooks_by_replica = dict(balancer.sent)
+                # What the replicas do while they stop one by one (the next one takes the
+                # leadership a stopping leader let go) is not the run's.
+                stopping_at = datetime.now(UTC)
                 for b in bots:
                     await b.terminate()
-                await _collect(db, sim, chaos, plans, bots, result)
+                await _collect(db, sim, chaos, plans, bots, result, until=stopping_at)
     finally:
         for b in bots:
             if b.exited is None and b.proc is not None:
@@ -209,7 +212,7 @@ def _events(path: Path, names: set[str]) -> list[tuple[datetime, str]]:
 
 
 async def _collect(db: Database, sim: Simulator, chaos: Chaos, plans: list[PrPlan],
-                   bots: list[BotProcess], result: ReplicaResult) -> None:
+                   bots: list[BotProcess], result: ReplicaResult, *, until: datetime) -> None:
     views = {v.pr.pr_key: v for v in await prs.list_all(db)}
     effects = sim.side_effects
     for p in plans:
@@ -227,6 +230,8 @@ async def _collect(db: Database, sim: Simulator, chaos: Chaos, plans: list[PrPla
     ticks: list[tuple[datetime, int]] = []
     for i, b in enumerate(bots):
         for at, name in _events(b.log_path, {"poller.tick", "leadership.taken"}):
+            if at >= until:
+                continue
             if name == "poller.tick":
                 ticks.append((at, i))
             else:

@@ -99,8 +99,10 @@ async def _all_taken(db: Database, intents: Intents) -> bool:
 
 @pytest.mark.parametrize("redelivery", [True, False], ids=["redelivery+scan", "scan-alone"])
 async def test_intent_sent_through_drops_and_downtime_takes_effect_once(redelivery, tmp_path, db_url):
-    if not redelivery and db_url.startswith("postgresql"):
-        pytest.skip("the scan's path is the same on both backends; the SQLite run shows it alone")
+    if db_url.startswith("postgresql"):
+        # Each run lasts a 30 s outage; the redelivery and the scan are tested on PostgreSQL
+        # on their own (test_redelivery.py, test_lost_webhooks.py).
+        pytest.skip("run on SQLite only, for the suite's time")
     sim = Simulator(root=tmp_path / "github")
     async with SimulatorServer(sim) as server:
         await sim.create_repo(REPO, files={"README.md": "# app\n"}, collaborators={"maint": "write"})
