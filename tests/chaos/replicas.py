@@ -228,12 +228,10 @@ async def _collect(db: Database, sim: Simulator, chaos: Chaos, plans: list[PrPla
         result.merges_per_pr[p.key] = sum(1 for e in effects if e["kind"] == "merge" and e.get("number") == p.number)
     result.duplicates = chaos.duplicates()
     ticks: list[tuple[datetime, int]] = []
+    taken: list[tuple[datetime, int]] = []
     for i, b in enumerate(bots):
         for at, name in _events(b.log_path, {"poller.tick", "leadership.taken"}):
-            if at >= until:
-                continue
-            if name == "poller.tick":
-                ticks.append((at, i))
-            else:
-                result.leaderships_taken.append(i)
+            if at < until:
+                (ticks if name == "poller.tick" else taken).append((at, i))
     result.tick_owners = [i for _, i in sorted(ticks)]
+    result.leaderships_taken = [i for _, i in sorted(taken)]
