@@ -56,7 +56,7 @@ async def queue_comment(session: AsyncSession, rt: Runtime, esc: Escalation) -> 
 async def escalate(
     session: AsyncSession, rt: Runtime, pr: PullRequest, action: Escalate, *,
     expect_status: str | Collection[str], extra: dict[str, Any] | None = None,
-    process_key: str | None = None,
+    process_key: str | None = None, expect: dict[str, Any] | None = None,
 ) -> Escalation | None:
     """In the caller's transaction: status `escalated`, the escalation row and its comment.
 
@@ -67,7 +67,7 @@ async def escalate(
     won = await prs.fenced_update(None, pr.pr_key, pk, {
         "status": Status.ESCALATED, "escalated_at": utcnow(),
         "last_action": f"escalated: {action.kind}", **(extra or {}),
-    }, expect_status=expect_status, expect_round=pr.current_round, session=session)
+    }, expect_status=expect_status, expect_round=pr.current_round, expect=expect, session=session)
     if not won:
         return None
     esc = await escalations.create(session, pr.pr_key, pk, pr.current_round, action.kind,

@@ -214,8 +214,12 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
             bound.info("pr.converged", head=action.head)
         return won
     if isinstance(action, Escalate):
+        # A stalled review is decided from a wait: fenced on exactly that wait, so a step that
+        # read it before a review came (and the round went to the fixer) or before the round
+        # restarted asks nobody.
         async with rt.db.session() as s:
-            esc = await escalate(s, rt, pr, action, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW))
+            esc = await escalate(s, rt, pr, action, expect_status=Status.WAITING_REVIEW,
+                                 expect={"waiting_since": pr.waiting_since})
         return esc is not None
     if isinstance(action, CheckProgress):
         async with rt.db.session() as s:

@@ -9,9 +9,12 @@ import pytest
 from sqlmodel import select
 
 from bot.engine import step as step_module
+from bot.engine.decide import decide_step
+from bot.engine.model import Escalate
+from bot.fixers import ScriptedFixer
 from bot.workers import Reschedule
 from storage.database import Database
-from storage.models import Job
+from storage.models import Job, utcnow
 
 from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
 
@@ -69,3 +72,58 @@ async def test_a_step_is_put_off_while_another_replica_holds_the_prs_turn(tmp_pa
             await step_module.step(h.rt, job)  # its turn again, once the other let go
         finally:
             await other.dispose()
+
+
+class _HeldFixer:
+    """Holds its round in `converging` (the fixer at work) until released, then pushes."""
+
+    kind = "fake"
+
+    def __init__(self) -> None:
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+        self.inner = ScriptedFixer(["push"])
+
+    async def run(self, req):
+        self.started.set()
+        await self.release.wait()
+        return await self.inner.run(req)
+
+
+async def test_a_stalled_review_decided_before_the_review_came_does_not_escalate_the_fixing_round(
+        tmp_path, db_url, monkeypatch):
+    fixer = _HeldFixer()
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, poller={"interval_seconds": 3600},
+                                convergence={"review_wait_timeout_seconds": 1}) as h:
+        # The review comes 3 s after the request: after the 1 s wait has run out.
+        h.sim.set_reviewer(REPO, steps(1, 0, delay=3.0))
+        key, _ = await open_and_enroll(h)
+        waiting = await h.wait_status(key, "waiting_review")
+        await h.wait_for("the review wait to run out", lambda: _past(waiting.pr.waiting_since, 1.2))
+        # A step reads the PR waiting past its timeout, then pauses before deciding; meanwhile
+        # the review lands and another step sends the round to the fixer.
+        real, reading, release, snapshots = step_module.read_snapshot, asyncio.Event(), asyncio.Event(), []
+
+        async def pause_the_first(rt, pr, head, reviews):
+            snap = await real(rt, pr, head, reviews)
+            if not snapshots:
+                snapshots.append(snap)
+                reading.set()
+                await release.wait()
+            return snap
+
+        monkeypatch.setattr(step_module, "read_snapshot", pause_the_first)
+        stale = asyncio.create_task(step_module._step(h.rt, key))
+        await asyncio.wait_for(reading.wait(), 30)
+        assert isinstance(decide_step(snapshots[0]).actions[0], Escalate), "the stale step escalates"
+        await asyncio.wait_for(fixer.started.wait(), 30)
+        assert (await h.view(key)).pr.status == "converging"
+        release.set()
+        await asyncio.wait_for(stale, 30)
+        after = await h.view(key)
+        assert (after.pr.status, await h.escalations(key)) == ("converging", [])
+        fixer.release.set()
+        await h.wait_status(key, "merged", timeout=60)
+
+
+async def _past(since, seconds: float) -> bool:
+    return (utcnow() - since).total_seconds() > seconds
