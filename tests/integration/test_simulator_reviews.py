@@ -105,7 +105,10 @@ async def test_script_steps_advance_and_the_last_one_repeats(api, sim, pr):
     assert [r["id"] for r in reviews] == sorted(r["id"] for r in reviews)
 
 
-async def test_copilot_endpoint_is_409_while_a_review_is_pending(api, pr):
+async def test_copilot_endpoint_is_409_while_a_review_is_pending(api, sim, pr):
+    # A review that stays pending for the whole test (the fixture's answers in 50 ms, which a
+    # busy machine can take between the two requests).
+    sim.set_reviewer(REPO, ReviewerScript(delay=60.0, steps=[ReviewStep(body="slow")]), pr.number)
     url = f"repos/{REPO}/pulls/{pr.number}/copilot-code-review"
     assert (await api.post(url)).status_code == 202
     second = await api.post(url)
