@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from storage import escalations, rounds
@@ -57,6 +58,7 @@ async def _check_pr(run: ChaosRun, p: PrPlan, merged_at: dict[int, int], asked: 
             why.append(f"unanswered escalations: {run.unexpected[p.number]}")
         if p.kind == "escalate":
             why.append(_answer_evidence(run, p))
+        why.append(_round_story(run, p, pr_rounds))
         run.fail("; ".join(why) + "; wanted merged")
     if p.kind == "escalate" and not any(e.kind == "needs_input" and e.status == "answered"
                                         for e in esc):
@@ -110,3 +112,16 @@ def _request_evidence(run: ChaosRun, p: PrPlan, asked: list[dict], pr_rounds: li
             f"{[(r.round_no, r.started_at.isoformat()[11:23]) for r in pr_rounds]}; "
             f"{len(reviews)} Copilot review(s) at "
             f"{[r.submitted_at.isoformat()[11:23] for r in reviews]}")
+
+
+def _round_story(run: ChaosRun, p: PrPlan, pr_rounds: list) -> str:
+    """Each round as the bot recorded it, and each review as the simulator gave it: what a
+    round's findings came from, when a PR ended otherwise than scripted."""
+    _, pr = run.sim.pr(REPO, p.number)
+    rounds_ = [(r.round_no, r.attempt, r.status, r.review_id, len(json.loads(r.findings or "[]")),
+                (r.entry_head or "")[:7], (r.exit_head or "")[:7], r.started_at.strftime("%H:%M:%S.%f")[:12])
+               for r in pr_rounds]
+    reviews = [(r.id, r.user, r.state, r.commit_id[:7], r.submitted_at.strftime("%H:%M:%S"))
+               for r in (run.sim.state.reviews[i] for i in pr.review_ids)]
+    return (f"rounds (no, attempt, status, review, findings, entry, exit, started) {rounds_}; "
+            f"reviews (id, user, state, commit, at) {reviews}")
