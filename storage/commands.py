@@ -9,7 +9,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .database import IN_BATCH, Database
+from .database import Database, present
 from .models import Command, utcnow
 
 
@@ -43,9 +43,4 @@ async def for_pr(db: Database, pr_key: str) -> list[Command]:
 
 async def known(db: Database, comment_ids: Collection[int]) -> set[int]:
     """Which of these comments were taken as commands already (settled or under way)."""
-    wanted, found = sorted(set(comment_ids)), set()
-    async with db.read_session() as s:
-        for start in range(0, len(wanted), IN_BATCH):
-            chunk = wanted[start:start + IN_BATCH]
-            found |= set(await s.exec(select(Command.comment_id).where(Command.comment_id.in_(chunk))))
-    return found
+    return await present(db, Command.comment_id, comment_ids)

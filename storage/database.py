@@ -7,7 +7,7 @@ import contextlib
 import sqlite3
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
-from sqlmodel import Session
+from sqlmodel import Session, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 T = TypeVar("T")
@@ -221,6 +221,16 @@ class Database:
         await self.engine.dispose()
         if self._inline is not None:
             self._inline.dispose()
+
+
+async def present(db: Database, column: Any, values: Iterable[Any]) -> set[Any]:
+    """Which of `values` some row holds in `column` (a model's column attribute), asked in
+    batches of `IN_BATCH`, in one read session."""
+    wanted, found = sorted(set(values)), set()
+    async with db.read_session() as s:
+        for start in range(0, len(wanted), IN_BATCH):
+            found.update((await s.exec(select(column).where(column.in_(wanted[start:start + IN_BATCH])))).all())
+    return found
 
 
 def _ensure_wal(path: Path, patience: float = 30.0) -> None:

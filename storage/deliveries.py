@@ -11,7 +11,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, select
 
 from . import jobs
-from .database import IN_BATCH, Database
+from .database import Database, present
 from .models import WebhookDelivery, utcnow
 
 
@@ -104,13 +104,7 @@ async def get(db: Database, delivery_id: str) -> WebhookDelivery | None:
 
 async def seen(db: Database, delivery_ids: Iterable[str]) -> set[str]:
     """Which of these deliveries were recorded (their jobs queued) by any process."""
-    wanted, found = sorted(set(delivery_ids)), set()
-    async with db.read_session() as s:
-        for start in range(0, len(wanted), IN_BATCH):
-            chunk = wanted[start:start + IN_BATCH]
-            stmt = select(WebhookDelivery.delivery_id).where(WebhookDelivery.delivery_id.in_(chunk))
-            found |= set((await s.exec(stmt)).all())
-    return found
+    return await present(db, WebhookDelivery.delivery_id, delivery_ids)
 
 
 async def count(db: Database) -> int:

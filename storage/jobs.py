@@ -18,7 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .database import Database
+from .database import Database, present
 from .models import Job, utcnow
 
 
@@ -324,9 +324,4 @@ async def pending_pr_keys(db: Database, kind: str) -> set[str]:
 
 async def existing_keys(db: Database, keys: Collection[str]) -> set[str]:
     """Which of these idempotency keys a job holds already (whatever its status)."""
-    found: set[str] = set()
-    wanted = list(keys)
-    async with db.read_session() as s:
-        for start in range(0, len(wanted), SYNC_BATCH):
-            found.update(await s.exec(select(Job.key).where(Job.key.in_(wanted[start:start + SYNC_BATCH]))))
-    return found
+    return await present(db, Job.key, keys)
