@@ -23,6 +23,7 @@ from storage import commands, cursors, jobs, prs
 from storage.models import utcnow
 
 from . import metrics
+from .engine.enroll import enroll_rule
 from .github.errors import GitHubError
 from .github.stamps import parse_time
 from .prkey import PrKey, try_parse_pr_key
@@ -112,14 +113,10 @@ def _enroll_wakes(rt: Runtime, look: _Look, known: set[str], pending: set[str]) 
     """An open PR carrying the label or by an auto-enroll author that the bot has no row for.
     A PR with a row is left alone: the bot knows it, and one stopped with `/converge stop`
     while the label stays on must stay stopped."""
-    cfg = rt.config.convergence
-    authors = {a.lower() for a in cfg.auto_enroll_authors}
     wakes = []
     for pull in look.pulls:
-        labels = {(label or {}).get("name") for label in pull.get("labels") or []}
-        author = ((pull.get("user") or {}).get("login") or "").lower()
         key = try_parse_pr_key(f"{look.repo}#{pull.get('number')}")
-        if key is None or pull.get("state") != "open" or (cfg.label not in labels and author not in authors):
+        if key is None or enroll_rule(pull, rt.config.convergence) is None:
             continue
         if str(key) in known or str(key) in pending:
             continue

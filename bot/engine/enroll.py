@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from bot.config import ConvergenceConfig
 from bot.enrollment import SubmitOptions, submit_pr
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
@@ -11,17 +12,27 @@ from storage import jobs
 from storage.models import Job
 
 
+def enroll_rule(pr: dict, cfg: ConvergenceConfig) -> str | None:
+    """Why an open PR (GitHub's shape) enrolls itself: "label" (it carries the enroll label),
+    "auto" (an auto-enroll author's), or None. The enroll job and the repository scan ask."""
+    if pr.get("state") != "open":
+        return None
+    if cfg.label in {(label or {}).get("name") or "" for label in pr.get("labels") or []}:
+        return "label"
+    author = ((pr.get("user") or {}).get("login") or "").lower()
+    return "auto" if author in {a.lower() for a in cfg.auto_enroll_authors} else None
+
+
 async def enroll(rt: Runtime, job: Job) -> None:
     key = parse_pr_key(job.pr_key)
     pr = await rt.github.pull(key.owner, key.repo, key.number)
     cfg = rt.config.convergence
-    labels = {(label.get("name") or "") for label in pr.get("labels") or []}
-    author = ((pr.get("user") or {}).get("login") or "").lower()
-    wanted = cfg.label in labels or author in {a.lower() for a in cfg.auto_enroll_authors}
-    if pr.get("state") != "open" or not wanted:
+    rule = enroll_rule(pr, cfg)
+    if rule is None:
         return
+    author = ((pr.get("user") or {}).get("login") or "").lower()
     result = await submit_pr(rt.db, key, SubmitOptions(
-        max_rounds=cfg.max_rounds, converge_only=not cfg.merge, submitted_by="label" if cfg.label in labels else "auto",
+        max_rounds=cfg.max_rounds, converge_only=not cfg.merge, submitted_by=rule,
         title=pr.get("title"), url=pr.get("html_url"), head_branch=(pr.get("head") or {}).get("ref"),
         author=author or None, only_if_new=bool(json.loads(job.payload or "{}").get("only_if_new"))))
     if result.outcome == "started":
