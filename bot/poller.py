@@ -22,6 +22,7 @@ from .budget import paused
 from .engine.decide import review_wait_deadlines
 from .engine.read import settings_of
 from .enrollment import SubmitOptions, submit_pr
+from .periodic import every
 from .prkey import parse_pr_key
 from .repowatch import RepoWatch
 from .runtime import Runtime
@@ -45,18 +46,7 @@ class Poller:
 
     def schedule(self, scheduler: AsyncIOScheduler) -> None:
         cfg = self.rt.config.poller
-        scheduler.add_job(
-            self.tick,
-            "interval",
-            seconds=cfg.interval_seconds,
-            jitter=cfg.jitter_seconds or None,
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=max(1, int(cfg.interval_seconds)),
-            next_run_time=utcnow(),
-            id="poller",
-            replace_existing=True,
-        )
+        every(scheduler, "poller", cfg.interval_seconds, self.tick, jitter=cfg.jitter_seconds)
 
     def _may_rest(self, view: PrView, now: datetime, settings) -> bool:
         """Whether a PR only waits for something that would change it on GitHub: a review of

@@ -30,6 +30,7 @@ from storage.models import utcnow
 from . import metrics
 from .github.errors import Conflict, GitHubError, NotFound
 from .github.stamps import parse_time
+from .periodic import every
 
 log = structlog.get_logger(__name__)
 
@@ -235,7 +236,7 @@ async def _tick(rt) -> None:
         log.exception("redelivery.error")
 
 
-def schedule(scheduler, rt) -> None:
+def schedule(rt, scheduler) -> None:
     """Once at start and every `[webhooks] redelivery_interval_seconds`, on the leader."""
     cfg = rt.config.webhooks
     if not cfg.redelivery:
@@ -244,8 +245,4 @@ def schedule(scheduler, rt) -> None:
     if not rt.github.is_app:
         log.info("redelivery.off", reason="not a GitHub App: only an App can read its webhook delivery log")
         return
-    scheduler.add_job(
-        _tick, "interval", args=[rt], seconds=cfg.redelivery_interval_seconds, coalesce=True,
-        max_instances=1, misfire_grace_time=max(1, int(cfg.redelivery_interval_seconds)),
-        next_run_time=utcnow(), id="redelivery", replace_existing=True,
-    )
+    every(scheduler, "redelivery", cfg.redelivery_interval_seconds, _tick, rt)

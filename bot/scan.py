@@ -26,6 +26,7 @@ from . import metrics
 from .engine.enroll import enroll_rule
 from .github.errors import GitHubError
 from .github.stamps import parse_time
+from .periodic import every
 from .prkey import PrKey, try_parse_pr_key
 from .runtime import Runtime
 from .webhooks.routing import Wake, command_wake
@@ -201,6 +202,4 @@ def schedule(rt: Runtime, scheduler: AsyncIOScheduler) -> None:
     cfg = rt.config.scan
     if not cfg.enabled:
         return
-    scheduler.add_job(_scheduled, "interval", args=[rt], seconds=cfg.interval_seconds, coalesce=True,
-                      max_instances=1, misfire_grace_time=max(1, int(cfg.interval_seconds)),
-                      next_run_time=utcnow(), id="scan", replace_existing=True)
+    every(scheduler, "scan", cfg.interval_seconds, _scheduled, rt)

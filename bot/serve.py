@@ -150,7 +150,7 @@ async def _running(config: Config, db: Database, fixer) -> AsyncIterator[tuple[R
         scheduler = AsyncIOScheduler(timezone="UTC")
         poller = Poller(rt)
         poller.schedule(scheduler)
-        redelivery.schedule(scheduler, rt)  # webhooks GitHub never delivered (docs/architecture.md)
+        redelivery.schedule(rt, scheduler)  # webhooks GitHub never delivered (docs/architecture.md)
         scan.schedule(rt, scheduler)  # enrollment intent no webhook brought (docs/architecture.md)
         server = _Server(uvicorn.Config(
             build_app(rt), host=config.server.host, port=config.server.port, log_config=None,
