@@ -1,7 +1,15 @@
-"""Small shared steps for storage tests."""
+"""Small shared steps for tests."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from sqlalchemy import text
 
 from bot.enrollment import SubmitOptions, submit_pr
@@ -59,3 +67,23 @@ async def read_history(db: Database, key: str) -> list[tuple[str, str | None, in
             {"k": key},
         )
         return [tuple(r) for r in rows]
+
+
+async def until(what: str, check: Callable[[], Awaitable[Any]], timeout: float = 30.0, every: float = 0.05) -> Any:
+    """`check()`'s first truthy answer, asked every `every` seconds; fails after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not (value := await check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(every)
+    return value
+
+
+def app_private_key(directory: Path) -> Path:
+    """A fresh GitHub App private key as a PEM file in `directory` (the simulator does not check
+    the App's JWT signature, only that one is sent)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = directory / "app.pem"
+    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+    return pem

@@ -15,14 +15,13 @@ import uuid
 from collections import Counter
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bot.github.simulator import Simulator, SimulatorServer
 from storage import commands, prs, runs
 from storage.database import Database
 
 from ..chaos.bot_process import BotProcess, free_port, to_toml
+from ..helpers import app_private_key, until
 from ..serving import WEBHOOK_SECRET
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -31,23 +30,6 @@ REPO = "acme/app"
 AUTO = "renovate-dev"  # an auto-enroll author
 DOWN_SECONDS = 30.0
 EACH = 3  # intents of each kind, before the kill and again while the bot is down
-
-
-def _app_key(tmp_path):
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = tmp_path / "app.pem"
-    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption()))
-    return pem
-
-
-async def _until(what: str, check, timeout: float):
-    deadline = time.monotonic() + timeout
-    while not (value := await check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.25)
-    return value
 
 
 class Intents:
@@ -112,7 +94,7 @@ async def test_intent_sent_through_drops_and_downtime_takes_effect_once(redelive
         config.write_text(to_toml({
             "database": {"url": db_url},
             "github": {"api_url": server.url, "webhook_secret": WEBHOOK_SECRET, "app_id": str(ids),
-                       "private_key_path": str(_app_key(tmp_path)), "installation_id": ids + 1,
+                       "private_key_path": str(app_private_key(tmp_path)), "installation_id": ids + 1,
                        "timeout_seconds": 5.0, "read_timeout_seconds": 5.0},
             "server": {"host": "127.0.0.1", "port": port, "shutdown_grace_seconds": 2.0},
             "poller": {"interval_seconds": 5.0, "jitter_seconds": 0.0},
@@ -136,7 +118,7 @@ async def test_intent_sent_through_drops_and_downtime_takes_effect_once(redelive
             await sim.settle()
             await asyncio.sleep(max(0.0, down_until - time.monotonic()))  # the outage lasts 30 s
             await bot.start()
-            await _until("every intent taken", lambda: _all_taken(db, intents), timeout=120)
+            await until("every intent taken", lambda: _all_taken(db, intents), timeout=120, every=0.25)
             sim.webhook_chaos_off()
             await sim.settle()
 

@@ -13,8 +13,6 @@ from contextlib import asynccontextmanager
 
 import httpx
 import structlog.testing
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -25,6 +23,7 @@ from bot.leadership import Leadership
 from bot.redelivery import CURSOR, redeliver_missed
 from storage import commands, cursors, runs
 
+from ..helpers import app_private_key
 from ..serving import WEBHOOK_SECRET
 from .harness import REPO, bot_on_simulator
 
@@ -43,10 +42,7 @@ def _closed_port() -> int:
 @asynccontextmanager
 async def app_bot(tmp_path, db_url, **webhooks):
     """The bot configured as a GitHub App (its key made here; the simulator does not check it)."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = tmp_path / "app.pem"
-    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption()))
+    pem = app_private_key(tmp_path)
     # githubkit caches installation tokens process-wide by (app, installation): ids of our own.
     ids = uuid.uuid4().int % 10**8
     async with bot_on_simulator(

@@ -7,30 +7,17 @@ real simulator; what happened is read from the bot's database and the simulator'
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bot.github.simulator import Simulator, SimulatorServer
 from storage import commands, prs, runs
 from storage.database import Database
 
 from ..chaos.bot_process import BotProcess, free_port, to_toml
+from ..helpers import app_private_key, until
 from ..serving import WEBHOOK_SECRET
 
 REPO = "acme/app"
-
-
-async def _until(what: str, check, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while not (value := await check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
-    return value
 
 
 async def _settled(db, pr_key: str) -> bool:
@@ -40,10 +27,7 @@ async def _settled(db, pr_key: str) -> bool:
 
 
 async def test_what_was_sent_while_the_bot_was_down_takes_effect_once_after_its_restart(tmp_path, db_url):
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = tmp_path / "app.pem"
-    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption()))
+    pem = app_private_key(tmp_path)
     sim = Simulator(root=tmp_path / "github")
     async with SimulatorServer(sim) as server:
         await sim.create_repo(REPO, files={"README.md": "# app\n"}, collaborators={"maint": "write"})
@@ -85,8 +69,8 @@ async def test_what_was_sent_while_the_bot_was_down_takes_effect_once_after_its_
             await bot.start()  # its first pass runs at start-up
             command_key, label_key = (f"{REPO}#{n}" for n in (command_pr.number, label_pr.number))
             for k in (command_key, label_key):
-                await _until(f"{k} enrolled", lambda k=k: prs.get(db, k), timeout=60)
-            await _until("the command settled", lambda: _settled(db, command_key))
+                await until(f"{k} enrolled", lambda k=k: prs.get(db, k), timeout=60, every=0.1)
+            await until("the command settled", lambda: _settled(db, command_key), every=0.1)
             await sim.settle()
             assert [(c.comment_id, c.verb, c.accepted) for c in await commands.for_pr(db, command_key)] \
                 == [(comment.id, "start", True)]

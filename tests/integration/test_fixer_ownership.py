@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import httpx
@@ -22,6 +21,7 @@ from bot.fixers.base import FixRequest
 from storage import jobs
 
 from ..e2e.harness import REPO, bot_on_simulator, open_and_enroll, steps
+from ..helpers import until
 
 # The agent of attempt 0 says it started, waits for the test to release it, then commits a
 # change (and says so); any later attempt changes nothing. Its wait has its own deadline.
@@ -48,15 +48,6 @@ def _agent(tmp_path: Path) -> tuple[list[str], Path]:
     script.write_text(AGENT)
     gate.mkdir()
     return [sys.executable, str(script), str(gate)], gate
-
-
-async def _until(what: str, check, timeout: float = 30):
-    deadline = time.monotonic() + timeout
-    while not (value := await check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-    return value
 
 
 async def _file(path: Path) -> bool:
@@ -110,7 +101,7 @@ async def _run_stopping_midway(tmp_path, api, sim, owns_at_push: bool):
     req = await _request(api, sim, still_current)
     fixer = build_fixer("command", argv=argv, timeout_seconds=60, workdir_root=tmp_path / "work")
     task = asyncio.create_task(fixer.run(req))
-    await _until("the agent to start", lambda: _file(gate / "started"))
+    await until("the agent to start", lambda: _file(gate / "started"), every=0.02)
     owner["current"] = owns_at_push  # e.g. `/converge stop` lands while the agent works
     (gate / "release").write_text("go")
     verdict = await asyncio.wait_for(task, 60)

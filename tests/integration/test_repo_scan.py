@@ -7,8 +7,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import httpx
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bot.config import Config
 from bot.fixers import ScriptedFixer
@@ -20,6 +18,7 @@ from storage import cursors
 from storage.models import Job
 
 from ..e2e.harness import REPO, bot_on_simulator, quiesce
+from ..helpers import app_private_key
 
 SCAN = {"enabled": False, "repositories": [REPO]}  # run by the test, not the scheduler
 
@@ -155,10 +154,7 @@ async def test_a_scan_waits_while_the_rate_limit_is_down_to_the_reserve(tmp_path
 async def test_a_github_app_scans_its_installation_repositories(tmp_path, simulator, sim, db):
     for name in ("acme/one", "acme/two"):
         await sim.create_repo(name)
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem_path = tmp_path / "app.pem"
-    pem_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    pem_path = app_private_key(tmp_path)
     config = Config.model_validate({
         "database": {"url": db.url},
         "github": {"api_url": simulator.url, "app_id": "9301", "private_key_path": str(pem_path),
