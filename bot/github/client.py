@@ -31,12 +31,12 @@ from githubkit.exception import (
     RequestFailed,
     SecondaryRateLimitExceeded,
 )
-from githubkit.hishel import AsyncMemoryStorage
 
 from bot.ratebudget import RateBudget
 from storage.locks import KeyedLocks
 
 from .errors import Conflict, GitHubError, NotFound, RateLimited, Unavailable
+from .httpcache import NewestAnswerStorage
 from .stamps import parse_time
 
 log = structlog.get_logger(__name__)
@@ -124,26 +124,13 @@ def threads_mutation(writes: Sequence[ThreadWrite]) -> tuple[str, dict[str, str]
     return f"mutation({', '.join(params)}) {{\n  " + "\n  ".join(fields) + "\n}", variables
 
 
-class _NewestOnlyStorage(AsyncMemoryStorage):
-    """githubkit's in-memory hishel storage, keeping one stored answer per URL.
-
-    hishel 1.4 adds the new answer after a conditional GET that came back 200 and keeps the old
-    one. With two answers stored and a 304 carrying only a weak ETag (GitHub's), it cannot tell
-    which one the 304 confirms, drops both and sends the read again unconditionally: a second,
-    rate-limited 200 for an unchanged resource. Only the newest answer is ever worth revalidating.
-    """
-
-    async def create_entry(self, request, response, key, id_=None):
-        for old in await self.get_entries(key):
-            await self.remove_entry(old.id)
-        return await super().create_entry(request, response, key, id_)
-
-
 class _CacheStrategy(MemCacheStrategy):
-    async def get_async_hishel_storage(self) -> AsyncMemoryStorage:
+    """githubkit's in-memory cache, on the storage of `httpcache` (a dict, not SQLite on a thread)."""
+
+    async def get_async_hishel_storage(self) -> NewestAnswerStorage:  # type: ignore[override]
         if self._hishel_async_storage is None:
-            self._hishel_async_storage = _NewestOnlyStorage(keep_unclosed=True)
-        return self._hishel_async_storage
+            self._hishel_async_storage = NewestAnswerStorage()  # type: ignore[assignment]
+        return self._hishel_async_storage  # type: ignore[return-value]
 
 
 def open_github(

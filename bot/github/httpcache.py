@@ -1,0 +1,105 @@
+"""The HTTP cache's storage: the newest answer per URL, in a dict.
+
+githubkit's own in-memory storage is hishel's SQLite storage on an in-memory database, reached
+through a worker thread: every cached GET cost about a dozen thread hand-offs (look up, check
+the body is complete, read it back chunk by chunk, store the new one), which was a large share of
+the bot's CPU at scale. This storage keeps the same answers in the event loop's own memory.
+
+One answer per URL: hishel 1.4 adds the new answer after a conditional GET that came back 200
+and keeps the old one. With two answers stored and a 304 carrying only a weak ETag (GitHub's), it
+cannot tell which one the 304 confirms, drops both and sends the read again unconditionally: a
+second, rate-limited 200 for an unchanged resource. Only the newest answer is worth revalidating.
+
+The storage is bounded: past `max_entries` the least recently used answer goes (a later read of
+it is a plain 200, as after a restart).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+
+from hishel import AsyncBaseStorage, Entry, EntryMeta, Request, Response
+
+MAX_ENTRIES = 50_000
+
+
+@dataclass
+class _Stored:
+    entry: Entry  # its response's stream is not kept: `body` is
+    body: bytes
+
+
+async def _once(body: bytes) -> AsyncIterator[bytes]:
+    yield body
+
+
+class NewestAnswerStorage(AsyncBaseStorage):
+    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+        self.max_entries = max_entries
+        self._stored: dict[uuid.UUID, _Stored] = {}
+        self._newest: OrderedDict[bytes, uuid.UUID] = OrderedDict()  # cache key → newest answer
+
+    def __len__(self) -> int:
+        return len(self._newest)
+
+    async def create_entry(self, request: Request, response: Response, key: str,
+                           id_: uuid.UUID | None = None) -> Entry:
+        entry = Entry(id=id_ or uuid.uuid4(), request=request, response=response,
+                      meta=EntryMeta(created_at=time.time()), cache_key=key.encode())
+        # Stored once the caller has read the whole body, as hishel's own storages do: an
+        # answer cut off half way is never served.
+        return replace(entry, response=replace(response, stream=self._keep(entry, response.stream)))
+
+    async def _keep(self, entry: Entry, stream) -> AsyncIterator[bytes]:
+        chunks = []
+        async for chunk in stream:
+            chunks.append(chunk)
+            yield chunk
+        old = self._newest.pop(entry.cache_key, None)
+        if old is not None:
+            self._stored.pop(old, None)
+        self._stored[entry.id] = _Stored(replace(entry, response=replace(entry.response, stream=_once(b""))),
+                                         b"".join(chunks))
+        self._newest[entry.cache_key] = entry.id
+        while len(self._newest) > self.max_entries:
+            _, evicted = self._newest.popitem(last=False)
+            self._stored.pop(evicted, None)
+
+    async def get_entries(self, key: str) -> list[Entry]:
+        cache_key = key.encode()
+        newest = self._newest.get(cache_key)
+        if newest is None:
+            return []
+        self._newest.move_to_end(cache_key)
+        kept = self._stored[newest]
+        e = kept.entry
+        # A copy each time: hishel writes into an answer's metadata when it serves it.
+        return [replace(e, request=replace(e.request, metadata=dict(e.request.metadata)),
+                        response=replace(e.response, stream=_once(kept.body), metadata=dict(e.response.metadata)))]
+
+    async def update_entry(self, id: uuid.UUID, new_entry: Entry | Callable[[Entry], Entry]) -> Entry | None:
+        kept = self._stored.get(id)
+        if kept is None:
+            return None
+        updated = new_entry if isinstance(new_entry, Entry) else new_entry(kept.entry)
+        if updated.id != id:
+            raise ValueError("an entry's id cannot change")
+        kept.entry = replace(updated, response=replace(updated.response, stream=_once(b"")))
+        return updated
+
+    async def remove_entry(self, id: uuid.UUID) -> None:
+        kept = self._stored.pop(id, None)
+        if kept is not None and self._newest.get(kept.entry.cache_key) == id:
+            del self._newest[kept.entry.cache_key]
+
+    async def refresh_entry_ttl(self, id: uuid.UUID) -> None:
+        """Answers here do not expire (every read is revalidated)."""
+
+    async def force_close(self) -> None:
+        """githubkit's cleanup of its cache strategy: forget every answer."""
+        self._stored.clear()
+        self._newest.clear()
