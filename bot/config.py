@@ -76,6 +76,9 @@ class WebhooksConfig(_Section):
     redelivery_lookback_hours: float = Field(24.0, gt=0, le=72)
     # Redeliveries asked for one delivery at most, counted from the log (restarts included).
     redelivery_max_attempts: int = Field(3, ge=1, le=10)
+    # A check run or suite naming more PRs than this queues one job for the enrolled PRs at its
+    # head sha instead of a sync per PR.
+    max_prs_per_delivery: int = Field(100, ge=1, le=10000)
 
 
 class PollerConfig(_Section):

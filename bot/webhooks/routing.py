@@ -3,16 +3,25 @@
 A webhook is only a trigger: the jobs it queues re-read the truth from GitHub, so nothing from
 the payload beyond "which PR / which ref" is trusted. Typed parsing is never needed here, so a
 payload shape githubkit's models reject is still routed.
+
+Every field is read as "this type, or absent": a value of another type, or a string too long
+or not storable (`storable`), is read as missing, so a malformed payload is ignored or routed
+without that field, never an exception. What goes into a job (its key, its payload) is then
+valid on both backends: a repository only as `owner/repo`, a PR number and a comment id only
+as an id GitHub could have made.
 """
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.prkey import PrKey, try_parse_pr_key
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 KNOWN_EVENTS = frozenset({
     "ping", "pull_request", "pull_request_review", "pull_request_review_comment",
@@ -77,6 +86,53 @@ class EnrollRules:
     authors: frozenset[str] = frozenset()
     bot_login: str = ""  # whose events only echo our own writes (empty: none are)
     own_pushes: Container[tuple[str, str]] = frozenset()  # (repo lowercased, sha) we pushed
+    # A check naming more PRs than this wakes one `sync_ref` of its head sha instead of a sync
+    # per PR: one delivery never queues thousands of jobs in one transaction.
+    max_prs: int = 100
+
+
+# --- reading the payload: each field of its type, or None ------------------------------------
+
+
+def storable(text: str, limit: int) -> bool:
+    """At most `limit` characters, and storable on both backends: PostgreSQL refuses a NUL in
+    text, and neither UTF-8 encoder takes a lone surrogate (JSON's `\\ud800` decodes to one)."""
+    return len(text) <= limit and "\x00" not in text and (text.isascii() or not _SURROGATE.search(text))
+
+
+def _obj(parent: object, name: str) -> dict:
+    value = parent.get(name) if isinstance(parent, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _text(parent: object, name: str, limit: int = 255) -> str | None:
+    value = parent.get(name) if isinstance(parent, dict) else None
+    return value if isinstance(value, str) and storable(value, limit) else None
+
+
+def _id(parent: object, name: str) -> int | None:
+    """A GitHub id or number: a positive int that fits a BIGINT (JSON's `true` is no id)."""
+    value = parent.get(name) if isinstance(parent, dict) else None
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
+    return value if ok else None
+
+
+def _login(user: object) -> str:
+    return (_text(user, "login") or "").lower()
+
+
+def _repo(payload: dict) -> str | None:
+    """`repository.full_name` lowercased, if it is `owner/repo`: it goes into job keys."""
+    name = _text(_obj(payload, "repository"), "full_name")
+    key = try_parse_pr_key(f"{name}#1") if name else None
+    return key.full_repo if key else None
+
+
+def _pr_key(repo: str | None, number: int | None) -> PrKey | None:
+    return try_parse_pr_key(f"{repo}#{number}") if repo and number else None
+
+
+# --- the wakes ---------------------------------------------------------------------------------
 
 
 def looks_like_command(body: object) -> bool:
@@ -87,23 +143,23 @@ def looks_like_command(body: object) -> bool:
 def command_wake(key: PrKey | None, comment: object, kind: str) -> Wake | None:
     """The `command` job a PR comment (`kind`: issue or review) wakes, or None. Its key is the
     comment id, so a webhook, its redelivery and the repository scan all queue the one job."""
-    if key is None or not isinstance(comment, dict) or not isinstance(comment.get("id"), int):
+    comment_id = _id(comment, "id")
+    if key is None or comment_id is None:
         return None
-    if (comment.get("user") or {}).get("type") == "Bot" or not looks_like_command(comment.get("body")):
+    if _obj(comment, "user").get("type") == "Bot" or not looks_like_command(comment.get("body")):
         return None
-    return Wake("command", f"cmd:{comment['id']}", str(key), {"comment_id": comment["id"], "kind": kind})
+    return Wake("command", f"cmd:{comment_id}", str(key), {"comment_id": comment_id, "kind": kind})
 
 
-def _command(delivery_id: str, key: PrKey | None, comment: object, kind: str) -> tuple[Wake, ...]:
+def _command(key: PrKey | None, comment: object, kind: str) -> tuple[Wake, ...]:
     wake = command_wake(key, comment, kind)
     return () if wake is None else (wake,)
 
 
 def _enroll(delivery_id: str, key: PrKey | None, payload: dict, rules: EnrollRules) -> tuple[Wake, ...]:
-    pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), dict) else {}
-    action = payload.get("action")
-    label = (payload.get("label") or {}).get("name") if isinstance(payload.get("label"), dict) else None
-    author = ((pr.get("user") or {}).get("login") or "").lower()
+    action = _text(payload, "action")
+    label = _text(_obj(payload, "label"), "name")
+    author = _login(_obj(payload, "pull_request").get("user"))
     wanted = (action == "labeled" and label == rules.label) or (
         action in ("opened", "reopened", "ready_for_review") and author in rules.authors)
     if key is None or not wanted:
@@ -118,40 +174,22 @@ class Routed:
     wakes: tuple[Wake, ...] = ()
 
 
-def _repo(payload: dict) -> str | None:
-    repo = payload.get("repository")
-    return repo.get("full_name") if isinstance(repo, dict) else None
-
-
-def _pr_key(repo: str | None, number: Any) -> PrKey | None:
-    if not repo or not isinstance(number, int) or isinstance(number, bool):
-        return None
-    return try_parse_pr_key(f"{repo}#{number}")
-
-
 def _sync(delivery_id: str, *keys: PrKey | None) -> tuple[Wake, ...]:
     unique = sorted({k for k in keys if k is not None})
     return tuple(Wake("sync", f"sync:{k}:{delivery_id}", str(k), delay_seconds=SYNC_DEBOUNCE_SECONDS)
                  for k in unique)
 
 
-def _login(user: object) -> str:
-    return ((user.get("login") if isinstance(user, dict) else None) or "").lower()
-
-
 def _pushed_head(event: str, payload: dict) -> str | None:
     """The sha a `push` or a `pull_request` `synchronize` moved the branch to."""
     if event == "push":
-        sha = payload.get("after")
-    elif event == "pull_request" and payload.get("action") == "synchronize":
-        pr = payload.get("pull_request") if isinstance(payload.get("pull_request"), dict) else {}
-        sha = (pr.get("head") or {}).get("sha") if isinstance(pr.get("head"), dict) else None
-    else:
-        return None
-    return sha if isinstance(sha, str) else None
+        return _text(payload, "after", 64)
+    if event == "pull_request" and _text(payload, "action") == "synchronize":
+        return _text(_obj(_obj(payload, "pull_request"), "head"), "sha", 64)
+    return None
 
 
-def echo(event: str, payload: dict, rules: EnrollRules) -> str | None:
+def echo(event: str, payload: dict, repo: str | None, rules: EnrollRules) -> str | None:
     """Why this event only echoes a write of ours and wakes nothing, or None.
 
     Our replies, resolves, reviews-by-reply, review requests and check runs each come back as a
@@ -160,20 +198,19 @@ def echo(event: str, payload: dict, rules: EnrollRules) -> str | None:
     progress check reads the branch). Any other push is news for the round whoever made it, and
     a merge ends the run.
     """
-    sha, repo = _pushed_head(event, payload), _repo(payload)
-    if sha is not None and repo and (repo.lower(), sha) in rules.own_pushes:
+    sha = _pushed_head(event, payload)
+    if sha is not None and repo and (repo, sha) in rules.own_pushes:
         return f"{event}: our fixer's push of {sha[:7]}"
     bot = rules.bot_login.lower()
     if event in ("check_run", "check_suite"):
-        obj = payload.get(event) if isinstance(payload.get(event), dict) else {}
-        app = obj.get("app") if isinstance(obj.get("app"), dict) else {}
-        ours = bool(bot) and (app.get("slug") or "").lower() == bot.removesuffix("[bot]")
+        obj = _obj(payload, event)
+        ours = bool(bot) and (_text(_obj(obj, "app"), "slug") or "").lower() == bot.removesuffix("[bot]")
         if ours or (event == "check_run" and obj.get("name") == CHECK_RUN_NAME):
             return f"{event}: our own check run"
         return None
     if not bot or _login(payload.get("sender")) != bot:
         return None
-    action = payload.get("action")
+    action = _text(payload, "action")
     if event in ("pull_request_review_comment", "pull_request_review_thread", "pull_request_review"):
         return f"{event} {action}: our own reply or resolve"
     if event == "pull_request" and action in ("review_requested", "review_request_removed", "labeled", "unlabeled"):
@@ -181,12 +218,21 @@ def echo(event: str, payload: dict, rules: EnrollRules) -> str | None:
     return None
 
 
-def _sync_ref(delivery_id: str, repo: str | None, *, sha: Any = None, branch: Any = None) -> tuple[Wake, ...]:
-    if not repo or not (isinstance(sha, str) or isinstance(branch, str)):
+def _sync_ref(delivery_id: str, repo: str | None, *, sha: str | None = None,
+              branch: str | None = None) -> tuple[Wake, ...]:
+    if not repo or not (sha or branch):
         return ()
-    payload = {"repo": repo.lower(), "sha": sha if isinstance(sha, str) else None,
-               "branch": branch if isinstance(branch, str) else None}
-    return (Wake("sync_ref", f"sync_ref:{repo.lower()}:{delivery_id}", None, payload),)
+    return (Wake("sync_ref", f"sync_ref:{repo}:{delivery_id}", None, {"repo": repo, "sha": sha, "branch": branch}),)
+
+
+def _check(event: str, payload: dict, delivery_id: str, repo: str | None, rules: EnrollRules) -> tuple[Wake, ...]:
+    """A check run or suite wakes the PRs it names, or, naming none or more than `max_prs`,
+    the enrolled PRs at its head sha."""
+    obj = _obj(payload, event)
+    prs = obj.get("pull_requests")
+    prs = prs if isinstance(prs, list) and len(prs) <= rules.max_prs else []
+    wakes = _sync(delivery_id, *(_pr_key(repo, _id(p, "number")) for p in prs))
+    return wakes or _sync_ref(delivery_id, repo, sha=_text(obj, "head_sha", 64))
 
 
 def route(event: str, payload: dict, delivery_id: str, rules: EnrollRules = EnrollRules()) -> Routed:
@@ -195,38 +241,33 @@ def route(event: str, payload: dict, delivery_id: str, rules: EnrollRules = Enro
     repo = _repo(payload)
     if event in ("ping", "installation", "installation_repositories", "installation_target"):
         return Routed("ignored", f"{event}: nothing to do")
-    if (why := echo(event, payload, rules)) is not None:
+    if (why := echo(event, payload, repo, rules)) is not None:
         return Routed("ignored", why)
 
-    action = payload.get("action")
+    action = _text(payload, "action")
     if event.startswith("pull_request"):
-        pr = payload.get("pull_request")
-        key = _pr_key(repo, pr.get("number") if isinstance(pr, dict) else None)
+        key = _pr_key(repo, _id(_obj(payload, "pull_request"), "number"))
         wakes = _sync(delivery_id, key)
         if event == "pull_request":
             wakes += _enroll(delivery_id, key, payload, rules)
         if event == "pull_request_review_comment" and action == "created":
-            wakes += _command(delivery_id, key, payload.get("comment"), "review")
+            wakes += _command(key, payload.get("comment"), "review")
     elif event == "issue_comment":
-        issue = payload.get("issue")
-        if not isinstance(issue, dict) or not issue.get("pull_request"):
+        issue = _obj(payload, "issue")
+        if not issue.get("pull_request"):
             return Routed("ignored", "comment on an issue, not a pull request")
         if action != "created":
             return Routed("ignored", f"issue_comment {action}: only new comments are commands")
-        wakes = _command(delivery_id, _pr_key(repo, issue.get("number")), payload.get("comment"), "issue")
+        wakes = _command(_pr_key(repo, _id(issue, "number")), payload.get("comment"), "issue")
         if not wakes:
             return Routed("ignored", "comment is not a command")
     elif event in ("check_suite", "check_run"):
-        obj = payload.get(event)
-        obj = obj if isinstance(obj, dict) else {}
-        prs = obj.get("pull_requests") if isinstance(obj.get("pull_requests"), list) else []
-        keys = [_pr_key(repo, p.get("number")) for p in prs if isinstance(p, dict)]
-        wakes = _sync(delivery_id, *keys) or _sync_ref(delivery_id, repo, sha=obj.get("head_sha"))
+        wakes = _check(event, payload, delivery_id, repo, rules)
     elif event == "status":
-        wakes = _sync_ref(delivery_id, repo, sha=payload.get("sha"))
+        wakes = _sync_ref(delivery_id, repo, sha=_text(payload, "sha", 64))
     else:  # push
-        ref = payload.get("ref")
-        branch = ref.removeprefix("refs/heads/") if isinstance(ref, str) and ref.startswith("refs/heads/") else None
+        ref = _text(payload, "ref")
+        branch = ref.removeprefix("refs/heads/") if ref and ref.startswith("refs/heads/") else None
         wakes = _sync_ref(delivery_id, repo, branch=branch) if branch else ()
 
     if not wakes:
