@@ -23,6 +23,10 @@ from .resume import ROUND_CAP_EXTENSION, resume_plan
 
 log = structlog.get_logger(__name__)
 
+# Every other verb changes the run, so its author's permission is read fresh: the client's
+# cached one may be a minute old, and a writer revoked meanwhile would still be obeyed.
+READ_ONLY_VERBS = frozenset({"status"})
+
 
 async def handle_command(rt: Runtime, job: Job) -> None:
     p = json.loads(job.payload)
@@ -49,7 +53,8 @@ async def handle_command(rt: Runtime, job: Job) -> None:
 
     if isinstance(cmd, Refusal):
         accepted, message = False, cmd.why
-    elif not await rt.github.can_write(key.owner, key.repo, author):
+    elif not await rt.github.can_write(key.owner, key.repo, author,
+                                       fresh=cmd.verb not in READ_ONLY_VERBS):
         accepted, message = False, f"@{author}, only collaborators with write access can give convergebot commands."
     else:
         accepted, message = await execute(rt, key, cmd, author)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+from markdown_it.rules_inline import StateInline
+from markdown_it.token import Token
 
 VERBS = ("start", "answer", "stop", "retry", "merge", "forget", "status")
 ESCALATION_TAG = re.compile(r"convergebot escalation #(\d+)", re.IGNORECASE)
@@ -26,22 +31,46 @@ class Refusal:
     why: str
 
 
-def _lines_outside_code(body: str) -> list[str]:
-    lines, fenced = [], False
-    for line in body.splitlines():
-        if line.strip().startswith("```"):
-            fenced = not fenced
+def _note_line_start(state: StateInline, silent: bool) -> bool:
+    """Runs first wherever the inline parser starts a token and consumes nothing: notes the
+    offsets that begin a line of the paragraph outside any link. A line that begins inside a
+    code span or an inline HTML comment opened on an earlier line is never a token start, so it
+    is never noted."""
+    if not silent and state.level == 0 and state.src is state.env.get("paragraph"):
+        line = state.src.rfind("\n", 0, state.pos) + 1
+        if not state.src[line:state.pos].strip():
+            state.env["line_starts"].append(state.pos)
+    return False
+
+
+# CommonMark, blocks only: code (fenced, indented), HTML blocks, block quotes and lists are told
+# apart here; top-level paragraphs are then parsed inline one by one (`_command_lines`).
+_MARKDOWN = MarkdownIt("commonmark").disable("inline")
+_MARKDOWN.inline.ruler.before("text", "line_start", _note_line_start)
+_NEWLINE = re.compile(r"\r\n?")  # as the parser normalises them, so its line numbers match ours
+
+
+def _command_lines(tokens: list[Token]) -> Iterator[int]:
+    """The numbers of the lines that start with `/converge` as plain text of a top-level
+    paragraph: never in code, an HTML comment or block, a block quote or a list."""
+    for i, tok in enumerate(tokens):
+        if tok.type != "paragraph_open" or tok.level != 0 or tok.map is None:
             continue
-        if not fenced:
-            lines.append(line)
-    return lines
+        text = tokens[i + 1].content  # the paragraph's lines, as written
+        env = {"paragraph": text, "line_starts": []}
+        _MARKDOWN.inline.parse(text, _MARKDOWN, env, [])
+        for pos in env["line_starts"]:
+            if text.startswith("/converge", pos):
+                yield tok.map[0] + text.count("\n", 0, pos)
 
 
 def parse_command(body: str) -> Command | Refusal | None:
-    """None: not addressed to the bot. Only an unquoted line starting `/converge` counts."""
-    lines = _lines_outside_code(body or "")
-    for i, raw in enumerate(lines):
-        line = raw.strip()
+    """None: not addressed to the bot. Only a line starting `/converge` in a top-level paragraph
+    counts: one shown in code, quoted or hidden in an HTML comment never runs."""
+    source = _NEWLINE.sub("\n", body or "")
+    lines, tokens = source.split("\n"), _MARKDOWN.parse(source)
+    for i in _command_lines(tokens):
+        line = lines[i].strip()
         if not (line == "/converge" or line.startswith("/converge ")):
             continue
         rest = line[len("/converge"):].strip()
@@ -61,7 +90,7 @@ def parse_command(body: str) -> Command | Refusal | None:
                 return Refusal(f"`/converge {verb}` takes no arguments.")
             return Command(verb)
         return Refusal(f"Unknown command `{verb}`. Known: {', '.join(VERBS)}.")
-    return _quote_reply(lines)
+    return _quote_reply(lines, tokens)
 
 
 def _parse_start(tail: str) -> Command | Refusal:
@@ -84,13 +113,15 @@ def _parse_start(tail: str) -> Command | Refusal:
     return Command("start", rounds=rounds, no_merge=no_merge)
 
 
-def _quote_reply(lines: list[str]) -> Command | None:
-    """A reply quoting an escalation, with the answer in its unquoted lines."""
-    quoted = [line for line in lines if line.lstrip().startswith(">")]
-    match = next((m for q in quoted if (m := ESCALATION_TAG.search(q))), None)
+def _quote_reply(lines: list[str], tokens: list[Token]) -> Command | None:
+    """A reply quoting an escalation (in a top-level block quote), with the answer in the lines
+    outside the quotes."""
+    quoted = {n for t in tokens if t.type == "blockquote_open" and t.level == 0 and t.map
+              for n in range(*t.map)}
+    match = next((m for n in sorted(quoted) if (m := ESCALATION_TAG.search(lines[n]))), None)
     if match is None:
         return None
-    answer = "\n".join(line for line in lines if not line.lstrip().startswith(">")).strip()
+    answer = "\n".join(line for n, line in enumerate(lines) if n not in quoted).strip()
     if not answer:
         return None
     return Command("answer", text=answer, escalation_id=int(match.group(1)))

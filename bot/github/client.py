@@ -573,11 +573,16 @@ class GitHubClient:
         pages = await self._pages("/installation/repositories")
         return [r["full_name"] for page in pages for r in page.get("repositories") or []]
 
-    async def permission(self, owner: str, repo: str, user: str) -> str:
-        """The user's permission on the repo (`admin`/`maintain`/`write`/...), cached briefly."""
+    async def permission(self, owner: str, repo: str, user: str, *, fresh: bool = False) -> str:
+        """The user's permission on the repo (`admin`/`maintain`/`write`/...), cached briefly.
+
+        `fresh` skips the cache: a command that changes state must not run on a permission
+        revoked within the last minute. The read is conditional, so while the permission is
+        unchanged GitHub answers 304 and it costs no rate limit.
+        """
         key = (owner, repo, user.lower())
         hit = self._permissions.get(key)
-        if hit and time.monotonic() - hit[0] < PERMISSION_TTL_SECONDS:
+        if hit and not fresh and time.monotonic() - hit[0] < PERMISSION_TTL_SECONDS:
             return hit[1]
         try:
             data = await self._json("GET", f"/repos/{owner}/{repo}/collaborators/{user}/permission")
@@ -587,8 +592,8 @@ class GitHubClient:
         self._permissions[key] = (time.monotonic(), level)
         return level
 
-    async def can_write(self, owner: str, repo: str, user: str) -> bool:
-        return await self.permission(owner, repo, user) in WRITE_PERMISSIONS
+    async def can_write(self, owner: str, repo: str, user: str, *, fresh: bool = False) -> bool:
+        return await self.permission(owner, repo, user, fresh=fresh) in WRITE_PERMISSIONS
 
     # -- writes ---------------------------------------------------------------------------------
 
