@@ -13,6 +13,7 @@ as an id GitHub could have made.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import OrderedDict
 from collections.abc import Container
@@ -124,7 +125,12 @@ def _login(user: object) -> str:
 def _repo(payload: dict) -> str | None:
     """`repository.full_name` lowercased, if it is `owner/repo`: it goes into job keys."""
     name = _text(_obj(payload, "repository"), "full_name")
-    key = try_parse_pr_key(f"{name}#1") if name else None
+    return _repo_name(name) if name else None
+
+
+@functools.lru_cache(maxsize=1024)  # the same few repositories, delivery after delivery
+def _repo_name(name: str) -> str | None:
+    key = try_parse_pr_key(f"{name}#1")
     return key.full_repo if key else None
 
 
@@ -156,8 +162,8 @@ def _command(key: PrKey | None, comment: object, kind: str) -> tuple[Wake, ...]:
     return () if wake is None else (wake,)
 
 
-def _enroll(delivery_id: str, key: PrKey | None, payload: dict, rules: EnrollRules) -> tuple[Wake, ...]:
-    action = _text(payload, "action")
+def _enroll(delivery_id: str, key: PrKey | None, payload: dict, action: str | None,
+            rules: EnrollRules) -> tuple[Wake, ...]:
     label = _text(_obj(payload, "label"), "name")
     author = _login(_obj(payload, "pull_request").get("user"))
     wanted = (action == "labeled" and label == rules.label) or (
@@ -180,16 +186,16 @@ def _sync(delivery_id: str, *keys: PrKey | None) -> tuple[Wake, ...]:
                  for k in unique)
 
 
-def _pushed_head(event: str, payload: dict) -> str | None:
+def _pushed_head(event: str, payload: dict, action: str | None) -> str | None:
     """The sha a `push` or a `pull_request` `synchronize` moved the branch to."""
     if event == "push":
         return _text(payload, "after", 64)
-    if event == "pull_request" and _text(payload, "action") == "synchronize":
+    if event == "pull_request" and action == "synchronize":
         return _text(_obj(_obj(payload, "pull_request"), "head"), "sha", 64)
     return None
 
 
-def echo(event: str, payload: dict, repo: str | None, rules: EnrollRules) -> str | None:
+def echo(event: str, payload: dict, repo: str | None, action: str | None, rules: EnrollRules) -> str | None:
     """Why this event only echoes a write of ours and wakes nothing, or None.
 
     Our replies, resolves, reviews-by-reply, review requests and check runs each come back as a
@@ -198,7 +204,7 @@ def echo(event: str, payload: dict, repo: str | None, rules: EnrollRules) -> str
     progress check reads the branch). Any other push is news for the round whoever made it, and
     a merge ends the run.
     """
-    sha = _pushed_head(event, payload)
+    sha = _pushed_head(event, payload, action)
     if sha is not None and repo and (repo, sha) in rules.own_pushes:
         return f"{event}: our fixer's push of {sha[:7]}"
     bot = rules.bot_login.lower()
@@ -210,7 +216,6 @@ def echo(event: str, payload: dict, repo: str | None, rules: EnrollRules) -> str
         return None
     if not bot or _login(payload.get("sender")) != bot:
         return None
-    action = _text(payload, "action")
     if event in ("pull_request_review_comment", "pull_request_review_thread", "pull_request_review"):
         return f"{event} {action}: our own reply or resolve"
     if event == "pull_request" and action in ("review_requested", "review_request_removed", "labeled", "unlabeled"):
@@ -238,18 +243,17 @@ def _check(event: str, payload: dict, delivery_id: str, repo: str | None, rules:
 def route(event: str, payload: dict, delivery_id: str, rules: EnrollRules = EnrollRules()) -> Routed:
     if event not in KNOWN_EVENTS:
         return Routed("ignored", f"unhandled event {event!r}")
-    repo = _repo(payload)
     if event in ("ping", "installation", "installation_repositories", "installation_target"):
         return Routed("ignored", f"{event}: nothing to do")
-    if (why := echo(event, payload, repo, rules)) is not None:
+    repo, action = _repo(payload), _text(payload, "action")
+    if (why := echo(event, payload, repo, action, rules)) is not None:
         return Routed("ignored", why)
 
-    action = _text(payload, "action")
     if event.startswith("pull_request"):
         key = _pr_key(repo, _id(_obj(payload, "pull_request"), "number"))
         wakes = _sync(delivery_id, key)
         if event == "pull_request":
-            wakes += _enroll(delivery_id, key, payload, rules)
+            wakes += _enroll(delivery_id, key, payload, action, rules)
         if event == "pull_request_review_comment" and action == "created":
             wakes += _command(key, payload.get("comment"), "review")
     elif event == "issue_comment":
