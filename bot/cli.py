@@ -13,7 +13,7 @@ from storage.database import Database
 from storage.migrate import migrate
 
 from . import __version__
-from .config import Config, ConfigError, load_config
+from .config import MAX_ROUNDS, Config, ConfigError, load_config
 from .enrollment import Outcome, SubmitOptions, abandon_pr, submit_pr
 from .logs import configure_logging
 from .prkey import PrKeyError, parse_pr_key
@@ -43,7 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("pr", nargs="?", metavar="OWNER/REPO#N")
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
-    sub.add_parser("serve", help="run the bot: webhooks, poller, job workers")
+    sv = sub.add_parser("serve", help="run the bot: webhooks, poller, job workers")
+    sv.add_argument("--insecure-no-webhook-secret", action="store_true",
+                    help="start without github.webhook_secret (every webhook is refused; "
+                         "polling alone finds the work)")
 
     an = sub.add_parser("answer", help="answer a PR's open escalation, as a maintainer comment would")
     an.add_argument("pr", metavar="OWNER/REPO#N")
@@ -73,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Validate input before touching the config or the database.
         args.key = str(parse_pr_key(args.pr)) if getattr(args, "pr", None) else None
+        rounds = getattr(args, "max_rounds", None)
+        if rounds is not None and not 1 <= rounds <= MAX_ROUNDS:
+            raise UsageError(f"--max-rounds must be from 1 to {MAX_ROUNDS}")
         config = load_config(args.config)
         configure_logging(config.logging.level, config.logging.format)
         return asyncio.run(_dispatch(args, config))
@@ -87,7 +93,7 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
     if args.command == "serve":
         from .serve import serve
 
-        return await serve(config)
+        return await serve(config, insecure_no_webhook_secret=args.insecure_no_webhook_secret)
     if args.command == "doctor":
         from .doctor import run_doctor
 
@@ -126,8 +132,6 @@ async def _migrate(args, config: Config, db: Database) -> int:
 
 async def _submit(args, config: Config, db: Database) -> int:
     max_rounds = args.max_rounds if args.max_rounds is not None else config.convergence.max_rounds
-    if max_rounds < 1:
-        raise UsageError("--max-rounds must be at least 1")
     opts = SubmitOptions(
         max_rounds=max_rounds,
         converge_only=args.no_merge or not config.convergence.merge,

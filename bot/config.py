@@ -9,11 +9,21 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    StringConstraints,
+    ValidationError,
+)
 
 ENV_PREFIX = "CONVERGEBOT_"
 CONFIG_PATH_ENV = "CONVERGEBOT_CONFIG"
 DEFAULT_CONFIG_FILE = "convergebot.toml"
+FILE_SUFFIX = "_file"  # `<key>_file` names a file that holds the secret `<key>`
+MAX_ROUNDS = 100  # the most rounds a run may be given, by the config, the CLI or the API
 
 
 class ConfigError(Exception):
@@ -26,6 +36,7 @@ class _Section(BaseModel):
 
 class DatabaseConfig(_Section):
     url: str = "sqlite:///./convergebot.db"
+    url_file: str = ""
 
 
 class LoggingConfig(_Section):
@@ -47,10 +58,12 @@ class JobsConfig(_Section):
 class GitHubConfig(_Section):
     api_url: str = "https://api.github.com"
     token: SecretStr = SecretStr("")
+    token_file: str = ""
     app_id: str = ""
     private_key_path: str = ""
     installation_id: int = 0
     webhook_secret: SecretStr = SecretStr("")
+    webhook_secret_file: str = ""
     bot_login: str = "convergebot[bot]"
     timeout_seconds: float = Field(10.0, gt=0)
     read_timeout_seconds: float = Field(30.0, gt=0)
@@ -62,6 +75,7 @@ class ServerConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     api_token: SecretStr = SecretStr("")
+    api_token_file: str = ""
     shutdown_grace_seconds: float = Field(5.0, ge=0)
     webhook_batch_wait_seconds: float = Field(0.002, ge=0, le=1)
     webhook_batch_max: int = Field(64, ge=1, le=1000)
@@ -103,7 +117,7 @@ class ScanConfig(_Section):
 
 
 class ConvergenceConfig(_Section):
-    max_rounds: int = Field(8, ge=1, le=100)
+    max_rounds: int = Field(8, ge=1, le=MAX_ROUNDS)
     merge: bool = True
     reviewers: list[str] = ["copilot-pull-request-reviewer[bot]"]
     review_wait_timeout_seconds: float = Field(1800.0, gt=0)
@@ -133,6 +147,13 @@ class FixerConfig(_Section):
     timeout_seconds: float = Field(1800.0, gt=0)
     mention: str = "@copilot"
     fake_script: list[str] = ["push"]
+    # Where the `command` fixer runs: in a bubblewrap sandbox (`bwrap`), not at all sandboxed
+    # (`off`), or sandboxed where bubblewrap works and otherwise not, with a warning (`auto`).
+    sandbox: Literal["auto", "bwrap", "off"] = "auto"
+    # Paths the sandboxed command may write besides its clone (e.g. an agent's state directory).
+    sandbox_write: list[str] = []
+    # Paths it must not see besides the bot's own secret files (which are always hidden).
+    sandbox_hide: list[str] = []
 
 
 class Config(_Section):
@@ -148,6 +169,33 @@ class Config(_Section):
     fixer: FixerConfig = FixerConfig()
     merge: MergeConfig = MergeConfig()
     budget: BudgetConfig = BudgetConfig()
+    _source: Path | None = PrivateAttr(None)  # the file it was read from
+
+    def secret_files(self) -> tuple[Path, ...]:
+        """The bot's files an agent must never read: the config file itself, every `*_file`
+        secret, the App's private key and the SQLite database (with its journal files)."""
+        paths = [self._source] if self._source else []
+        for section in type(self).model_fields:
+            values = getattr(self, section)
+            paths += [Path(getattr(values, name)) for name in type(values).model_fields
+                      if name.endswith(FILE_SUFFIX) and getattr(values, name)]
+        if self.github.private_key_path:
+            paths.append(Path(self.github.private_key_path))
+        database = _sqlite_file(self.database.url)
+        if database:
+            paths += [database, *(database.with_name(database.name + s) for s in _SQLITE_SIDES)]
+        return tuple(p.expanduser().absolute() for p in paths)
+
+
+_SQLITE_SIDES = ("-wal", "-shm", "-journal")
+
+
+def _sqlite_file(url: str) -> Path | None:
+    scheme, sep, rest = url.partition(":///")
+    if not sep or not scheme.startswith("sqlite"):
+        return None
+    name = rest.split("?", 1)[0]
+    return Path(name) if name and name != ":memory:" else None
 
 
 def _is_list(annotation: Any) -> bool:
@@ -187,7 +235,8 @@ def load_config(path: str | Path | None = None, env: typing.Mapping[str, str] | 
     explicit = path or env.get(CONFIG_PATH_ENV)
     file = Path(explicit) if explicit else Path(DEFAULT_CONFIG_FILE)
     data: dict[str, Any] = {}
-    if explicit or file.exists():
+    source = file if explicit or file.exists() else None
+    if source:
         try:
             data = tomllib.loads(file.read_text())
         except FileNotFoundError:
@@ -203,9 +252,48 @@ def load_config(path: str | Path | None = None, env: typing.Mapping[str, str] | 
             raise ConfigError(f"config: [{section}] must be a table")
         data.setdefault(section, {}).update(values)
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as e:
         first = e.errors()[0]
         key = ".".join(str(p) for p in first["loc"])
         where = f" (from {origin[key]})" if key in origin else f" (in {file})" if data else ""
         raise ConfigError(f"config: {key}: {first['msg']}{where}") from None
+    config = _read_secret_files(config)
+    config._source = source.absolute() if source else None
+    return config
+
+
+def _read_secret_files(config: Config) -> Config:
+    """Fill each secret from its `<key>_file`, so the secret need be in no environment at all.
+
+    The file's content without surrounding whitespace is the value; giving both is an error.
+    """
+    sections: dict[str, BaseModel] = {}
+    for section in Config.model_fields:
+        values = getattr(config, section)
+        update: dict[str, Any] = {}
+        for name in type(values).model_fields:
+            key = name.removesuffix(FILE_SUFFIX)
+            path = getattr(values, name)
+            if key == name or not path or key not in type(values).model_fields:
+                continue
+            given = getattr(values, key)
+            secret_field = isinstance(given, SecretStr)
+            if given.get_secret_value() if secret_field else given != _default(values, key):
+                raise ConfigError(f"config: {section}.{key} and {section}.{name} are both set: "
+                                  "give one")
+            try:
+                secret = Path(path).expanduser().read_text().strip()
+            except OSError as e:
+                raise ConfigError(f"config: {section}.{name}: cannot read {path}: "
+                                  f"{e.strerror or type(e).__name__}") from None
+            if not secret:
+                raise ConfigError(f"config: {section}.{name}: {path} is empty")
+            update[key] = SecretStr(secret) if secret_field else secret
+        if update:
+            sections[section] = values.model_copy(update=update)
+    return config.model_copy(update=sections) if sections else config
+
+
+def _default(values: BaseModel, key: str) -> Any:
+    return type(values).model_fields[key].default

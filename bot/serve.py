@@ -83,10 +83,16 @@ def job_handlers(rt: Runtime) -> dict[str, Callable]:
 
 def build_fixer(config: Config):
     from .fixers.registry import build_fixer as build
+    from .fixers.sandbox import SandboxUnavailable, sandbox_for
 
     f = config.fixer
     if f.kind == "command":
-        return build("command", argv=f.command, timeout_seconds=f.timeout_seconds)
+        try:
+            sandbox = sandbox_for(f.sandbox, hide=(*config.secret_files(), *f.sandbox_hide),
+                                  write=f.sandbox_write)
+        except SandboxUnavailable as e:
+            raise ConfigError(str(e)) from None
+        return build("command", argv=f.command, timeout_seconds=f.timeout_seconds, sandbox=sandbox)
     if f.kind == "mention":
         return build("mention", mention=f.mention)
     if f.kind == "fake":
@@ -188,12 +194,21 @@ async def _running(config: Config, db: Database, fixer) -> AsyncIterator[tuple[R
             log.info("server.stopped")
 
 
-async def serve(config: Config) -> int:
+async def serve(config: Config, *, insecure_no_webhook_secret: bool = False) -> int:
     if config.fixer.kind == "fake":
         # The scripted fixer pushes canned commits: fine for tests and the demo, never for real PRs.
         raise ConfigError("fixer.kind = \"fake\" exists for tests and the demo only; serve refuses it")
     if config.fixer.kind == "command" and not config.fixer.command:
         raise ConfigError("fixer.kind = \"command\" needs fixer.command")
+    if not config.github.webhook_secret.get_secret_value():
+        # Every webhook would be refused (401): the bot would hear of nothing but by polling,
+        # and an operator who forgot the secret should learn it at start, not from a slow bot.
+        if not insecure_no_webhook_secret:
+            raise ConfigError("github.webhook_secret is not set (nor github.webhook_secret_file): "
+                              "every webhook would be refused. Set it, or start with "
+                              "--insecure-no-webhook-secret to run on polling alone")
+        log.warning("server.no_webhook_secret", consequence="every webhook is refused (401); "
+                    "PRs are found by polling and the repository scan only")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,4 +1,8 @@
-"""The `command` fixer: a configured CLI (a coding agent) run in a fresh clone of the PR branch."""
+"""The `command` fixer: a configured CLI (a coding agent) run in a fresh clone of the PR branch.
+
+Only the agent's command runs untrusted; the bot's own git steps (clone, commit, push with the
+token) run outside the sandbox, before and after it.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from .environment import GitIdentity, fixer_env, scrub, secret_forms
 from .git import GitError
 from .process import run_process
 from .prompt import render_findings, render_prompt
+from .sandbox import Sandbox
 from .verdict import normalize, parse_verdict
 from .workspace import Workspace, commit_message
 
@@ -24,7 +29,11 @@ DEFAULT_GIT_TIMEOUT_SECONDS = 300.0
 
 class CommandFixer:
     """Runs `argv` with cwd = the clone; `{prompt_file}`, `{findings_file}` and `{repo_dir}` in
-    argv items are replaced by paths. The command's verdict is its last JSON line on stdout."""
+    argv items are replaced by paths. The command's verdict is its last JSON line on stdout.
+
+    With a `sandbox` the command runs inside it (bot/fixers/sandbox.py); without one it can
+    read whatever the bot's user can. `serve` picks it from `fixer.sandbox`.
+    """
 
     kind = "command"
 
@@ -36,6 +45,7 @@ class CommandFixer:
         git_author_email: str = "convergebot@users.noreply.github.com",
         workdir_root: Path | None = None,
         git_timeout_seconds: float = DEFAULT_GIT_TIMEOUT_SECONDS,
+        sandbox: Sandbox | None = None,
     ) -> None:
         if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
             raise ValueError("command fixer: argv must be a non-empty list of strings")
@@ -46,12 +56,14 @@ class CommandFixer:
         self.identity = GitIdentity(git_author_name, git_author_email)
         self.workdir_root = Path(workdir_root) if workdir_root is not None else None
         self.git_timeout_seconds = float(git_timeout_seconds)
+        self.sandbox = sandbox
 
     async def run(self, req: FixRequest) -> Verdict:
         bound = log.bind(
             pr_key=req.pr_key, round=req.round_no, attempt=req.attempt, fixer=self.kind
         )
-        bound.info("fixer.started", program=self.argv[0], findings=len(req.findings))
+        bound.info("fixer.started", program=self.argv[0], findings=len(req.findings),
+                   sandboxed=self.sandbox is not None)
         started = time.monotonic()
         try:
             async with Workspace.open(
@@ -97,6 +109,9 @@ class CommandFixer:
             },
             secrets,
         )
+        if self.sandbox is not None:
+            argv = self.sandbox.wrap(argv, repo=ws.repo, inputs=(ws.prompt_file, ws.findings_file),
+                                     workdir=ws.root.parent)
         try:
             result = await run_process(argv, cwd=ws.repo, env=env, timeout=self.timeout_seconds)
         except OSError as e:

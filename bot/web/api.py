@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import hmac
 import json
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from bot.config import MAX_ROUNDS, ConvergenceConfig
 from bot.enrollment import SubmitOptions, submit_pr
-from bot.prkey import PrKeyError, parse_pr_key
+from bot.prkey import PrKey, PrKeyError, parse_pr_key
 from bot.views import pr_json
 from storage import jobs, prs
+
+SUBMISSION_FIELDS = frozenset({"pr", "max_rounds", "no_merge"})
+EXPECTED = ('expected JSON {"pr": "owner/repo#N"}, optionally with "max_rounds" (a number) and '
+            '"no_merge" (true or false)')
 
 
 async def list_prs(request: Request) -> JSONResponse:
@@ -39,24 +45,43 @@ async def post_pr(request: Request) -> JSONResponse:
         return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
     try:
         body = json.loads(await request.body())
-        key = parse_pr_key(body["pr"]) if isinstance(body, dict) else None
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
-        return JSONResponse({"error": 'expected JSON {"pr": "owner/repo#N"}'}, status_code=400)
-    except PrKeyError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = None
+    try:
+        key, opts = submission(body, rt.config.convergence)
+    except SubmissionError as e:
         return JSONResponse({"error": str(e)}, status_code=400)
-    if key is None:
-        return JSONResponse({"error": 'expected JSON {"pr": "owner/repo#N"}'}, status_code=400)
-    max_rounds = body.get("max_rounds", rt.config.convergence.max_rounds)
-    if not isinstance(max_rounds, int) or isinstance(max_rounds, bool) or max_rounds < 1:
-        return JSONResponse({"error": "max_rounds must be a positive integer"}, status_code=400)
-    result = await submit_pr(rt.db, key, SubmitOptions(
-        max_rounds=max_rounds,
-        converge_only=bool(body.get("no_merge")) or not rt.config.convergence.merge,
-        submitted_by="api",
-    ))
+    result = await submit_pr(rt.db, key, opts)
     if result.outcome == "started":
         await jobs.enqueue(rt.db, "sync", f"sync:{key}:api:{result.process_key}", pr_key=str(key))
         rt.wake_workers()
     status = 201 if result.outcome == "started" else 200
     return JSONResponse({"pr_key": result.pr_key, "outcome": result.outcome,
                          "process_key": result.process_key}, status_code=status)
+
+
+class SubmissionError(ValueError):
+    """A POST /api/prs body the CLI's `submit` would refuse too; the message says why."""
+
+
+def submission(body: Any, convergence: ConvergenceConfig) -> tuple[PrKey, SubmitOptions]:
+    """The PR and options of a POST /api/prs body, checked as `convergebot submit` checks its
+    arguments: a well-formed key, max_rounds from 1 to MAX_ROUNDS, a boolean no_merge, no
+    other field."""
+    if not isinstance(body, dict) or not isinstance(body.get("pr"), str):
+        raise SubmissionError(EXPECTED)
+    unknown = sorted(set(body) - SUBMISSION_FIELDS)
+    if unknown:
+        raise SubmissionError(f"unknown field(s) {', '.join(unknown)}: {EXPECTED}")
+    try:
+        key = parse_pr_key(body["pr"])
+    except PrKeyError as e:
+        raise SubmissionError(str(e)) from None
+    max_rounds = body.get("max_rounds", convergence.max_rounds)
+    if type(max_rounds) is not int or not 1 <= max_rounds <= MAX_ROUNDS:
+        raise SubmissionError(f"max_rounds must be an integer from 1 to {MAX_ROUNDS}")
+    no_merge = body.get("no_merge", False)
+    if not isinstance(no_merge, bool):
+        raise SubmissionError("no_merge must be true or false")
+    return key, SubmitOptions(max_rounds=max_rounds, converge_only=no_merge or not convergence.merge,
+                              submitted_by="api")

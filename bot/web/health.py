@@ -9,7 +9,10 @@ from sqlalchemy import text
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from bot.logs import get_logger
 from storage.models import utcnow
+
+log = get_logger(__name__)
 
 
 async def livez(request: Request) -> JSONResponse:
@@ -17,14 +20,19 @@ async def livez(request: Request) -> JSONResponse:
 
 
 async def readyz(request: Request) -> JSONResponse:
-    """503 when the database, the scheduler or the last poll is unhealthy."""
+    """503 when the database, the scheduler or the poller is unhealthy.
+
+    Public, so each problem names the part and never the error: exception text carries
+    addresses, SQL and paths. The log has the error.
+    """
     rt = request.app.state.runtime
     problems: list[str] = []
     try:
         async with rt.db.engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
     except Exception as e:
-        problems.append(f"database: {type(e).__name__}")
+        log.warning("readyz.database_unreachable", error=type(e).__name__, detail=str(e)[:300])
+        problems.append("database unreachable")
     h = rt.health
     if not h.scheduler_running:
         problems.append("scheduler not running")
@@ -32,7 +40,7 @@ async def readyz(request: Request) -> JSONResponse:
     stale_after = timedelta(seconds=3 * interval + rt.config.poller.jitter_seconds + 30)
     now = utcnow()
     if h.last_poll_error:
-        problems.append(f"last poll failed: {h.last_poll_error}")
+        problems.append("last poll failed")  # the poller logged why (poller.failed)
     elif h.last_poll_at is None:
         if h.started_at is None or now - h.started_at > stale_after:
             problems.append("no poll has completed")

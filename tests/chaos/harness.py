@@ -107,8 +107,10 @@ def bot_config(db_url: str, api_url: str, port: int, plan_file: Path) -> dict:
         "poller": {"interval_seconds": 1.0, "jitter_seconds": 0.0},
         "convergence": {"reviewers": [COPILOT], "maintainers": [MAINTAINER],
                         "review_wait_timeout_seconds": 600.0, "nudge_window_seconds": 600.0},
+        # Sandboxed where bubblewrap works, as by default; the chaos fixer leaves its signals
+        # beside its plan, so that directory is writable from the sandbox.
         "fixer": {"kind": "command", "command": [sys.executable, str(FIXER), str(plan_file)],
-                  "timeout_seconds": FIXER_TIMEOUT},
+                  "timeout_seconds": FIXER_TIMEOUT, "sandbox_write": [str(plan_file.parent)]},
     }
 
 

@@ -58,6 +58,7 @@ def test_sigterm_exits_0_quickly_and_hands_back_the_running_job(db_url):
             "CONVERGEBOT_SERVER_PORT": "0",
             "CONVERGEBOT_GITHUB_API_URL": f"http://127.0.0.1:{black_hole.getsockname()[1]}/",
             "CONVERGEBOT_GITHUB_TOKEN": "t",
+            "CONVERGEBOT_GITHUB_WEBHOOK_SECRET": "s",
             "CONVERGEBOT_GITHUB_READ_TIMEOUT_SECONDS": "120",
             "CONVERGEBOT_SERVER_SHUTDOWN_GRACE_SECONDS": "1",
         }

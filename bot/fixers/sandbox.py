@@ -1,0 +1,132 @@
+"""The `command` fixer's sandbox: bubblewrap, so the agent cannot reach the bot's secrets.
+
+An agent works on a PR's code and is steered by review text, neither of which the bot trusts,
+so it may run anything. Inside the sandbox it sees the machine read-only and its clone
+read-write, and none of: the bot's process (a PID namespace of its own and a fresh /proc, so no
+`/proc/<bot pid>/environ`), the bot's environment (only the token-free one built for it), the
+bot's secret files (each hidden), other workspaces and the machine's /tmp (private ones). It
+holds no capability even where the bot runs as root, so it cannot unmount what hides them. The
+network is shared: agents call their model's API.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.logs import get_logger
+
+log = get_logger(__name__)
+
+SANDBOX_MODES = ("auto", "bwrap", "off")
+# The bot user's usual credential stores, hidden besides the files the config names.
+ALWAYS_HIDDEN = (
+    "~/.ssh", "~/.gnupg", "~/.git-credentials", "~/.netrc", "~/.pgpass", "~/.config/gh",
+    "~/.docker", "~/.aws",
+)
+# Replaced by empty ones: scratch space of other processes, and /run's sockets (a Docker socket
+# is root on the host).
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/run")
+KEPT_IN_RUN = ("/run/systemd/resolve",)  # /etc/resolv.conf points here on systemd-resolved hosts
+ISOLATION = (
+    "--unshare-all", "--share-net", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+)
+PROBE_TIMEOUT_SECONDS = 10.0
+UNSANDBOXED_RISK = ("the agent can read the bot's environment (its GitHub token), its config "
+                    "and secret files, and signal its process")
+
+
+class SandboxUnavailable(ValueError):
+    """`sandbox = "bwrap"` was asked for and bubblewrap cannot run here."""
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    program: str  # the bwrap executable
+    hide: tuple[Path, ...] = ()
+    write: tuple[Path, ...] = ()
+
+    def wrap(self, argv: Sequence[str], *, repo: Path, inputs: Sequence[Path], workdir: Path) -> list[str]:
+        """`argv` run inside the sandbox in `repo` (read-write), with `inputs` readable.
+
+        `workdir` holds every workspace: it is made private, so a run sees no other PR's clone.
+        The environment is the one the bwrap process is given, which must be token-free.
+        Existing absolute paths in `argv` (the agent's program, its script) stay readable even
+        where a private directory covers them.
+        """
+        repo, workdir = repo.absolute(), workdir.absolute()
+        private = [d for d in dict.fromkeys((*PRIVATE_DIRS, str(workdir))) if d != "/"]
+        mounts = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        for path in private:
+            mounts += ["--tmpfs", path]
+        for kept in KEPT_IN_RUN:
+            mounts += ["--ro-bind-try", kept, kept]
+        for item in dict.fromkeys(argv):
+            if os.path.isabs(item) and os.path.exists(item) and _within(item, private):
+                mounts += ["--ro-bind", item, item]
+        for path in map(os.path.realpath, self.write):
+            mounts += ["--bind-try", path, path]
+        # After the binds above, so a secret inside a readable or writable path stays hidden.
+        for path in _existing(self.hide):
+            mounts += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", os.devnull, path]
+        mounts += ["--bind", str(repo), str(repo)]
+        for path in inputs:
+            mounts += ["--ro-bind", str(path.absolute()), str(path.absolute())]
+        return [self.program, *ISOLATION, *mounts, "--setenv", "TMPDIR", "/tmp",
+                "--chdir", str(repo), "--", *argv]
+
+
+def sandbox_for(mode: str, *, hide: Iterable[str | Path] = (), write: Iterable[str | Path] = ()) -> Sandbox | None:
+    """The sandbox `fixer.sandbox = mode` asks for; None to run unsandboxed, said loudly.
+
+    Raises SandboxUnavailable when `bwrap` is asked for and cannot run.
+    """
+    if mode not in SANDBOX_MODES:
+        raise ValueError(f"fixer sandbox must be one of {', '.join(SANDBOX_MODES)}, not {mode!r}")
+    if mode == "off":
+        log.warning("fixer.unsandboxed", reason='fixer.sandbox = "off"', risk=UNSANDBOXED_RISK)
+        return None
+    program = shutil.which("bwrap")
+    why = probe(program) if program else "bwrap is not installed (Debian package bubblewrap)"
+    if why is not None:
+        if mode == "bwrap":
+            raise SandboxUnavailable(f'fixer.sandbox = "bwrap": {why}')
+        log.warning("fixer.unsandboxed", reason=why, risk=UNSANDBOXED_RISK,
+                    hint='install bubblewrap, or set fixer.sandbox = "off" to say this is meant')
+        return None
+    log.info("fixer.sandboxed", program=program)
+    return Sandbox(program, hide=_paths((*ALWAYS_HIDDEN, *hide)), write=_paths(write))
+
+
+@functools.cache
+def probe(program: str) -> str | None:
+    """Why bubblewrap cannot run here, or None when it can (a container may forbid namespaces)."""
+    argv = [program, *ISOLATION, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--", "true"]
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_SECONDS, env={"PATH": os.defpath})
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{program} could not run: {type(e).__name__}"
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.strip().splitlines()
+    return f"{program} cannot make a sandbox here: " + (lines[-1][:200] if lines else f"exit code {done.returncode}")
+
+
+def _paths(paths: Iterable[str | Path]) -> tuple[Path, ...]:
+    return tuple(dict.fromkeys(Path(p).expanduser().absolute() for p in paths))
+
+
+def _within(path: str, dirs: Iterable[str]) -> bool:
+    return any(os.path.commonpath((path, d)) == d for d in dirs)
+
+
+def _existing(paths: Iterable[Path]) -> list[str]:
+    """Each path that exists, symlinks resolved: the mount must cover the file itself."""
+    return list(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p)))
