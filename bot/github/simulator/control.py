@@ -69,6 +69,11 @@ async def create_repo(sim, request, body):
     return {"full_name": repo.full_name, "clone_url": repo.git_dir.as_uri()}
 
 
+async def fork_repo(sim, request, body):
+    repo = await sim.fork_repo(_repo(request), body["owner"])
+    return {"full_name": repo.full_name, "clone_url": repo.git_dir.as_uri(), "fork_of": repo.fork_of}
+
+
 async def set_permission(sim, request, body):
     await sim.set_permission(_repo(request), request.path_params["user"], body.get("permission"))
     return {"login": request.path_params["user"], "permission": body.get("permission")}
@@ -87,7 +92,8 @@ async def open_pr(sim, request, body):
                            base=body.get("base"), files=body.get("files"),
                            body=body.get("body", ""), author=body.get("author", "octocat"),
                            labels=body.get("labels", ()), draft=body.get("draft", False),
-                           reviewers=scripts)
+                           reviewers=scripts, head_repo=body.get("head_repo"),
+                           maintainer_can_modify=bool(body.get("maintainer_can_modify", False)))
     repo = sim.repo(_repo(request))
     return await sim.pr_json(repo, pr)
 
@@ -287,6 +293,7 @@ def routes(sim: Simulator) -> list[Route]:
         ("/_sim/state", ["GET"], state, 200),
         ("/_sim/settle", ["POST"], settle, 200),
         ("/_sim/repos", ["POST"], create_repo, 201),
+        (repo + "/forks", ["POST"], fork_repo, 201),
         (repo + "/collaborators/{user}", ["PUT"], set_permission, 200),
         (repo + "/push", ["POST"], push, 201),
         (repo + "/pulls", ["POST"], open_pr, 201),

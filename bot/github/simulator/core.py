@@ -62,6 +62,10 @@ class SimulatorCore:
         repo = self.repo(full_name)
         return repo, self.state.pr(repo, number)
 
+    def head_repo(self, repo: Repo, pr: PullRequest) -> Repo:
+        """The repository holding the PR's head branch: a fork's, for a PR from a fork."""
+        return self.repo(pr.head_repo) if pr.head_repo else repo
+
     def author(self, login: str) -> Author:
         u = self.state.user(login)
         return Author(login, f"{u.id}+{login}@users.noreply.simulator")
@@ -71,12 +75,15 @@ class SimulatorCore:
 
     async def heads(self, repo: Repo, pr: PullRequest,
                     branches: dict[str, str] | None = None) -> Heads:
-        """A PR's current head and base shas; a closed PR keeps the ones it closed with."""
+        """A PR's current head and base shas; a closed PR keeps the ones it closed with.
+
+        `branches` are the base repository's; a fork's head is read from the fork."""
         if pr.state != "open":
             return Heads(pr.last_head, pr.last_base)
         if branches is None:
             branches = await self.git.heads(repo.git_dir)
-        return Heads(branches.get(pr.head_ref, pr.last_head),
+        heads = branches if pr.head_repo is None else await self.git.heads(self.head_repo(repo, pr).git_dir)
+        return Heads(heads.get(pr.head_ref, pr.last_head),
                      branches.get(pr.base_ref, pr.last_base))
 
     async def head_sha(self, repo: Repo, pr: PullRequest) -> str:
@@ -98,7 +105,8 @@ class SimulatorCore:
         if read:
             heads = self._lagged(repo, pr, heads)
         stats = await self.diff_stats(repo, heads) if full else None
-        return pull_request(self.ctx, repo, pr, heads, full=full, stats=stats)
+        return pull_request(self.ctx, repo, pr, heads, full=full, stats=stats,
+                            head_repo=self.head_repo(repo, pr))
 
     def _lagged(self, repo: Repo, pr: PullRequest, heads: Heads) -> Heads:
         """The heads a PR-object read shows: the frozen head while a lag lasts (open PRs only)."""
@@ -115,7 +123,8 @@ class SimulatorCore:
         """Open PRs whose head is `sha` (what check runs and suites list as pull_requests)."""
         found = []
         for pr in self.state.prs_of(repo):
-            if pr.state == "open" and branches.get(pr.head_ref) == sha:
+            # GitHub leaves PRs from forks out of a check run's `pull_requests`.
+            if pr.state == "open" and pr.head_repo is None and branches.get(pr.head_ref) == sha:
                 found.append((pr, sha, branches.get(pr.base_ref, pr.last_base)))
         return found
 

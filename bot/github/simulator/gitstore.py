@@ -157,6 +157,19 @@ class GitStore:
         self.invalidate(git_dir)
         return git_dir
 
+    async def fork(self, source: Path, full_name: str, default_branch: str) -> Path:
+        """A new repository holding `source`'s branches. Each borrows the other's objects
+        (alternates), as GitHub's repositories of one fork network share theirs: the base can
+        review, diff and merge a fork's commits, and the fork take a merge of the base."""
+        git_dir = await self.init(full_name, default_branch)
+        (git_dir / "objects" / "info" / "alternates").write_text(f"{source.resolve() / 'objects'}\n")
+        with (source / "objects" / "info" / "alternates").open("a") as f:
+            f.write(f"{git_dir.resolve() / 'objects'}\n")
+        await self.run(git_dir, "fetch", "--quiet", "--no-tags", str(source),
+                       "refs/heads/*:refs/heads/*")
+        self.invalidate(git_dir)
+        return git_dir
+
     def set_hook_url(self, url: str | None) -> None:
         if url is None:
             self.hook_url_file.unlink(missing_ok=True)

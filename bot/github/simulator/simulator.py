@@ -210,6 +210,8 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps):
                 prs.append({
                     "number": pr.number, "title": pr.title, "state": pr.state,
                     "merged": pr.merged, "author": pr.user, "head": pr.head_ref,
+                    "head_repo": pr.head_repo or repo.full_name,
+                    "maintainer_can_modify": pr.maintainer_can_modify,
                     "head_sha": heads.head, "base": pr.base_ref, "base_sha": heads.base,
                     "labels": pr.labels, "mergeable_state": pr.mergeability()[1],
                     "requested_reviewers": pr.requested_reviewers,
@@ -224,7 +226,8 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps):
                     "comments": [{"id": c.id, "user": c.user, "body": c.body}
                                  for c in (s.issue_comments[i] for i in pr.issue_comment_ids)],
                 })
-            repos.append({"full_name": repo.full_name, "default_branch": repo.default_branch,
+            repos.append({"full_name": repo.full_name, "fork_of": repo.fork_of,
+                          "default_branch": repo.default_branch,
                           "clone_url": repo.git_dir.as_uri(), "branches": branches,
                           "collaborators": repo.collaborators, "pulls": prs})
         return {

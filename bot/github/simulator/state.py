@@ -75,6 +75,11 @@ class Repo:
     reviewers: list[ReviewerScript] = field(default_factory=list)
     description: str | None = None
     next_number: int = 1
+    fork_of: str | None = None  # the full name of the repository this one is a fork of
+
+    @property
+    def fork(self) -> bool:
+        return self.fork_of is not None
 
     @property
     def full_name(self) -> str:
@@ -99,6 +104,8 @@ class PullRequest:
     updated_at: datetime
     last_head: str  # the head last announced in a webhook; only used to detect moves
     last_base: str = ""  # frozen base sha once the PR is closed
+    head_repo: str | None = None  # the fork holding `head_ref`; None: `repo` itself
+    maintainer_can_modify: bool = False  # a fork's author lets maintainers push to its branch
     state: str = "open"
     draft: bool = False
     labels: list[str] = field(default_factory=list)
@@ -314,6 +321,10 @@ class State:
 
     def prs_of(self, repo: Repo) -> list[PullRequest]:
         return [pr for (name, _), pr in self.prs.items() if name == repo.full_name]
+
+    def prs_headed_in(self, repo: Repo) -> list[PullRequest]:
+        """PRs whose head branch lives in `repo`: its own, and those opened from it as a fork."""
+        return [pr for pr in self.prs.values() if (pr.head_repo or pr.repo) == repo.full_name]
 
     def thread_by_node(self, node: str) -> ReviewThread:
         found = self.threads.get(parse_node_id(node, "PRRT") or -1)

@@ -48,7 +48,8 @@ class MergeOps(SimulatorCore):
                 pr.mergeable_state = "dirty"
                 raise ApiError(405, "Pull Request is not mergeable")
             if method == "merge":
-                title = commit_title or f"Merge pull request #{pr.number} from {repo.owner}/{pr.head_ref}"
+                owner = self.head_repo(repo, pr).owner
+                title = commit_title or f"Merge pull request #{pr.number} from {owner}/{pr.head_ref}"
                 parents = [heads.base, heads.head]
                 body = commit_message if commit_message is not None else pr.title
             else:
@@ -74,12 +75,18 @@ class MergeOps(SimulatorCore):
     async def update_branch(self, repo_name: str, number: int, *,
                             expected_head_sha: str | None = None,
                             actor: str | None = None) -> str:
-        """Merge the base into the head branch (PUT .../update-branch). Returns the new head."""
+        """Merge the base into the head branch (PUT .../update-branch). Returns the new head.
+
+        A fork's branch is written only where its author allows edits by maintainers."""
         repo, pr = self.pr(repo_name, number)
+        head_repo = self.head_repo(repo, pr)
         actor = actor or pr.user
         async with self.lock:
             if pr.state != "open":
                 raise Unprocessable("pull request is closed", "state")
+            if head_repo is not repo and not pr.maintainer_can_modify:
+                raise Unprocessable("the head branch is in a fork that maintainers cannot modify",
+                                    "head")
             heads = await self.heads(repo, pr)
             if expected_head_sha is not None and expected_head_sha != heads.head:
                 raise Unprocessable("expected_head_sha does not match the pull request head",
@@ -93,11 +100,11 @@ class MergeOps(SimulatorCore):
             new = await self.git.commit_tree(repo.git_dir, tree, [heads.head, heads.base],
                                              message, self.author(actor))
             try:
-                await self.git.update_ref(repo.git_dir, pr.head_ref, new, heads.head)
+                await self.git.update_ref(head_repo.git_dir, pr.head_ref, new, heads.head)
             except RefMoved:
                 raise Unprocessable("head branch was modified", "expected_head_sha") from None
             if pr.mergeable_state == "behind":
                 pr.mergeable_state = None
-            await self._ref_moved(repo, f"refs/heads/{pr.head_ref}", heads.head, new, actor,
+            await self._ref_moved(head_repo, f"refs/heads/{pr.head_ref}", heads.head, new, actor,
                                   via="update_branch")
         return new

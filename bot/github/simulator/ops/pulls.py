@@ -17,28 +17,37 @@ class PullOps(SimulatorCore):
                       files: dict[str, str | None] | None = None, body: str | None = "",
                       author: str = "octocat", labels: Iterable[str] = (), draft: bool = False,
                       message: str | None = None,
-                      reviewers: Iterable[ReviewerScript] = ()) -> PullRequest:
+                      reviewers: Iterable[ReviewerScript] = (), head_repo: str | None = None,
+                      maintainer_can_modify: bool = False) -> PullRequest:
         """Open a PR from `head`, first committing `files` onto it (the branch is created from
-        `base` if missing), exactly as a contributor pushing and opening a PR would."""
+        `base` if missing), exactly as a contributor pushing and opening a PR would.
+
+        `head_repo`: a fork of `repo_name` (`fork_repo`) whose branch `head` the PR is from;
+        `maintainer_can_modify`: its author allows edits by maintainers."""
         repo = self.repo(repo_name)
+        source = self.repo(head_repo) if head_repo else repo
+        if source is not repo and source.fork_of != repo.full_name:
+            raise Unprocessable(f"{source.full_name} is not a fork of {repo.full_name}", "head")
         base = base or repo.default_branch
         async with self.lock:
             base_sha = await self.git.branch_sha(repo.git_dir, base)
             if base_sha is None:
                 raise Unprocessable(f"base branch {base!r} does not exist", "base")
-            head_sha = await self.git.branch_sha(repo.git_dir, head)
+            head_sha = await self.git.branch_sha(source.git_dir, head)
             if files:
                 old, head_sha = await self.git.commit_files(
-                    repo.git_dir, head, files, message=message or title,
-                    author=self.author(author), start=base)
-                await self._ref_moved(repo, f"refs/heads/{head}", old, head_sha, author)
+                    source.git_dir, head, files, message=message or title,
+                    author=self.author(author), start=base_sha)
+                await self._ref_moved(source, f"refs/heads/{head}", old, head_sha, author)
             if head_sha is None:
                 raise Unprocessable(f"head branch {head!r} does not exist", "head")
             stamp = now()
             pr = PullRequest(repo=repo.full_name, number=repo.next_number, id=self.state.new_id(),
                              title=title, body=body, user=author, head_ref=head, base_ref=base,
                              created_at=stamp, updated_at=stamp, last_head=head_sha,
-                             last_base=base_sha, draft=draft, reviewers=list(reviewers))
+                             last_base=base_sha, draft=draft, reviewers=list(reviewers),
+                             head_repo=source.full_name if source is not repo else None,
+                             maintainer_can_modify=maintainer_can_modify)
             repo.next_number += 1
             self.state.prs[(repo.full_name, pr.number)] = pr
             await self.emit_pr("opened", repo, pr, author)

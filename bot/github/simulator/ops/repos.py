@@ -34,6 +34,20 @@ class RepoOps(SimulatorCore):
             self.state.add_repo(repo)
         return repo
 
+    async def fork_repo(self, source: str, owner: str) -> Repo:
+        """`owner`'s fork of `source` (same name, every branch of it), for PRs from a fork."""
+        parent = self.repo(source)
+        full_name = f"{owner}/{parent.name}"
+        async with self.lock:
+            if full_name.lower() in self.state.repos:
+                raise Unprocessable("name already exists on this account", "name")
+            git_dir = await self.git.fork(parent.git_dir, full_name, parent.default_branch)
+            repo = Repo(owner=owner, name=parent.name, id=self.state.new_id(),
+                        default_branch=parent.default_branch, git_dir=git_dir, created_at=now(),
+                        description=parent.description, fork_of=parent.full_name)
+            self.state.add_repo(repo)
+        return repo
+
     @staticmethod
     def _check_role(role: str) -> None:
         if role not in ROLES:
@@ -76,21 +90,24 @@ class RepoOps(SimulatorCore):
     async def _ref_moved(self, repo: Repo, ref: str, old: str, new: str,
                          pusher: str | None, via: str = "control") -> None:
         """Send push (and synchronize for open PRs on the branch); `via` names who moved it:
-        control (the Python/control API), git (a real push), merge or update_branch."""
+        control (the Python/control API), git (a real push), merge or update_branch.
+
+        A branch of a fork heads PRs of its parent: their `synchronize` comes from the parent."""
         if not ref.startswith("refs/heads/") or old == new:
             return
         branch = ref.removeprefix("refs/heads/")
-        prs = [pr for pr in self.state.prs_of(repo)
+        prs = [pr for pr in self.state.prs_headed_in(repo)
                if pr.state == "open" and pr.head_ref == branch and pr.last_head != new]
         sender = pusher or (prs[0].user if prs else repo.owner)
         await self._emit_push(repo, ref, old, new, sender, via)
         if new == ZERO_SHA:
             return
         for pr in prs:
+            base = self.repo(pr.repo)
             before, pr.last_head, pr.updated_at = pr.last_head, new, now()
-            await self.emit_pr("synchronize", repo, pr, pusher or pr.user, before=before,
+            await self.emit_pr("synchronize", base, pr, pusher or pr.user, before=before,
                                after=new)
-            self.reviewer.head_moved(repo, pr)
+            self.reviewer.head_moved(base, pr)
 
     async def _emit_push(self, repo: Repo, ref: str, old: str, new: str, pusher: str,
                          via: str = "control") -> None:

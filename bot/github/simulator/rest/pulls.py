@@ -18,7 +18,7 @@ async def list_pulls(sim, req: ApiRequest) -> Reply:
     head, base = req.query.get("head"), req.query.get("base")
     prs = [pr for pr in sim.state.prs_of(repo)
            if (state == "all" or pr.state == state)
-           and (head is None or head in (pr.head_ref, f"{repo.owner}:{pr.head_ref}"))
+           and (head is None or head in (pr.head_ref, f"{sim.head_repo(repo, pr).owner}:{pr.head_ref}"))
            and (base is None or pr.base_ref == base)]
     sort = req.query.get("sort", "created")
     if sort not in _SORTS:

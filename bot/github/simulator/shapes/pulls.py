@@ -54,13 +54,17 @@ def _branch(ctx: RenderContext, repo: Repo, repo_json: dict, ref: str, sha: str)
 
 
 def pull_request(ctx: RenderContext, repo: Repo, pr: PullRequest, heads: Heads, *,
-                 full: bool = False, stats: DiffStats | None = None) -> dict:
-    """`pull-request-simple` (lists) or, with `full`, the single-PR shape with merge fields."""
+                 full: bool = False, stats: DiffStats | None = None,
+                 head_repo: Repo | None = None) -> dict:
+    """`pull-request-simple` (lists) or, with `full`, the single-PR shape with merge fields.
+    `head_repo`: the fork holding the head branch, for a PR from a fork."""
     api = ctx.api(f"repos/{repo.full_name}/pulls/{pr.number}")
     issue = ctx.api(f"repos/{repo.full_name}/issues/{pr.number}")
     html = ctx.html(f"{repo.full_name}/pull/{pr.number}")
     statuses = ctx.api(f"repos/{repo.full_name}/statuses/{heads.head}")
     repo_json = repository(ctx, repo)
+    head_repo = head_repo or repo
+    head_json = repo_json if head_repo is repo else repository(ctx, head_repo)
     data = {
         "url": api,
         "id": pr.id,
@@ -92,7 +96,7 @@ def pull_request(ctx: RenderContext, repo: Repo, pr: PullRequest, heads: Heads, 
         "assignees": [],
         "requested_reviewers": [user(ctx, login) for login in pr.requested_reviewers],
         "requested_teams": [],
-        "head": _branch(ctx, repo, repo_json, pr.head_ref, heads.head),
+        "head": _branch(ctx, head_repo, head_json, pr.head_ref, heads.head),
         "base": _branch(ctx, repo, repo_json, pr.base_ref, heads.base),
         "_links": {
             "self": {"href": api},
@@ -119,7 +123,7 @@ def pull_request(ctx: RenderContext, repo: Repo, pr: PullRequest, heads: Heads, 
             "merged_by": user(ctx, pr.merged_by) if pr.merged_by else None,
             "comments": len(pr.issue_comment_ids),
             "review_comments": len(pr.review_comment_ids),
-            "maintainer_can_modify": False,
+            "maintainer_can_modify": pr.maintainer_can_modify,
             "commits": stats.commits,
             "additions": stats.additions,
             "deletions": stats.deletions,

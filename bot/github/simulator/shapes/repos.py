@@ -42,7 +42,7 @@ def repository(ctx: RenderContext, repo: Repo) -> dict:
         "owner": user(ctx, repo.owner),
         "html_url": ctx.html(repo.full_name),
         "description": repo.description,
-        "fork": False,
+        "fork": repo.fork,
         "url": url,
         **{name: url + suffix for name, suffix in _URLS},
         "git_url": clone,
