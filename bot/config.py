@@ -154,6 +154,9 @@ class FixerConfig(_Section):
     sandbox_write: list[str] = []
     # Paths it must not see besides the bot's own secret files (which are always hidden).
     sandbox_hide: list[str] = []
+    # Whether the fixer runs on a PR from a fork, and pushes there where its author lets
+    # maintainers edit it; off, such a PR is reviewed and escalated, never fixed here.
+    allow_forks: bool = False
 
 
 class Config(_Section):

@@ -64,6 +64,8 @@ class PullRequest(SQLModel, table=True):
     converge_only: bool = False
     outcome: str | None = text()
     head_branch: str | None = Field(default=None, max_length=300)
+    # The repository the head branch lives in: a fork's, for a PR from a fork.
+    head_repo: str | None = Field(default=None, max_length=250)
     author: str | None = Field(default=None, max_length=100)
     converged_head: str | None = Field(default=None, max_length=64)
     merge_approved: bool = False

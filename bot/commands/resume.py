@@ -12,6 +12,7 @@ RESUME = {
     "no_advance": "rerun",
     "needs_input": "rerun",
     "blocked": "rerun",
+    "fork": "rerun",  # the fix job again: a branch fixed meanwhile goes to the next round
     "runaway": "review",
 }
 

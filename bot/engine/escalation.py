@@ -29,6 +29,7 @@ KIND_TITLES = {
     "churn": "Review churn",
     "merge": "Cannot merge",
     "runaway": "Paused: too many writes",
+    "fork": "Not fixed here: the branch is in a fork",
 }
 
 

@@ -4,6 +4,7 @@ Two steps that fail apart: what comes before the agent (reading the PR, a token)
 retried by the job layer without counting as a husk; once the agent has run, its verdict, the
 thread replies it asks for (outbox effects, retried on their own) and the progress-check are
 written in one transaction, so a 5xx after the push re-sends the replies, never the agent.
+A PR from a fork the fixer may not touch (forks.py) is escalated instead, before anything is cloned.
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from bot.webhooks.routing import own_pushes
 from storage import prs, rounds
-from storage.models import Job, utcnow
+from storage.models import Job, PullRequest, utcnow
 from storage.statuses import Status
 
+from . import checkrun
 from .dispatch import queue_progress
+from .escalation import escalate
+from .forks import fork_refusal
+from .model import Escalate
 from .read import findings_of
 
 log = structlog.get_logger(__name__)
@@ -43,14 +48,19 @@ async def fix(rt: Runtime, job: Job) -> None:
     pr = view.pr
     key = parse_pr_key(pr.pr_key)
     gh_pr = await rt.github.pull(key.owner, key.repo, key.number)
-    head_repo = (gh_pr.get("head") or {}).get("repo") or {}
+    head_repo = (gh_pr.get("head") or {}).get("repo") or {}  # a fork's, for a PR from a fork
     branch = gh_pr["head"]["ref"]
     findings = findings_of(rnd.findings) or ()
-    if await rt.github.branch_head(key.owner, key.repo, branch) != rnd.entry_head:
+    refusal = fork_refusal(gh_pr, rt.config.fixer.allow_forks)
+    if head_repo and await _branch_head(rt, head_repo["full_name"], branch) != rnd.entry_head:
         # The branch moved since this dispatch began (someone pushed, or an earlier try of this
         # job pushed and then died): the agent's push would be refused by its lease anyway, so
         # it does not run; the progress-check sees the move and starts the next round.
         verdict = Verdict(status="addressed", summary="the branch moved before the fixer ran")
+    elif refusal is not None:
+        # A fork the fixer may not touch: nothing is cloned or run, and the maintainers are asked.
+        await _refuse(rt, pr, attempt, rnd.entry_head, refusal, bound)
+        return
     else:
         async def still_current() -> bool:
             # Asked by the fixer right before it pushes: a run stopped or superseded, or a round
@@ -75,6 +85,32 @@ async def fix(rt: Runtime, job: Job) -> None:
                push_rejected=verdict.push_rejected, detail=verdict.detail)
     if not await _record(rt, pr.pr_key, pk, n, attempt, findings, verdict):
         bound.info("fix.stale")
+
+
+async def _branch_head(rt: Runtime, full_repo: str, branch: str) -> str:
+    owner, _, repo = full_repo.partition("/")
+    return await rt.github.branch_head(owner, repo, branch)
+
+
+async def _refuse(rt: Runtime, pr: PullRequest, attempt: int, entry_head: str | None, action: Escalate,
+                  bound) -> None:
+    """Escalate instead of running the fixer, and end the round; fenced on the job's own run, round
+    and attempt, so a fix job that runs twice (a redelivery, a retry after a lost commit) asks once."""
+    pk, n = pr.process_key, pr.current_round
+    try:
+        async with rt.db.session() as s:
+            if await escalate(s, rt, pr, action, expect_status=Status.CONVERGING, process_key=pk) is None:
+                raise _Superseded()
+            if not await rounds.update_round(s, pr.pr_key, pk, n, {
+                "status": "blocked", "exit_head": entry_head, "ended_at": utcnow(),
+                "summary": "the fixer did not run: the PR's branch is in a fork",
+            }, expect_attempt=attempt, open_only=True):
+                raise _Superseded()
+    except _Superseded:
+        bound.info("fix.stale")
+        return
+    bound.info("fix.refused", kind=action.kind)
+    await checkrun.publish(rt, pr.pr_key)
 
 
 def _pushing(rt: Runtime, repos: tuple[str | None, ...], sha: str) -> None:

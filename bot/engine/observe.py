@@ -9,6 +9,8 @@ from typing import Any
 from bot.github.stamps import parse_time
 from storage.statuses import RunState, Status
 
+from .forks import head_repo
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -36,6 +38,7 @@ def observe(row: Any, seen: Observation) -> Observed:
         "title": (pr.get("title") or row.title)[:500],
         "url": pr.get("html_url") or row.url,
         "head_branch": (pr.get("head") or {}).get("ref") or row.head_branch,
+        "head_repo": head_repo(pr) or row.head_repo,
         "author": ((pr.get("user") or {}).get("login")) or row.author,
         "head_sha": head,
         "latest_review_id": seen.latest_review_id,

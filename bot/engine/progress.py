@@ -60,11 +60,13 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
         bound.info("progress.other_attempt", attempt=attempt)
         return
 
-    key = parse_pr_key(pr.pr_key)
+    # The branch in its own repository, where the fixer pushed it and the step reads it: a
+    # fork's, for a PR from a fork (the base may even have a branch of the same name).
+    owner, _, repo = (pr.head_repo or parse_pr_key(pr.pr_key).full_repo).partition("/")
     try:
         # From the branch ref, not the PR object: GitHub's `head.sha` lags a push for a while, and
         # a check reading it right after the fixer pushed would see no move and escalate.
-        head = await rt.github.branch_head(key.owner, key.repo, pr.head_branch or "")
+        head = await rt.github.branch_head(owner, repo, pr.head_branch or "")
     except RateLimited:
         raise  # the job waits in the table for the reset GitHub gave, spending no attempt
     except GitHubError as e:

@@ -4,8 +4,8 @@ from types import SimpleNamespace
 from bot.engine.observe import Observation, observe
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-ROW = SimpleNamespace(status="waiting_review", title="old", url="u", head_branch="feat", author="a", head_sha="1" * 40,
-                      latest_review_id=10)
+ROW = SimpleNamespace(status="waiting_review", title="old", url="u", head_branch="feat", head_repo=None, author="a",
+                      head_sha="1" * 40, latest_review_id=10)
 
 
 def pr(**kw):
@@ -40,3 +40,12 @@ def test_merged_out_of_band_completes_the_run():
 def test_closed_unmerged_abandons():
     out = observe(ROW, Observation(pr(state="closed"), "1" * 40, 10, NOW))
     assert (out.values["status"], out.end_run) == ("abandoned", "terminated")
+
+
+def test_the_head_repository_is_recorded_a_fork_s_for_a_pr_from_a_fork():
+    fork = pr(head={"ref": "feat", "sha": "2" * 40, "repo": {"full_name": "dev/app"}})
+    assert observe(ROW, Observation(fork, "2" * 40, 10, NOW)).values["head_repo"] == "dev/app"
+    # A deleted fork's PR has no head repository: the last one known stays.
+    gone = pr(head={"ref": "feat", "sha": "2" * 40, "repo": None})
+    row = SimpleNamespace(**{**vars(ROW), "head_repo": "dev/app"})
+    assert observe(row, Observation(gone, "2" * 40, 10, NOW)).values["head_repo"] == "dev/app"
