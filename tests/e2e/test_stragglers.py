@@ -101,7 +101,8 @@ RIVAL_SCRIPT = textwrap.dedent('''
 async def test_a_push_by_someone_else_during_a_fixer_run_is_never_overwritten(tmp_path, db_url):
     script = tmp_path / "agent.py"
     script.write_text(RIVAL_SCRIPT)
-    config = {"kind": "command", "command": [sys.executable, str(script)]}
+    # Unsandboxed: the agent also plays the person, pushing to the simulator's repository.
+    config = {"kind": "command", "command": [sys.executable, str(script)], "sandbox": "off"}
     async with bot_on_simulator(tmp_path, db_url, fixer_config=config) as h:
         h.sim.set_reviewer(REPO, steps(1, 0))
         key, number = await open_and_enroll(h)
@@ -190,7 +191,9 @@ async def test_stop_cancels_a_running_fixer_and_nothing_is_pushed(tmp_path, db_u
 
     script, pid_file = tmp_path / "agent.py", tmp_path / "agent.pid"
     script.write_text(SLOW_AGENT)
-    config = {"kind": "command", "command": [sys.executable, str(script), str(pid_file)]}
+    # Unsandboxed: the test watches the agent's process by the pid it writes.
+    config = {"kind": "command", "command": [sys.executable, str(script), str(pid_file)],
+              "sandbox": "off"}
     async with bot_on_simulator(tmp_path, db_url, fixer_config=config, jobs={"lease_seconds": 1.5}) as h:
         h.sim.set_reviewer(REPO, steps(1))
         key, number = await open_and_enroll(h)
