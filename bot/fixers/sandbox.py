@@ -32,7 +32,9 @@ ALWAYS_HIDDEN = (
 # Replaced by empty ones: scratch space of other processes, and /run's sockets (a Docker socket
 # is root on the host).
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/run")
-KEPT_IN_RUN = ("/run/systemd/resolve",)  # /etc/resolv.conf points here on systemd-resolved hosts
+# Files the agent needs whose real place may be in a private directory: /etc/resolv.conf is a
+# link into /run on many hosts (systemd-resolved, resolvconf, NetworkManager).
+KEPT = ("/etc/resolv.conf",)
 ISOLATION = (
     "--unshare-all", "--share-net", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
 )
@@ -64,9 +66,8 @@ class Sandbox:
         mounts = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         for path in private:
             mounts += ["--tmpfs", path]
-        for kept in KEPT_IN_RUN:
-            mounts += ["--ro-bind-try", kept, kept]
-        for item in dict.fromkeys(argv):
+        kept = [os.path.realpath(path) for path in KEPT]
+        for item in dict.fromkeys((*kept, *argv)):
             if os.path.isabs(item) and os.path.exists(item) and _within(item, private):
                 mounts += ["--ro-bind", item, item]
         for path in map(os.path.realpath, self.write):
