@@ -3,9 +3,12 @@
 Each PR lives in a repository of its own (so merges do not bring other PRs' bases forward) and
 goes through three rounds: a review with one finding, the fix, another review with one
 finding, the fix, a clean review, then the merge. The fixer is the scripted one (real git:
-clone, commit, lease push); the reviewer is the simulator's scripted Copilot. Everything runs in
-this process: `serve`'s stack (HTTP server, webhooks both ways, workers, poller) and the
-simulator, so the CPU figure is the bot's and the simulator's together.
+clone, commit, lease push); the reviewer is the simulator's scripted Copilot.
+
+`serve`'s stack (HTTP server, webhooks both ways, workers, poller) runs in this process; the
+simulator runs in a child process, as GitHub is not in ours, so the bot's CPU and the
+simulator's are measured apart (`--in-process` puts the simulator back in this process, as the
+runs before the split did: their CPU figure is the two together).
 
 The simulator counts every request; every answer but a 304 spends the rate limit. By default
 its limit is lifted (`--limit 0`); `--limit 5000` gives each token GitHub's hourly 5,000 and
@@ -13,7 +16,7 @@ shows whether the bot paces itself (no request refused for the rate limit). `--w
 the limit's window, so a run that needs several windows fits in minutes (the bot paces by the
 reset time GitHub's headers give, whatever the window).
 
-    .venv/bin/python bench/scale.py --prs 100 [--poll 60] [--limit 0] [--db sqlite|URL]
+    .venv/bin/python bench/scale.py --prs 100 [--poll 60] [--limit 0] [--db sqlite|URL] [--in-process]
 
 Progress (merged so far) goes to stderr, the figures to stdout.
 """
@@ -22,19 +25,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+from contextlib import asynccontextmanager
 from pathlib import Path
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.fixers import ScriptedFixer
 from bot.logs import configure_logging
-from tests.e2e.harness import FILES, bot_on_simulator, steps
+from tests.e2e.harness import FILES, bot_config, steps
+from tests.serving import WEBHOOK_SECRET, serving
 
+ROOT = Path(__file__).resolve().parents[1]
 TARGET_PER_PR = 30  # rate-limited requests per PR, enrollment to merged
 TARGET_WALL = 600.0  # seconds, 1,000 PRs with the limit lifted
 TARGET_RSS_MB = 400
@@ -44,53 +55,178 @@ def say(*parts) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
 
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def open_prs(sim, n: int) -> list[tuple[str, int]]:
+    keys = []
+    for i in range(n):
+        repo = f"acme/s{i}"
+        await sim.create_repo(repo, files=FILES, collaborators={"maint": "write"})
+        sim.set_reviewer(repo, steps(1, 1, 0))
+        pr = await sim.open_pr(repo, title=f"Change {i}", head="feat", author="dev",
+                               files={"app/core.py": f"def f():\n    return {i}\n"})
+        keys.append((repo, pr.number))
+        if i % 100 == 99:
+            say(f"  {i + 1}/{n} PRs opened")
+    await sim.settle()
+    return keys
+
+
+def new_simulator(root: Path, args):
+    from bot.github.simulator import Simulator
+
+    sim = Simulator(root=root)
+    sim.rate_limits.limit = args.limit or 10**9
+    sim.rate_limits.window = args.window
+    sim.rate_limits.reset()
+    return sim
+
+
+# --- the simulator child ---------------------------------------------------------------------
+
+
+async def simulator_child(args) -> None:
+    from bot.github.simulator import SimulatorServer
+
+    configure_logging("warning", "json")
+
+    sim = new_simulator(Path(args.simulator_child), args)
+    async with SimulatorServer(sim) as server:
+        keys = await open_prs(sim, args.prs)
+        sim.counters.reset()
+        print("KEYS " + json.dumps(keys), flush=True)
+        print(f"URL {server.url}", flush=True)
+        # Serve until the parent closes our stdin.
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+
+class Remote:
+    """The simulator in the child process, through its control API."""
+
+    def __init__(self, url: str, pid: int) -> None:
+        self.http = httpx.AsyncClient(base_url=url, timeout=60)
+        self.pid = pid
+
+    async def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        r = await self.http.request(method, path, json=body)
+        r.raise_for_status()
+        return r.json()
+
+    async def comment(self, repo: str, number: int, body: str, user: str) -> None:
+        await self.call("POST", f"_sim/repos/{repo}/pulls/{number}/comments", {"body": body, "user": user})
+
+    async def counters(self) -> dict:
+        return await self.call("GET", "_sim/counters")
+
+    def cpu(self) -> float:
+        return proc_cpu(self.pid)
+
+
+class Local:
+    """The simulator in this process (`--in-process`)."""
+
+    def __init__(self, sim) -> None:
+        self.sim = sim
+
+    async def comment(self, repo: str, number: int, body: str, user: str) -> None:
+        await self.sim.comment(repo, number, body, user=user)
+
+    async def counters(self) -> dict:
+        return self.sim.counters.snapshot()
+
+    def cpu(self) -> float:
+        return 0.0  # counted in this process's
+
+
+@asynccontextmanager
+async def simulator(tmp_path: Path, args):
+    """Yields (the simulator's URL, the PRs opened, a handle: `Remote` or `Local`)."""
+    if args.in_process:
+        from bot.github.simulator import SimulatorServer
+
+        sim = new_simulator(tmp_path / "github", args)
+        async with SimulatorServer(sim) as server:
+            keys = await open_prs(sim, args.prs)
+            sim.counters.reset()
+            yield server.url, keys, Local(sim)
+        return
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--simulator-child", str(tmp_path / "github"), "--prs", str(args.prs),
+         "--limit", str(args.limit), "--window", str(args.window)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        keys, url = None, ""
+        for line in child.stdout:  # the simulator logs to stdout too
+            if line.startswith("KEYS "):
+                keys = [tuple(k) for k in json.loads(line[5:])]
+            elif line.startswith("URL "):
+                url = line.split()[1]
+                break
+        if not url or keys is None:
+            raise SystemExit("the simulator did not start")
+        # Keep reading its log, or the pipe fills and the simulator stops answering.
+        threading.Thread(target=lambda: [None for _ in child.stdout], daemon=True).start()
+        remote = Remote(url, child.pid)
+        try:
+            yield url, keys, remote
+        finally:
+            await remote.http.aclose()
+    finally:
+        child.stdin.close()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+
+
 async def run(args) -> int:
+    from storage import prs, rounds
+
     configure_logging("warning", "json")
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         db_url = f"sqlite:///{tmp_path / 'bench.db'}" if args.db == "sqlite" else args.db
-        async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"]),
-                                    poller={"interval_seconds": args.poll, "jitter_seconds": 0},
-                                    convergence={"review_wait_timeout_seconds": 3600,
-                                                 "nudge_window_seconds": 1800},
-                                    # The defaults' job settings (config.example.toml), not the
-                                    # tests' 50 ms idle polls: 8 workers looking 20 times a second
-                                    # were about a tenth of the run's CPU (0.85 → 0.76 s a round).
-                                    jobs={"idle_poll_seconds": 1.0, "backoff_base_seconds": 2.0,
-                                          "backoff_cap_seconds": 600.0}) as h:
-            h.sim.rate_limits.limit = args.limit or 10**9
-            h.sim.rate_limits.window = args.window
-            h.sim.rate_limits.reset()
-            say(f"opening {args.prs} PRs, one repository each ...")
-            keys = []
-            for i in range(args.prs):
-                repo = f"acme/s{i}"
-                await h.sim.create_repo(repo, files=FILES, collaborators={"maint": "write"})
-                h.sim.set_reviewer(repo, steps(1, 1, 0))
-                pr = await h.sim.open_pr(repo, title=f"Change {i}", head="feat", author="dev",
-                                         files={"app/core.py": f"def f():\n    return {i}\n"})
-                keys.append((repo, pr.number))
-            await h.sim.settle()
-            h.sim.counters.reset()
-            say("enrolling them all (/converge) ...")
-            cpu0, t0 = time.process_time(), time.perf_counter()
-            for repo, number in keys:
-                await h.sim.comment(repo, number, "/converge", user="maint")
-            pending = {f"{repo}#{number}" for repo, number in keys}
-            last = time.perf_counter()
-            while pending:
-                if time.perf_counter() - t0 > args.timeout:
-                    say(f"gave up after {args.timeout:.0f}s with {len(pending)} PRs not merged")
-                    break
-                views = {k: await h.view(k) for k in list(pending)[:200]}
-                pending -= {k for k, v in views.items() if v is not None and v.pr.status == "merged"}
-                if time.perf_counter() - last > 10:
-                    last = time.perf_counter()
-                    say(f"  {len(keys) - len(pending)}/{len(keys)} merged ({last - t0:.0f}s)")
-                await asyncio.sleep(0.5)
-            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-            snap = h.sim.counters.snapshot()
-            rounds = [len(await h.rounds(f"{repo}#{number}")) for repo, number in keys]
+        say(f"opening {args.prs} PRs, one repository each ...")
+        async with simulator(tmp_path, args) as (url, keys, gh):
+            config = bot_config(db_url, url,
+                                poller={"interval_seconds": args.poll, "jitter_seconds": 0},
+                                convergence={"review_wait_timeout_seconds": 3600,
+                                             "nudge_window_seconds": 1800},
+                                # The defaults' job settings (config.example.toml), not the
+                                # tests' 50 ms idle polls: 8 workers looking 20 times a second
+                                # were about a tenth of the run's CPU (0.85 → 0.76 s a round).
+                                jobs={"idle_poll_seconds": 1.0, "backoff_base_seconds": 2.0,
+                                      "backoff_cap_seconds": 600.0})
+            async with serving(config, fixer=ScriptedFixer(["push"])) as (rt, http):
+                hook = {"url": f"{http.base_url}/webhook", "secret": WEBHOOK_SECRET}
+                if isinstance(gh, Remote):
+                    await gh.call("PUT", "_sim/webhooks", hook)
+                else:
+                    gh.sim.configure_webhooks(hook["url"], hook["secret"])
+                say("enrolling them all (/converge) ...")
+                cpu0, sim_cpu0, t0 = time.process_time(), gh.cpu(), time.perf_counter()
+                for repo, number in keys:
+                    await gh.comment(repo, number, "/converge", user="maint")
+                pending = {f"{repo}#{number}" for repo, number in keys}
+                last = time.perf_counter()
+                while pending:
+                    if time.perf_counter() - t0 > args.timeout:
+                        say(f"gave up after {args.timeout:.0f}s with {len(pending)} PRs not merged")
+                        break
+                    views = {k: await prs.get(rt.db, k) for k in list(pending)[:200]}
+                    pending -= {k for k, v in views.items() if v is not None and v.pr.status == "merged"}
+                    if time.perf_counter() - last > 10:
+                        last = time.perf_counter()
+                        say(f"  {len(keys) - len(pending)}/{len(keys)} merged ({last - t0:.0f}s)")
+                    await asyncio.sleep(0.5)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+                sim_cpu = gh.cpu() - sim_cpu0
+                snap = await gh.counters()
+                n_rounds = [len(await rounds.for_pr(rt.db, f"{repo}#{number}")) for repo, number in keys]
             db_file = tmp_path / "bench.db"
             db_size = os.path.getsize(db_file) + sum(
                 os.path.getsize(p) for p in (tmp_path / "bench.db-wal",) if p.exists()) if args.db == "sqlite" else 0
@@ -106,12 +242,18 @@ async def run(args) -> int:
         by_route.append((k - statuses.get("304", 0), k, route))
     n = len(keys)
     merged = n - len(pending)
+    per_round = max(1, sum(n_rounds))
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     limit = f"{args.limit} per {args.window} s" if args.limit else "lifted"
-    print(f"{n} PRs × 3 rounds, poll {args.poll:g}s, rate limit {limit}, {args.db}")
-    print(f"merged {merged}/{n}; rounds per PR {min(rounds)}-{max(rounds)}")
-    print(f"wall {wall:.1f}s; CPU (bot and simulator) {cpu:.1f}s = {cpu / max(1, sum(rounds)):.3f}s per round")
-    print(f"peak RSS {rss_mb:.0f} MB; database {db_size / 1e6:.1f} MB")
+    where = "in this process" if args.in_process else "in a child process"
+    print(f"{n} PRs × 3 rounds, poll {args.poll:g}s, rate limit {limit}, {args.db}, simulator {where}")
+    print(f"merged {merged}/{n}; rounds per PR {min(n_rounds)}-{max(n_rounds)}")
+    if args.in_process:
+        print(f"wall {wall:.1f}s; CPU (bot and simulator) {cpu:.1f}s = {cpu / per_round:.3f}s per round")
+    else:
+        print(f"wall {wall:.1f}s; bot CPU {cpu:.1f}s = {cpu / per_round:.3f}s per round; "
+              f"simulator CPU {sim_cpu:.1f}s = {sim_cpu / per_round:.3f}s per round")
+    print(f"bot peak RSS {rss_mb:.0f} MB; database {db_size / 1e6:.1f} MB")
     print(f"requests {total} ({total / n:.1f} per PR), rate-limited {rate_limited} "
           f"({rate_limited / n:.1f} per PR), refused for the rate limit {refused}")
     print("per PR by route (rate-limited / total):")
@@ -134,7 +276,14 @@ def main() -> int:
                    help="the rate limit's window, seconds (GitHub's is an hour; shorter compresses a run)")
     p.add_argument("--db", default="sqlite", help="sqlite, or a migrated PostgreSQL URL")
     p.add_argument("--timeout", type=float, default=3600.0, help="give up after this many seconds")
-    return asyncio.run(run(p.parse_args()))
+    p.add_argument("--in-process", action="store_true",
+                   help="run the simulator in this process (the CPU figure is then the two together)")
+    p.add_argument("--simulator-child", help=argparse.SUPPRESS)  # the child: its git root
+    args = p.parse_args()
+    if args.simulator_child:
+        asyncio.run(simulator_child(args))
+        return 0
+    return asyncio.run(run(args))
 
 
 if __name__ == "__main__":

@@ -82,6 +82,21 @@ class Harness:
         return [e for e in self.sim.effects("issue_comment") if e.get("number") == number]
 
 
+def bot_config(db_url: str, api_url: str, *, fixer_config: dict | None = None, **sections: dict):
+    """The bot's config for a run against the simulator at `api_url` (`bot_on_simulator`'s)."""
+    conv = {"reviewers": [COPILOT], "maintainers": ["maint"], "review_wait_timeout_seconds": 60,
+            "nudge_window_seconds": 30, "escalation_heal_grace_seconds": 300}
+    conv |= sections.pop("convergence", {})
+    return make_config(
+        db_url, api_url=api_url,
+        convergence=conv,
+        fixer={"kind": "fake", "timeout_seconds": 20, **(fixer_config or {})},
+        poller={"interval_seconds": 2, "jitter_seconds": 0, **sections.pop("poller", {})},
+        jobs={"workers": 4, **sections.pop("jobs", {})},
+        **sections,
+    )
+
+
 @asynccontextmanager
 async def bot_on_simulator(tmp_path: Path, db_url: str, *, fixer=None, fixer_config: dict | None = None,
                            collaborators=None, **sections: dict):
@@ -90,17 +105,7 @@ async def bot_on_simulator(tmp_path: Path, db_url: str, *, fixer=None, fixer_con
     async with SimulatorServer(sim) as server:
         await sim.create_repo(REPO, files=FILES, collaborators=collaborators or {
             "maint": "write", "reader": "read", "admin": "admin"})
-        conv = {"reviewers": [COPILOT], "maintainers": ["maint"], "review_wait_timeout_seconds": 60,
-                "nudge_window_seconds": 30, "escalation_heal_grace_seconds": 300}
-        conv |= sections.pop("convergence", {})
-        config = make_config(
-            db_url, api_url=server.url,
-            convergence=conv,
-            fixer={"kind": "fake", "timeout_seconds": 20, **(fixer_config or {})},
-            poller={"interval_seconds": 2, "jitter_seconds": 0, **sections.pop("poller", {})},
-            jobs={"workers": 4, **sections.pop("jobs", {})},
-            **sections,
-        )
+        config = bot_config(db_url, server.url, fixer_config=fixer_config, **sections)
         async with serving(config, fixer=fixer) as (rt, http):
             sim.configure_webhooks(f"{http.base_url}/webhook", WEBHOOK_SECRET)
             yield Harness(sim, server.url, rt, http)
