@@ -110,10 +110,11 @@ async def replies(session: AsyncSession, pr_key: str, process_key: str,
     (`(finding, text, resolve)`) in round `round_no`: one effect, so at most one read of the
     threads and one GraphQL write for them all. Each entry carries whether our reply was on its
     thread when the round read it (`answered`, see `bot/engine/threads.py`). Findings without a
-    thread are left out; False if none is left."""
-    entries = [{"thread_id": f.thread_id, "comment_id": f.comment_id, "text": text, "resolve": resolve,
-                "answered": f.answered}
-               for f, text, resolve in items if f.thread_id and f.comment_id]
+    thread are left out; False if none is left. A reply names its thread alone: a thread whose
+    first comment GitHub sent no id for still gets its reply and resolve (our marker, keyed by
+    the thread, keeps it to one), or it would stay open, a finding again next round."""
+    entries = [{"thread_id": f.thread_id, "text": text, "resolve": resolve, "answered": f.answered}
+               for f, text, resolve in items if f.thread_id]
     if not entries:
         return False
     return await add(session, "reply", f"{process_key}:{key}", pr_key=pr_key, process_key=process_key,

@@ -41,31 +41,44 @@ def review_of(raw: dict) -> Review:
                   submitted_at=parse_time(raw.get("submitted_at")), body=raw.get("body") or "")
 
 
+def comment_id_of(comment: dict) -> int | None:
+    """A review comment's `fullDatabaseId` (a GraphQL BigInt, which GitHub sends as a string of
+    digits) as an int; None when GitHub sent none, or not a positive 64-bit id."""
+    value = comment.get("fullDatabaseId")
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
+        value = int(value)
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
+    return value if ok else None
+
+
 def thread_of(raw: dict) -> Thread:
-    page = raw.get("comments") or {}
-    comments = page.get("nodes") or [{}]
-    first = comments[0]
+    """A review thread as GraphQL sends it, where GitHub may null a comment (one the bot may not
+    see: never its own reply) and a comment's author (a deleted account: `ghost`), body or id."""
+    sent = (raw.get("comments") or {}).get("nodes") or []
+    first = (sent[0] if sent else None) or {}
     marker = reply_marker(raw["id"])
-    replied: bool | None = any(marker in (c.get("body") or "") for c in comments)
-    if not replied and len(comments) >= THREAD_COMMENTS_READ:
+    replied: bool | None = any(marker in (c.get("body") or "") for c in sent if c)
+    if not replied and len(sent) >= THREAD_COMMENTS_READ:
         replied = None  # a long thread: our reply may be past the comments read
+    author = (first.get("author") or {}).get("login") or ("ghost" if first else None)
     return Thread(id=raw["id"], is_resolved=bool(raw.get("isResolved")), is_outdated=bool(raw.get("isOutdated")),
-                  path=raw.get("path"), line=raw.get("line"), comment_id=first.get("databaseId"),
-                  body=first.get("body") or "", author=(first.get("author") or {}).get("login"),
-                  replied=replied)
+                  path=raw.get("path"), line=raw.get("line"), comment_id=comment_id_of(first),
+                  body=first.get("body") or "", author=author, replied=replied)
 
 
 def checks_of(runs: list[dict], status: dict, required: list[str]) -> Checks:
     """Collapse check runs and commit statuses (ours excluded) into one verdict."""
     states: dict[str, str] = {}
     for run in runs:
-        if run.get("name") == CHECK_RUN_NAME:
+        if not run or run.get("name") == CHECK_RUN_NAME:
             continue
         if run.get("status") != "completed":
             states[run["name"]] = "pending"
         else:
             states[run["name"]] = "failure" if run.get("conclusion") in _FAILED else "success"
     for st in (status or {}).get("statuses") or []:
+        if not st:
+            continue
         ctx, state = st.get("context"), st.get("state")
         states[ctx] = {"success": "success", "pending": "pending"}.get(state, "failure")
     if required:

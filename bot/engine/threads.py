@@ -37,7 +37,7 @@ def writes_for(threads: dict[str, dict], replies: Sequence[Reply]) -> list[Threa
         if r.thread_id in writes or thread is None or thread.get("isResolved"):
             continue
         marker = reply_marker(r.thread_id)
-        bodies = [c.get("body") or "" for c in (thread.get("comments") or {}).get("nodes") or []]
+        bodies = [c.get("body") or "" for c in (thread.get("comments") or {}).get("nodes") or [] if c]
         if not any(marker in b for b in bodies):
             writes[r.thread_id] = ThreadWrite(r.thread_id, f"{r.text}\n\n{marker}", r.resolve)
         elif r.resolve:

@@ -21,7 +21,7 @@ THREAD_ACTIONS: frozenset[str] = frozenset(get_args(ThreadActionKind))
 @dataclass(frozen=True)
 class Finding:
     thread_id: str | None  # GraphQL review thread node id (None for review-body items)
-    comment_id: int | None  # databaseId of the thread's first comment (reply target)
+    comment_id: int | None  # id of the thread's first comment (None: GitHub sent none)
     path: str | None
     line: int | None
     body: str

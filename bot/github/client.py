@@ -47,12 +47,14 @@ WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 
 THREAD_COMMENTS_READ = 50  # a thread's comments read with it (its first ones)
 
+# A comment's id is read as `fullDatabaseId`, a BigInt GitHub sends as a string: the 32-bit
+# `databaseId` is deprecated for it. GitHub may null any node of a `nodes` list.
 _THREAD_PAGE = """
 fragment ThreadPage on PullRequestReviewThreadConnection {
   pageInfo { hasNextPage endCursor }
   nodes {
     id isResolved isOutdated path line
-    comments(first: THREAD_COMMENTS) { nodes { id databaseId body author { login } createdAt url } }
+    comments(first: THREAD_COMMENTS) { nodes { id fullDatabaseId body author { login } createdAt url } }
   }
 }
 """.replace("THREAD_COMMENTS", str(THREAD_COMMENTS_READ))
@@ -507,7 +509,7 @@ class GitHubClient:
             if pr is None:
                 raise NotFound(f"graphql reviewThreads: {owner}/{repo}#{number} not found")
             page = pr["reviewThreads"]
-            threads.extend(page["nodes"])
+            threads.extend(t for t in page.get("nodes") or [] if t)
             if not page["pageInfo"]["hasNextPage"]:
                 return threads
             after = page["pageInfo"]["endCursor"]

@@ -320,6 +320,22 @@ async def test_a_reply_queued_since_the_round_s_read_makes_the_next_one_read_fir
         assert _ours_on(h, threads[0].id) == 1
 
 
+async def test_a_thread_whose_first_comment_has_no_id_is_replied_to_and_resolved_once(tmp_path, db_url):
+    """GitHub may send no id for a thread's first comment: the reply names the thread alone, so
+    the thread still gets it (left open, the next round would take it up again), and a retry
+    finds our marker and posts nothing twice."""
+    from dataclasses import replace
+
+    async with bot_on_simulator(tmp_path, db_url, fixer=ASKS, poller={"interval_seconds": 3600}) as h:
+        key, number, pk, threads = await _round_with_threads(h, 1)
+        unknown = [replace(t, comment_id=None) for t in threads]
+        await _reply_effect(h, key, pk, unknown, "a")
+        await _reply_effect(h, key, pk, unknown, "a", attempts=2)
+        assert _ours_on(h, threads[0].id) == 1
+        (thread,) = await h.rt.github.review_threads("acme", "app", number)
+        assert thread["isResolved"]
+
+
 async def test_a_review_that_comes_while_our_replies_are_queued_is_taken_up_once_they_are_posted(tmp_path, db_url):
     from datetime import timedelta
 

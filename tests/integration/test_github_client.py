@@ -154,6 +154,18 @@ async def test_two_replies_to_one_thread_at_once_post_one(client, sim):  # noqa:
     assert len(replies) == 1, replies
 
 
+async def test_a_thread_s_first_comment_id_is_read_from_its_full_database_id(client, sim):  # noqa: F811
+    from bot.engine.read import thread_of
+
+    n = await _pr(sim)
+    await sim.submit_review(REPO, n, user=COPILOT_REVIEWER, threads=[{"path": "a.txt", "line": 1, "body": "x?"}])
+    (raw,) = await client.review_threads("acme", "lib", n)
+    (comment,) = raw["comments"]["nodes"]
+    rest_id = sim.state.thread_by_node(raw["id"]).comment_ids[0]
+    assert comment["fullDatabaseId"] == str(rest_id) and "databaseId" not in comment
+    assert thread_of(raw).comment_id == rest_id
+
+
 async def test_a_round_s_replies_are_one_read_and_one_write_and_a_retry_writes_only_what_is_missing(client, sim):  # noqa: F811
     from types import SimpleNamespace
 

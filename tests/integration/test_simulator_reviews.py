@@ -19,7 +19,7 @@ query($owner: String!, $name: String!, $number: Int!, $after: String) {
         pageInfo { hasNextPage endCursor }
         nodes {
           id isResolved isOutdated path line
-          comments(first: 10) { nodes { id databaseId body author { login } createdAt url } }
+          comments(first: 10) { nodes { id databaseId fullDatabaseId body author { login } createdAt url } }
         }
       }
     }
@@ -83,8 +83,8 @@ async def test_requested_review_opens_threads_visible_and_resolvable_in_graphql(
         ("app.py", 3, False, False), ("app.py", 20, False, False), ("app.py", 25, False, False)]
     first = threads[0]["comments"]["nodes"][0]
     assert first["body"] == "first" and first["author"]["login"] == "copilot-pull-request-reviewer"
-    assert first["databaseId"] == (await api.get(
-        f"repos/{REPO}/pulls/{pr.number}/comments")).json()[0]["id"]
+    rest_id = (await api.get(f"repos/{REPO}/pulls/{pr.number}/comments")).json()[0]["id"]
+    assert first["databaseId"] == rest_id and first["fullDatabaseId"] == str(rest_id)  # a BigInt is a string
 
     resolved = await graphql(api, RESOLVE, id=threads[0]["id"])
     assert resolved["data"]["resolveReviewThread"]["thread"] == {"id": threads[0]["id"],
@@ -92,6 +92,14 @@ async def test_requested_review_opens_threads_visible_and_resolvable_in_graphql(
     after = await all_threads(api, pr.number)
     assert [t["isResolved"] for t in after] == [True, False, False]
     assert sim.effects("thread_resolved")[0]["thread_id"] == threads[0]["id"]
+
+
+async def test_a_review_comment_s_full_database_id_is_a_bigint_and_its_database_id_deprecated(api):
+    data = await graphql(api, """{ __type(name: "PullRequestReviewComment") {
+        fields(includeDeprecated: true) { name isDeprecated type { name } } } }""")
+    fields = {f["name"]: f for f in data["data"]["__type"]["fields"]}
+    assert (fields["fullDatabaseId"]["type"]["name"], fields["fullDatabaseId"]["isDeprecated"]) == ("BigInt", False)
+    assert (fields["databaseId"]["type"]["name"], fields["databaseId"]["isDeprecated"]) == ("Int", True)
 
 
 async def test_script_steps_advance_and_the_last_one_repeats(api, sim, pr):

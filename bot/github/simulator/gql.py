@@ -90,6 +90,7 @@ class CommentNode:
     def __init__(self, sim, repo: Repo, c: ReviewComment, outdated: bool, head: str) -> None:
         self._sim, self._c = sim, c
         self.id, self.databaseId = c.node_id, c.id
+        self.fullDatabaseId = str(c.id)  # a BigInt: GitHub sends it as a string
         self.body = self.bodyText = c.body
         self.author = ActorNode(sim, c.user)
         self.createdAt, self.updatedAt = iso(c.created_at), iso(c.updated_at)

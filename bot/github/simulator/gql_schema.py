@@ -4,6 +4,8 @@ SDL = """
 scalar DateTime
 scalar URI
 scalar GitObjectID
+# A 64-bit integer: GitHub sends it as a string.
+scalar BigInt
 
 interface Actor {
   login: String!
@@ -111,7 +113,8 @@ type PullRequestReview {
 
 type PullRequestReviewComment {
   id: ID!
-  databaseId: Int
+  databaseId: Int @deprecated(reason: "Use `fullDatabaseId` instead.")
+  fullDatabaseId: BigInt
   body: String!
   bodyText: String!
   author: Actor
