@@ -525,7 +525,7 @@ class GitHubClient:
         if pr is None:
             raise NotFound(f"graphql reviewState: {owner}/{repo}#{number} not found")
         page = pr["reviewThreads"]
-        threads = list(page["nodes"])
+        threads = [t for t in page.get("nodes") or [] if t]  # GitHub may send null nodes
         if page["pageInfo"]["hasNextPage"]:
             threads += await self.review_threads(owner, repo, number, after=page["pageInfo"]["endCursor"])
         commit = found.get("object")
@@ -536,6 +536,8 @@ class GitHubClient:
             return threads, await self.check_runs(owner, repo, head), await self.combined_status(owner, repo, head)
         runs, statuses = [], []
         for node in contexts.get("nodes") or []:
+            if not node:
+                continue
             if node.get("__typename") == "CheckRun":
                 runs.append({"name": node["name"], "status": node["status"].lower(),
                              "conclusion": (node.get("conclusion") or "").lower() or None,

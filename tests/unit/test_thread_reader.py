@@ -50,3 +50,17 @@ async def test_null_threads_are_skipped_on_every_page():
 async def test_a_null_nodes_list_is_no_threads():
     client, _ = answering([page(None)])
     assert await client.review_threads("o", "r", 1) == []
+
+
+async def test_a_fresh_reviews_read_skips_null_threads_and_null_check_contexts():
+    rollup = {"statusCheckRollup": {"contexts": {"pageInfo": {"hasNextPage": False}, "nodes": [
+        None, {"__typename": "CheckRun", "name": "ci", "status": "COMPLETED", "conclusion": "SUCCESS",
+               "checkSuite": None},
+        {"__typename": "StatusContext", "context": "lint", "state": "PENDING"}]}}}
+    data = page([None, thread("T1", [{"fullDatabaseId": "7", "body": "b", "author": {"login": "x"}}])])
+    data["repository"]["object"] = rollup
+    client, _ = answering([data])
+    threads, runs, status = await client.review_state("o", "r", 1, "a" * 40)
+    assert [t["id"] for t in threads] == ["T1"]
+    assert [(r["name"], r["status"], r["conclusion"]) for r in runs] == [("ci", "completed", "success")]
+    assert status == {"statuses": [{"context": "lint", "state": "pending"}]}
