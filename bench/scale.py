@@ -184,6 +184,8 @@ async def simulator(tmp_path: Path, args):
 
 
 async def run(args) -> int:
+    from sqlalchemy import text
+
     from storage import prs, rounds
 
     configure_logging("warning", "json")
@@ -227,6 +229,9 @@ async def run(args) -> int:
                 sim_cpu = gh.cpu() - sim_cpu0
                 snap = await gh.counters()
                 n_rounds = [len(await rounds.for_pr(rt.db, f"{repo}#{number}")) for repo, number in keys]
+                async with rt.db.read_session() as r:
+                    by_kind = (await r.exec(text("SELECT kind, count(*), sum(attempts) FROM jobs "
+                                                 "GROUP BY kind ORDER BY 2 DESC"))).all()
             db_file = tmp_path / "bench.db"
             db_size = os.path.getsize(db_file) + sum(
                 os.path.getsize(p) for p in (tmp_path / "bench.db-wal",) if p.exists()) if args.db == "sqlite" else 0
@@ -254,6 +259,7 @@ async def run(args) -> int:
         print(f"wall {wall:.1f}s; bot CPU {cpu:.1f}s = {cpu / per_round:.3f}s per round; "
               f"simulator CPU {sim_cpu:.1f}s = {sim_cpu / per_round:.3f}s per round")
     print(f"bot peak RSS {rss_mb:.0f} MB; database {db_size / 1e6:.1f} MB")
+    print("jobs per PR (runs): " + ", ".join(f"{kind} {k / n:.1f} ({(a or 0) / n:.1f})" for kind, k, a in by_kind))
     print(f"requests {total} ({total / n:.1f} per PR), rate-limited {rate_limited} "
           f"({rate_limited / n:.1f} per PR), refused for the rate limit {refused}")
     print("per PR by route (rate-limited / total):")
