@@ -270,7 +270,7 @@ class _LoopConnection(aiosqlite.Connection):
     async def _execute(self, fn, *args, **kwargs):
         name = getattr(fn, "__name__", None)
         on_connection = isinstance(getattr(fn, "__self__", None), sqlite3.Connection)
-        if name == "connector" or (on_connection and name == "close"):
+        if on_connection and name == "close":
             return await super()._execute(fn, *args, **kwargs)
         if on_connection and name in ("commit", "rollback"):
             writing, self._writing = self._writing, False
@@ -286,7 +286,8 @@ class _LoopConnection(aiosqlite.Connection):
 def _loop_connector(database: str):
     async def connect() -> _LoopConnection:
         def connector() -> sqlite3.Connection:
-            # Used from two threads (never at once): the loop's and aiosqlite's.
+            # Opened on aiosqlite's thread, then used from two threads (never at once): the
+            # loop's and aiosqlite's.
             return sqlite3.connect(database, timeout=30, check_same_thread=False)
 
         return await _LoopConnection(connector, iter_chunk_size=64)

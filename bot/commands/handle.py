@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import structlog
@@ -26,6 +27,7 @@ log = structlog.get_logger(__name__)
 # Every other verb changes the run, so its author's permission is read fresh: the client's
 # cached one may be a minute old, and a writer revoked meanwhile would still be obeyed.
 READ_ONLY_VERBS = frozenset({"status"})
+LONG_COMMENT = 4000  # characters
 
 
 async def handle_command(rt: Runtime, job: Job) -> None:
@@ -41,7 +43,10 @@ async def handle_command(rt: Runtime, job: Job) -> None:
     author = user.get("login") or ""
     if user.get("type") == "Bot" or author == rt.config.github.bot_login or author.endswith("[bot]"):
         return  # never from bots, the bot itself included
-    cmd = parse_command(comment.get("body") or "")
+    body = comment.get("body") or ""
+    # A long comment is parsed off the event loop: Markdown parsing of a hostile one (anyone
+    # may comment) takes a second or more.
+    cmd = parse_command(body) if len(body) < LONG_COMMENT else await asyncio.to_thread(parse_command, body)
     if cmd is None:
         return
     verb = "invalid" if isinstance(cmd, Refusal) else cmd.verb

@@ -11,6 +11,8 @@ from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 
+from bot.config import MAX_ROUNDS
+
 VERBS = ("start", "answer", "stop", "retry", "merge", "forget", "status")
 ESCALATION_TAG = re.compile(r"convergebot escalation #(\d+)", re.IGNORECASE)
 
@@ -68,7 +70,12 @@ def parse_command(body: str) -> Command | Refusal | None:
     """None: not addressed to the bot. Only a line starting `/converge` in a top-level paragraph
     counts: one shown in code, quoted or hidden in an HTML comment never runs."""
     source = _NEWLINE.sub("\n", body or "")
-    lines, tokens = source.split("\n"), _MARKDOWN.parse(source)
+    lines = source.split("\n")
+    if not any(line.lstrip().startswith("/converge") for line in lines) and not ESCALATION_TAG.search(source):
+        # Most comments are not for the bot: they are not parsed at all (Markdown parsing of a
+        # long hostile comment costs the event loop a second or more).
+        return None
+    tokens = _MARKDOWN.parse(source)
     for i in _command_lines(tokens):
         line = lines[i].strip()
         if not (line == "/converge" or line.startswith("/converge ")):
@@ -105,8 +112,8 @@ def _parse_start(tail: str) -> Command | Refusal:
             no_merge = True
         elif word in ("--rounds", "--max-rounds") or word.startswith("--rounds="):
             value = word.partition("=")[2] or next(it, "")
-            if not value.isdigit() or not 1 <= int(value) <= 100:
-                return Refusal("`--rounds` needs a number from 1 to 100.")
+            if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_ROUNDS:
+                return Refusal(f"`--rounds` needs a number from 1 to {MAX_ROUNDS}.")
             rounds = int(value)
         else:
             return Refusal(f"Unknown option `{word}` (use `--rounds N`, `--no-merge`).")

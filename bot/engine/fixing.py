@@ -15,6 +15,7 @@ import structlog
 
 from bot import outbox
 from bot.fixers.base import FixRequest, Verdict
+from bot.github.errors import NotFound
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from bot.webhooks.routing import own_pushes
@@ -52,7 +53,7 @@ async def fix(rt: Runtime, job: Job) -> None:
     branch = gh_pr["head"]["ref"]
     findings = findings_of(rnd.findings) or ()
     refusal = fork_refusal(gh_pr, rt.config.fixer.allow_forks)
-    if head_repo and await _branch_head(rt, head_repo["full_name"], branch) != rnd.entry_head:
+    if head_repo and await _branch_head(rt, head_repo["full_name"], branch) not in (None, rnd.entry_head):
         # The branch moved since this dispatch began (someone pushed, or an earlier try of this
         # job pushed and then died): the agent's push would be refused by its lease anyway, so
         # it does not run; the progress-check sees the move and starts the next round.
@@ -87,9 +88,14 @@ async def fix(rt: Runtime, job: Job) -> None:
         bound.info("fix.stale")
 
 
-async def _branch_head(rt: Runtime, full_repo: str, branch: str) -> str:
+async def _branch_head(rt: Runtime, full_repo: str, branch: str) -> str | None:
+    """None: the branch cannot be read (deleted, or a fork the App cannot see). The fork policy
+    then still escalates; the fixer's own clone fails for a branch that is really gone."""
     owner, _, repo = full_repo.partition("/")
-    return await rt.github.branch_head(owner, repo, branch)
+    try:
+        return await rt.github.branch_head(owner, repo, branch)
+    except NotFound:
+        return None
 
 
 async def _refuse(rt: Runtime, pr: PullRequest, attempt: int, entry_head: str | None, action: Escalate,

@@ -45,7 +45,7 @@ async def post_pr(request: Request) -> JSONResponse:
         return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
     try:
         body = json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, a 4,300-digit integer, too deep
         body = None
     try:
         key, opts = submission(body, rt.config.convergence)

@@ -28,8 +28,8 @@ async def readyz(request: Request) -> JSONResponse:
     rt = request.app.state.runtime
     problems: list[str] = []
     try:
-        async with rt.db.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
+        async with rt.db.read_session() as s:  # a read: never the write lock
+            await s.exec(text("SELECT 1"))
     except Exception as e:
         log.warning("readyz.database_unreachable", error=type(e).__name__, detail=str(e)[:300])
         problems.append("database unreachable")

@@ -84,7 +84,9 @@ async def receive_webhook(request: Request) -> JSONResponse:
     # sender how many of its leading characters were right (`==` stops at the first wrong one).
     secret = rt.webhook_secret
     signature = request.headers.get("x-hub-signature-256", "")
-    if not secret or not signature.startswith("sha256=") or not verify(secret, body, signature):
+    # ASCII only: hmac.compare_digest refuses a non-ASCII str (a TypeError, not a mismatch).
+    if (not secret or not signature.isascii() or not signature.startswith("sha256=")
+            or not verify(secret, body, signature)):
         log.warning("webhook.bad_signature", delivery_id=request.headers.get("x-github-delivery"))
         return _error(401, "missing or invalid X-Hub-Signature-256")
 

@@ -4,7 +4,8 @@ POST /api/prs takes only what `convergebot submit` would."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.cli import main
 
@@ -17,13 +18,14 @@ async def test_readyz_names_the_unhealthy_part_and_keeps_the_error_to_the_log(db
     async with serving(make_config(db_url)) as (rt, http):
         rt.health.last_poll_error = ("OperationalError: connection to 10.1.2.3:5432 failed; "
                                      "[SQL: SELECT pull_requests.pr_key FROM pull_requests]")
-        original = rt.db.engine
-        rt.db.engine = create_async_engine("postgresql+asyncpg://nobody:hunter2@127.0.0.1:9/none")
+        original = rt.db.sessions
+        broken = create_async_engine("postgresql+asyncpg://nobody:hunter2@127.0.0.1:9/none")
+        rt.db.sessions = async_sessionmaker(broken, class_=AsyncSession)
         try:
             r = await http.get("/readyz")
         finally:
-            await rt.db.engine.dispose()
-            rt.db.engine = original
+            await broken.dispose()
+            rt.db.sessions = original
             rt.health.last_poll_error = None
 
     assert r.status_code == 503
@@ -48,6 +50,14 @@ async def test_the_api_refuses_what_the_cli_would_and_enrolls_nothing(db_url, bo
         r = await http.post("/api/prs", json=body, headers=AUTH)
         assert r.status_code == 400 and why in r.json()["error"]
         assert (await http.get("/api/prs")).json() == []
+
+
+@pytest.mark.parametrize("raw", [b'{"pr": "octo/repo#3", "max_rounds": ' + b"9" * 5000 + b"}",
+                                 b"[" * 100_000 + b"]" * 100_000, b"\xff\xfe"])
+async def test_a_body_json_cannot_read_is_a_400_not_a_500(db_url, raw):
+    async with serving(make_config(db_url)) as (rt, http):
+        r = await http.post("/api/prs", content=raw, headers=AUTH | {"Content-Type": "application/json"})
+        assert r.status_code == 400 and "expected JSON" in r.json()["error"]
 
 
 async def test_the_api_takes_the_largest_round_cap_and_a_boolean_no_merge(db_url):

@@ -48,3 +48,11 @@ async def test_the_webhook_signature_is_compared_in_constant_time(db_url, monkey
         assert refused.status_code == 401, refused.text
         assert any(bad in pair for pair in compared), compared
         assert all(good in pair for pair in compared if bad in pair)  # against the right digest
+
+
+async def test_a_non_ascii_signature_is_refused_like_any_bad_one(db_url):
+    # hmac.compare_digest raises TypeError on a non-ASCII str: that must be a 401, not a 500.
+    async with serving(make_config(db_url)) as (rt, http):
+        headers = _headers("") | {"X-Hub-Signature-256": "sha256=\u00e9".encode()}  # sent as UTF-8 bytes
+        r = await http.post("/webhook", content=b"{}", headers=headers)
+        assert r.status_code == 401

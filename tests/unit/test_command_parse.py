@@ -34,6 +34,7 @@ def test_not_a_command(body):
     ("/converge frobnicate", "Unknown command"),
     ("/converge start --rounds x", "--rounds"),
     ("/converge start --rounds 0", "--rounds"),
+    ("/converge start --rounds ²", "--rounds"),  # str.isdigit() says yes; int() says no
     ("/converge start --fast", "Unknown option"),
     ("/converge stop now", "takes no arguments"),
 ])
