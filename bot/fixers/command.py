@@ -1,7 +1,8 @@
 """The `command` fixer: a configured CLI (a coding agent) run in a fresh clone of the PR branch.
 
-Only the agent's command runs untrusted; the bot's own git steps (clone, commit, push with the
-token) run outside the sandbox, before and after it.
+Only the agent's command runs untrusted. The bot clones with the token before it; after it,
+the bot's commit of what the agent left runs in the same sandbox, and the push with the token
+runs outside it, in a repository the agent never touched (bot/fixers/workspace.py).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class CommandFixer:
                 identity=self.identity,
                 git_timeout=self.git_timeout_seconds,
                 workdir_root=self.workdir_root,
+                sandbox=self.sandbox,
             ) as ws:
                 verdict = await self._run_in(ws, req, bound)
         except GitError as e:

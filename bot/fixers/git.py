@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,10 +19,15 @@ class Git:
     env: Mapping[str, str] = field(repr=False)
     timeout: float
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    # Turns git's argv into the one to run (inside a sandbox, say); None runs git itself.
+    wrap: Callable[[Sequence[str]], list[str]] | None = field(default=None, repr=False)
 
     async def call(self, *args: str, cwd: Path) -> ProcessResult:
+        argv = ["git", *args]
+        if self.wrap is not None:
+            argv = self.wrap(argv)
         try:
-            return await run_process(["git", *args], cwd=cwd, env=self.env, timeout=self.timeout)
+            return await run_process(argv, cwd=cwd, env=self.env, timeout=self.timeout)
         except OSError as e:
             raise GitError(f"git could not start: {e.strerror or e}") from None
 
@@ -30,10 +35,18 @@ class Git:
         """Stdout, stripped; GitError when git fails or overruns its deadline."""
         result = await self.call(*args, cwd=cwd)
         if not result.ok:
-            raise GitError(self.failure(args[0], result))
+            raise GitError(self.failure(_subcommand(args), result))
         return result.stdout.strip()
 
     def failure(self, step: str, result: ProcessResult) -> str:
         lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
         why = scrub(lines[-1], self.secrets)[:300] if lines else ""
         return f"git {step} failed ({result.describe()})" + (f": {why}" if why else "")
+
+
+def _subcommand(args: tuple[str, ...]) -> str:
+    """`commit` of `-c k=v -c k=v commit ...`."""
+    i = 0
+    while i < len(args) - 1 and args[i] == "-c":
+        i += 2
+    return args[i] if args else "git"

@@ -53,8 +53,10 @@ class Sandbox:
     hide: tuple[Path, ...] = ()
     write: tuple[Path, ...] = ()
 
-    def wrap(self, argv: Sequence[str], *, repo: Path, inputs: Sequence[Path], workdir: Path) -> list[str]:
-        """`argv` run inside the sandbox in `repo` (read-write), with `inputs` readable.
+    def wrap(self, argv: Sequence[str], *, repo: Path, inputs: Sequence[Path], workdir: Path,
+             outputs: Sequence[Path] = ()) -> list[str]:
+        """`argv` run inside the sandbox in `repo` (read-write), with `inputs` readable and the
+        directories `outputs` writable.
 
         `workdir` holds every workspace: it is made private, so a run sees no other PR's clone.
         The environment is the one the bwrap process is given, which must be token-free.
@@ -76,6 +78,8 @@ class Sandbox:
         for path in _existing(self.hide):
             mounts += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", os.devnull, path]
         mounts += ["--bind", str(repo), str(repo)]
+        for path in outputs:
+            mounts += ["--bind", str(path.absolute()), str(path.absolute())]
         for path in inputs:
             mounts += ["--ro-bind", str(path.absolute()), str(path.absolute())]
         return [self.program, *ISOLATION, *mounts, "--setenv", "TMPDIR", "/tmp",

@@ -4,13 +4,21 @@ Layout of the temporary directory (removed when the context exits):
     repo/           the clone the fixer works in
     prompt.md       the prompt, outside the work tree so it is never committed
     findings.json   the findings, likewise
-    publish.git     created only after the fixer exited; the only repository a push runs in
+    publish.git     a bare copy of the clone made before the fixer starts; the push runs here
+    out/            made after the fixer exited: the bundle of its commits is written here
+    fixed.bundle    that bundle, copied out by the bot and fetched into publish.git
+
+After the fixer exited, the clone is the fixer's: the bot takes its git directory back
+(bot/fixers/gitdir.py), then commits, reads HEAD and bundles the new commits with a token-free
+git run inside the fixer's sandbox when there is one. Outside the sandbox, the bot's git then
+reads only publish.git and the bundle, never the clone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -23,9 +31,11 @@ from pathlib import Path
 from .base import FixRequest, Verdict
 from .environment import GitIdentity, check_clone_url, git_env, secret_forms
 from .git import Git, GitError
+from .gitdir import SAFE_CONFIG, copy_regular_file, reclaim, saved_config
+from .sandbox import Sandbox
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-_NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}", "-c", "commit.gpgsign=false")
+_FIXED_REF = "refs/convergebot/fixed"
 
 
 def commit_message(req: FixRequest) -> str:
@@ -61,19 +71,34 @@ class Publication:
 
 
 class Workspace:
-    def __init__(self, root: Path, req: FixRequest, identity: GitIdentity, git_timeout: float):
+    def __init__(self, root: Path, req: FixRequest, identity: GitIdentity, git_timeout: float,
+                 sandbox: Sandbox | None = None):
         self.root = root
         self.repo = root / "repo"
+        self.publish_repo = root / "publish.git"
+        self.outbox = root / "out"
         self.prompt_file = root / "prompt.md"
         self.findings_file = root / "findings.json"
         self.req = req
         self.identity = identity
+        self.saved_config = b""
         secrets = secret_forms(req.token)
         # `remote` carries the token; it only ever runs in repositories the fixer never touched
-        # (the fresh clone before the fixer starts, publish.git after it exited), so a hook or
-        # config the fixer planted cannot read the token from git's environment.
+        # (the fresh clone before the fixer starts, publish.git), so a hook or config the fixer
+        # planted cannot read the token from git's environment.
         self.remote = Git(git_env(identity, req.clone_url, req.token), git_timeout, secrets)
         self.local = Git(git_env(identity, req.clone_url, None), git_timeout, secrets)
+        # `after` is the only git that touches the clone once the fixer ran: the clone named
+        # outright (no discovery of a `.git` file), no transport at all, and inside the sandbox
+        # when there is one, so whatever the fixer planted that the bot missed runs as the fixer.
+        after_env = git_env(identity, req.clone_url, None)
+        after_env.update(GIT_DIR=str(self.repo / ".git"), GIT_WORK_TREE=str(self.repo),
+                         GIT_ALLOW_PROTOCOL="")
+        wrap = None
+        if sandbox is not None:
+            wrap = functools.partial(sandbox.wrap, repo=self.repo, inputs=(),
+                                     workdir=root.parent, outputs=(self.outbox,))
+        self.after = Git(after_env, git_timeout, secrets, wrap)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -84,6 +109,7 @@ class Workspace:
         identity: GitIdentity,
         git_timeout: float,
         workdir_root: Path | None = None,
+        sandbox: Sandbox | None = None,
     ) -> AsyncIterator[Workspace]:
         """A clone of `req.head_branch` checked out at `req.entry_head`; raises GitError."""
         _check_request(req)
@@ -91,8 +117,9 @@ class Workspace:
             workdir_root.mkdir(parents=True, exist_ok=True)
         root = Path(tempfile.mkdtemp(prefix="convergebot-fix-", dir=workdir_root))
         try:
-            ws = cls(root, req, identity, git_timeout)
+            ws = cls(root, req, identity, git_timeout, sandbox)
             await ws._checkout()
+            await ws._keep_a_copy()
             yield ws
         finally:
             await asyncio.to_thread(remove_tree, root)
@@ -114,6 +141,15 @@ class Workspace:
             await self.remote.run("fetch", "--quiet", "--no-tags", "origin", entry, cwd=self.repo)
         await self.local.run("checkout", "--quiet", "-B", branch, entry, cwd=self.repo)
 
+    async def _keep_a_copy(self) -> None:
+        """Before the fixer starts: its clone's config, and a bare copy (no hardlinks, which the
+        fixer could write through) that the push will run in."""
+        self.saved_config = saved_config(self.repo)
+        await self.local.run(
+            *SAFE_CONFIG, "clone", "--quiet", "--bare", "--no-hardlinks", "--",
+            str(self.repo), str(self.publish_repo), cwd=self.root,
+        )
+
     def write_inputs(self, prompt: str, findings: str) -> None:
         self.prompt_file.write_text(prompt, encoding="utf-8")
         self.findings_file.write_text(findings, encoding="utf-8")
@@ -122,17 +158,38 @@ class Workspace:
         return await self.local.run("rev-parse", "--verify", "HEAD^{commit}", cwd=self.repo)
 
     async def commit_pending(self, message: str) -> bool:
-        """Commit everything the fixer left uncommitted (untracked files too); True if it did."""
-        status = await self.local.run(
-            *_NO_HOOKS, "status", "--porcelain", "--untracked-files=all", cwd=self.repo
+        """Commit everything the fixer left uncommitted (untracked files too); True if it did.
+
+        Only after `reclaim`: the fixer owns the clone's git directory until then."""
+        status = await self.after.run(
+            *SAFE_CONFIG, "status", "--porcelain", "--untracked-files=all",
+            "--ignore-submodules=all", cwd=self.repo,
         )
         if not status:
             return False
-        await self.local.run(*_NO_HOOKS, "add", "--all", cwd=self.repo)
-        await self.local.run(
-            *_NO_HOOKS, "commit", "--quiet", "--no-verify", "-m", message, cwd=self.repo
+        await self.after.run(*SAFE_CONFIG, "add", "--all", cwd=self.repo)
+        await self.after.run(
+            *SAFE_CONFIG, "commit", "--quiet", "--no-verify", "-m", message, cwd=self.repo
         )
         return True
+
+    async def _take_commits(self) -> str | None:
+        """The fixer's HEAD fetched into publish.git, or None when it is the entry head."""
+        head = await self.after.run(*SAFE_CONFIG, "rev-parse", "--verify", "HEAD^{commit}",
+                                    cwd=self.repo)
+        if head == self.req.entry_head:
+            return None
+        bundle = self.outbox / "fixed.bundle"
+        await self.after.run(*SAFE_CONFIG, "bundle", "create", str(bundle), "HEAD",
+                             f"^{self.req.entry_head}", cwd=self.repo)
+        # Written by git that read the fixer's files: copied, never followed, before git reads it.
+        taken = self.root / "fixed.bundle"
+        await asyncio.to_thread(copy_regular_file, bundle, taken)
+        await self.local.run(*SAFE_CONFIG, "fetch", "--quiet", "--no-tags", str(taken),
+                             f"+HEAD:{_FIXED_REF}", cwd=self.publish_repo)
+        fixed = await self.local.run("rev-parse", "--verify", f"{_FIXED_REF}^{{commit}}",
+                                     cwd=self.publish_repo)
+        return None if fixed == self.req.entry_head else fixed
 
     async def publish(self, message: str) -> Publication:
         """Commit leftovers, then push HEAD to the branch if it moved, leased on the entry head,
@@ -141,11 +198,13 @@ class Workspace:
         `--force-with-lease=<branch>:<entry_head>` lets the push replace the entry head (a fixer
         may rebase) and nothing else: a commit someone pushed meanwhile is never overwritten.
         """
+        self.outbox.mkdir()
+        await asyncio.to_thread(reclaim, self.repo, self.saved_config)
         await self.commit_pending(message)
-        head = await self.head()
-        if head == self.req.entry_head:
+        head = await self._take_commits()
+        if head is None:
             return Publication()
-        publish = await self._publish_repo()
+        publish = self.publish_repo
         branch = self.req.head_branch
         # Asked last, right before the push: a run stopped, superseded or rerun while the fixer
         # worked must not push, and the heartbeat that cancels its job may be a third of a lease
@@ -156,7 +215,7 @@ class Workspace:
         if self.req.pushing is not None:
             self.req.pushing(head)
         result = await self.remote.call(
-            "push", "--porcelain", "--no-verify",
+            *SAFE_CONFIG, "push", "--porcelain", "--no-verify",
             f"--force-with-lease=refs/heads/{branch}:{self.req.entry_head}",
             "--", self.req.clone_url, f"{head}:refs/heads/{branch}", cwd=publish,
         )
@@ -167,16 +226,6 @@ class Workspace:
         if await self._remote_head(publish) == head:
             return Publication(pushed_head=head)  # the fixer pushed this very commit itself
         return Publication(rejected=True)
-
-    async def _publish_repo(self) -> Path:
-        """A bare repository with only the bot's config, borrowing the clone's objects."""
-        objects = await self.local.run(
-            "rev-parse", "--path-format=absolute", "--git-path", "objects", cwd=self.repo
-        )
-        publish = self.root / "publish.git"
-        await self.local.run("init", "--quiet", "--bare", str(publish), cwd=self.root)
-        (publish / "objects" / "info" / "alternates").write_text(objects + "\n")
-        return publish
 
     async def _remote_head(self, cwd: Path) -> str | None:
         ref = f"refs/heads/{self.req.head_branch}"
