@@ -26,17 +26,18 @@ async def test_readyz_reports_each_unhealthy_part(db_url):
         assert r.status_code == 503 and r.json()["problems"] == ["scheduler not running"]
         rt.health.scheduler_running = True
 
-        await rt.db.engine.dispose()
-        original = rt.db.engine
-        from sqlalchemy.ext.asyncio import create_async_engine
+        original = rt.db.sessions
+        from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+        from sqlmodel.ext.asyncio.session import AsyncSession
 
-        rt.db.engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/none")
+        broken = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/none")
+        rt.db.sessions = async_sessionmaker(broken, class_=AsyncSession)
         try:
             r = await http.get("/readyz")
             assert r.status_code == 503 and r.json()["problems"][0].startswith("database")
         finally:
-            await rt.db.engine.dispose()
-            rt.db.engine = original
+            await broken.dispose()
+            rt.db.sessions = original
 
         metrics = await http.get("/metrics")
         assert metrics.status_code == 200 and "convergebot_polls_total" in metrics.text
