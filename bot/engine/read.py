@@ -9,7 +9,7 @@ from datetime import timedelta
 from bot import outbox
 from bot.fixers.base import Finding
 from bot.github.client import THREAD_COMMENTS_READ
-from bot.github.stamps import parse_time
+from bot.github.stamps import github_id, parse_time
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import adjudications, escalations, rounds
@@ -47,8 +47,7 @@ def comment_id_of(comment: dict) -> int | None:
     value = comment.get("fullDatabaseId")
     if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
         value = int(value)
-    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
-    return value if ok else None
+    return github_id(value)
 
 
 def thread_of(raw: dict) -> Thread:

@@ -1,4 +1,5 @@
-"""GitHub's timestamps ("2026-11-30T05:21:03Z") as timezone-aware datetimes."""
+"""GitHub's values read from what it sends: timestamps ("2026-11-30T05:21:03Z") as aware datetimes,
+ids as positive 64-bit ints. A payload is not trusted to be well formed."""
 
 from __future__ import annotations
 
@@ -15,3 +16,9 @@ def parse_time(text: object) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo is not None else None
+
+
+def github_id(value: object) -> int | None:
+    """An id or number: a positive int that fits a BIGINT (JSON's `true` is no id)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
+    return value if ok else None

@@ -20,6 +20,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.github.stamps import github_id
 from bot.prkey import PrKey, try_parse_pr_key
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -112,10 +113,8 @@ def _text(parent: object, name: str, limit: int = 255) -> str | None:
 
 
 def _id(parent: object, name: str) -> int | None:
-    """A GitHub id or number: a positive int that fits a BIGINT (JSON's `true` is no id)."""
-    value = parent.get(name) if isinstance(parent, dict) else None
-    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
-    return value if ok else None
+    """A GitHub id or number (`github_id`) under `name`, or None."""
+    return github_id(parent.get(name) if isinstance(parent, dict) else None)
 
 
 def _login(user: object) -> str:
