@@ -6,6 +6,7 @@ import json
 import os
 import tomllib
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -178,10 +179,7 @@ class Config(_Section):
         """The bot's files an agent must never read: the config file itself, every `*_file`
         secret, the App's private key and the SQLite database (with its journal files)."""
         paths = [self._source] if self._source else []
-        for section in type(self).model_fields:
-            values = getattr(self, section)
-            paths += [Path(getattr(values, name)) for name in type(values).model_fields
-                      if name.endswith(FILE_SUFFIX) and getattr(values, name)]
+        paths += [Path(path) for _, _, _, path in _file_keys(self)]
         if self.github.private_key_path:
             paths.append(Path(self.github.private_key_path))
         database = _sqlite_file(self.database.url)
@@ -271,31 +269,34 @@ def _read_secret_files(config: Config) -> Config:
 
     The file's content without surrounding whitespace is the value; giving both is an error.
     """
-    sections: dict[str, BaseModel] = {}
-    for section in Config.model_fields:
-        values = getattr(config, section)
-        update: dict[str, Any] = {}
-        for name in type(values).model_fields:
-            key = name.removesuffix(FILE_SUFFIX)
-            path = getattr(values, name)
-            if key == name or not path or key not in type(values).model_fields:
-                continue
-            given = getattr(values, key)
-            secret_field = isinstance(given, SecretStr)
-            if given.get_secret_value() if secret_field else given != _default(values, key):
-                raise ConfigError(f"config: {section}.{key} and {section}.{name} are both set: "
-                                  "give one")
-            try:
-                secret = Path(path).expanduser().read_text().strip()
-            except OSError as e:
-                raise ConfigError(f"config: {section}.{name}: cannot read {path}: "
-                                  f"{e.strerror or type(e).__name__}") from None
-            if not secret:
-                raise ConfigError(f"config: {section}.{name}: {path} is empty")
-            update[key] = SecretStr(secret) if secret_field else secret
-        if update:
-            sections[section] = values.model_copy(update=update)
+    updates: dict[str, dict[str, Any]] = {}
+    for section, values, name, path in _file_keys(config):
+        key = name.removesuffix(FILE_SUFFIX)
+        if key not in type(values).model_fields:
+            continue
+        given = getattr(values, key)
+        secret_field = isinstance(given, SecretStr)
+        if given.get_secret_value() if secret_field else given != _default(values, key):
+            raise ConfigError(f"config: {section}.{key} and {section}.{name} are both set: give one")
+        try:
+            secret = Path(path).expanduser().read_text().strip()
+        except OSError as e:
+            raise ConfigError(f"config: {section}.{name}: cannot read {path}: "
+                              f"{e.strerror or type(e).__name__}") from None
+        if not secret:
+            raise ConfigError(f"config: {section}.{name}: {path} is empty")
+        updates.setdefault(section, {})[key] = SecretStr(secret) if secret_field else secret
+    sections = {name: getattr(config, name).model_copy(update=update) for name, update in updates.items()}
     return config.model_copy(update=sections) if sections else config
+
+
+def _file_keys(config: Config) -> Iterator[tuple[str, BaseModel, str, str]]:
+    """Each `<key>_file` that is set, in every section: (section, its values, the field, the path)."""
+    for section in type(config).model_fields:
+        values = getattr(config, section)
+        for name in type(values).model_fields:
+            if name.endswith(FILE_SUFFIX) and getattr(values, name):
+                yield section, values, name, getattr(values, name)
 
 
 def _default(values: BaseModel, key: str) -> Any:
