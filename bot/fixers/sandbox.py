@@ -38,6 +38,8 @@ KEPT = ("/etc/resolv.conf",)
 ISOLATION = (
     "--unshare-all", "--share-net", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
 )
+# The machine read-only, a fresh /dev, and a /proc of the sandbox's own PID namespace.
+BASE_MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
 PROBE_TIMEOUT_SECONDS = 10.0
 UNSANDBOXED_RISK = ("the agent can read the bot's environment (its GitHub token), its config "
                     "and secret files, and signal its process")
@@ -65,7 +67,7 @@ class Sandbox:
         """
         repo, workdir = repo.absolute(), workdir.absolute()
         private = [d for d in dict.fromkeys((*PRIVATE_DIRS, str(workdir))) if d != "/"]
-        mounts = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        mounts = list(BASE_MOUNTS)
         for path in private:
             mounts += ["--tmpfs", path]
         kept = [os.path.realpath(path) for path in KEPT]
@@ -111,8 +113,7 @@ def sandbox_for(mode: str, *, hide: Iterable[str | Path] = (), write: Iterable[s
 @functools.cache
 def probe(program: str) -> str | None:
     """Why bubblewrap cannot run here, or None when it can (a container may forbid namespaces)."""
-    argv = [program, *ISOLATION, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--", "true"]
+    argv = [program, *ISOLATION, *BASE_MOUNTS, "--", "true"]
     try:
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT_SECONDS, env={"PATH": os.defpath})
