@@ -37,6 +37,11 @@ async def _once(body: bytes) -> AsyncIterator[bytes]:
     yield body
 
 
+def _bodiless(entry: Entry) -> Entry:
+    """The entry as kept: its body is held apart (`_Stored.body`), never its stream."""
+    return replace(entry, response=replace(entry.response, stream=_once(b"")))
+
+
 class NewestAnswerStorage(AsyncBaseStorage):
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
@@ -62,8 +67,7 @@ class NewestAnswerStorage(AsyncBaseStorage):
         old = self._newest.pop(entry.cache_key, None)
         if old is not None:
             self._stored.pop(old, None)
-        self._stored[entry.id] = _Stored(replace(entry, response=replace(entry.response, stream=_once(b""))),
-                                         b"".join(chunks))
+        self._stored[entry.id] = _Stored(_bodiless(entry), b"".join(chunks))
         self._newest[entry.cache_key] = entry.id
         while len(self._newest) > self.max_entries:
             _, evicted = self._newest.popitem(last=False)
@@ -88,7 +92,7 @@ class NewestAnswerStorage(AsyncBaseStorage):
         updated = new_entry if isinstance(new_entry, Entry) else new_entry(kept.entry)
         if updated.id != id:
             raise ValueError("an entry's id cannot change")
-        kept.entry = replace(updated, response=replace(updated.response, stream=_once(b"")))
+        kept.entry = _bodiless(updated)
         return updated
 
     async def remove_entry(self, id: uuid.UUID) -> None:
