@@ -47,6 +47,11 @@ class FixRequest:
     findings: tuple[Finding, ...]
     instructions: tuple[str, ...]  # maintainer answers / adjudications to apply, attributed text
     pr_author: str | None = None  # login of the PR author, for the `author` fixer's comment
+    # What the round asks: "review" (address review findings), "conflict" (bring the base
+    # branch in and resolve the conflicts the findings name), "ci" (make the failing checks
+    # the findings name pass). See docs/architecture.md, "Merge stage".
+    kind: str = "review"
+    base_branch: str | None = None  # the PR's base branch (its name in the base repository)
     # Asked right before a push: does this run still own the PR, with this attempt still the
     # round's? None: nobody to ask (a fixer run by hand), the push goes ahead.
     still_current: Callable[[], Awaitable[bool]] | None = field(default=None, repr=False, compare=False)
