@@ -135,6 +135,15 @@ class MergeConfig(_Section):
     method: Literal["squash", "merge", "rebase"] = "squash"
     require_approval: bool = False
     update_branch: bool = True
+    # A converged PR that conflicts with its base goes back to the fixer (a "conflict" round)
+    # this many times in a run, then escalates naming the files.
+    conflict_attempts: int = Field(2, ge=0, le=20)
+    # A converged PR whose required checks fail goes back to the fixer (a "ci" round) this many
+    # times in a run, then escalates naming the checks.
+    ci_fix_attempts: int = Field(2, ge=0, le=20)
+    # GitHub computes mergeability lazily: "unknown" is re-read with a growing delay, and
+    # escalated ("mergeability stalled") once it lasts this long.
+    mergeability_timeout_seconds: float = Field(600.0, gt=0)
 
 
 class BudgetConfig(_Section):

@@ -69,6 +69,8 @@ class PullRequest(SQLModel, table=True):
     author: str | None = Field(default=None, max_length=100)
     converged_head: str | None = Field(default=None, max_length=64)
     merge_approved: bool = False
+    # Since when GitHub has answered "unknown" to whether the PR can be merged (None: it said).
+    mergeability_unknown_since: datetime | None = ts()
     submitted_by: str | None = Field(default=None, max_length=100)
     # Last read from GitHub (by a webhook-triggered sync or the poller).
     head_sha: str | None = Field(default=None, max_length=64)
@@ -106,6 +108,9 @@ class Round(SQLModel, table=True):
     pr_key: str = Field(max_length=300)
     process_key: str = Field(max_length=64)
     round_no: int
+    # What the round asks of the fixer: review (findings of a review), conflict (the base
+    # branch brought in), ci (failing checks made to pass). storage.statuses.RoundKind.
+    kind: str = Field(default="review", max_length=16, sa_column_kwargs={"server_default": "review"})
     status: str | None = Field(default=None, max_length=16)
     entry_head: str | None = Field(default=None, max_length=64)
     exit_head: str | None = Field(default=None, max_length=64)

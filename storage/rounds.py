@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import func, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -39,7 +39,15 @@ async def for_pr(db: Database, pr_key: str) -> list[Round]:
         return list(await s.exec(select(Round).where(Round.pr_key == pr_key).order_by(Round.id)))
 
 
-async def start(session: AsyncSession, pr_key: str, process_key: str, round_no: int, entry_head: str) -> None:
+async def count_kind(db: Database, pr_key: str, process_key: str, kind: str) -> int:
+    """How many rounds of `kind` the run has had: the merge stage's fix budgets."""
+    async with db.read_session() as s:
+        return (await s.exec(select(func.count()).select_from(Round).where(
+            Round.pr_key == pr_key, Round.process_key == process_key, Round.kind == kind))).one()
+
+
+async def start(session: AsyncSession, pr_key: str, process_key: str, round_no: int, entry_head: str,
+                kind: str = "review") -> None:
     """Create the round, or restart it at a new entry head with its verdict fields cleared.
 
     `attempt` survives a restart: it numbers every fixer dispatch of the round, so the jobs of a
@@ -47,7 +55,7 @@ async def start(session: AsyncSession, pr_key: str, process_key: str, round_no: 
     """
     now = utcnow()
     values = {**VERDICT_FIELDS, "entry_head": entry_head, "review_id": None, "findings": None,
-              "started_at": now}
+              "started_at": now, "kind": kind}
     dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
     stmt = dialect.insert(Round.__table__).values(
         pr_key=pr_key, process_key=process_key, round_no=round_no, attempt=-1, **values

@@ -36,6 +36,14 @@ class RunState(StrEnum):
     TERMINATED = "terminated"
 
 
+class RoundKind(StrEnum):
+    """What a round asks of the fixer (docs/architecture.md, "Merge stage")."""
+
+    REVIEW = "review"  # address a review's findings
+    CONFLICT = "conflict"  # bring the base branch in and resolve the conflicts
+    CI = "ci"  # make the failing checks pass
+
+
 class RunKind(StrEnum):
     CONVERGENCE = "convergence"
     MERGE = "merge"

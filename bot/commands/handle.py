@@ -162,7 +162,7 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str 
             elif rnd is not None:
                 attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
                     **rounds.VERDICT_FIELDS, "fixer_started_at": now, "instructions": json.dumps(instructions)})
-                await queue_fixer(s, rt, pr, n, attempt, rnd.findings or "[]", instructions)
+                await queue_fixer(s, rt, pr, n, attempt, rnd.findings or "[]", instructions, kind=rnd.kind)
     except _Lost:
         return False, "The run moved on meanwhile; nothing was changed."
     return True, None

@@ -171,7 +171,8 @@ class Progress:
 
 
 def _churn_file(history: tuple[RoundState, ...], current: RoundState, rounds: int) -> str | None:
-    recent = [*history, current][-rounds:]
+    # The merge stage's conflict and CI rounds are not a reviewer asking again.
+    recent = [r for r in (*history, current) if r.kind == "review"][-rounds:]
     if len(recent) < rounds or any(r.findings is None for r in recent):
         return None
     if any(r is not current and r.status != "addressed" for r in recent):
@@ -221,6 +222,10 @@ def decide_progress(
 def _moved(pr: PrState, rnd: RoundState, head: str, history: tuple[RoundState, ...], settings: Settings,
            memory: dict[str, Adjudication]) -> Progress:
     reason = "head moved" if head != rnd.entry_head else "resolved"
+    if rnd.kind != "review":
+        # A conflict or CI round of the merge stage: its own budget bounds it (merging.py), and
+        # the fresh review of what it pushed is the next round, which the cap still counts.
+        return Progress("advance", "addressed", head, reason=f"{rnd.kind} round: {reason}")
     remembered = instruction = None
     churn = _churn_file(history, rnd, settings.churn_rounds)
     if churn is not None:

@@ -43,7 +43,8 @@ async def queue_progress(session: AsyncSession, pr_key: str, process_key: str, r
 
 
 async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round_no: int, attempt: int,
-                      findings_text: str, instructions: Sequence[str]) -> None:
+                      findings_text: str, instructions: Sequence[str], *, kind: str = "review",
+                      base_branch: str | None = None) -> None:
     """In the caller's transaction: the fixer's job (or its comment) and the deadline check.
 
     Written with the dispatch itself, so a crash right after cannot leave a round that waits
@@ -62,7 +63,8 @@ async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round
         verdict = await rt.extras["fixer"].run(FixRequest(
             pr_key=pr.pr_key, round_no=round_no, attempt=attempt, title=pr.title, description="",
             head_branch=pr.head_branch or "", entry_head=pr.last_round_head or "", clone_url="", token=None,
-            findings=findings_of(findings_text) or (), instructions=tuple(instructions), pr_author=pr.author))
+            findings=findings_of(findings_text) or (), instructions=tuple(instructions), pr_author=pr.author,
+            kind=kind, base_branch=base_branch))
         await outbox.comment(session, pr.pr_key, f"convergebot:fix:{pr.process_key}:{round_no}:{attempt}",
                              verdict.comment or "Please address the review findings.",
                              process_key=pr.process_key)

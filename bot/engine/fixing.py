@@ -77,6 +77,7 @@ async def fix(rt: Runtime, job: Job) -> None:
             description=gh_pr.get("body") or "", head_branch=branch, entry_head=rnd.entry_head,
             clone_url=head_repo.get("clone_url") or "", token=await rt.github.clone_token(),
             findings=findings, instructions=tuple(json.loads(rnd.instructions or "[]")),
+            kind=rnd.kind, base_branch=(gh_pr.get("base") or {}).get("ref"),
             still_current=still_current,
             pushing=lambda sha: _pushing(rt, (key.full_repo, head_repo.get("full_name")), sha),
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 
 from bot.prkey import try_parse_pr_key
 from storage.statuses import Status
@@ -41,6 +42,17 @@ def find_cycle(start: str, edges: dict[str, list[str]]) -> list[str] | None:
 
 
 @dataclass(frozen=True)
+class FailedCheck:
+    """A check (run or commit status) that failed on the head, as the fixer is shown it."""
+
+    name: str
+    conclusion: str
+    title: str | None = None
+    summary: str | None = None
+    url: str | None = None
+
+
+@dataclass(frozen=True)
 class MergeView:
     status: str
     head: str | None
@@ -50,12 +62,31 @@ class MergeView:
     cycle: tuple[str, ...] | None
     require_approval: bool
     approved: bool
+    # Read only when the state calls for them (merging.py): the checks that block the merge,
+    # those still running, the files changed on both sides, and the fix rounds already spent.
+    failing_checks: tuple[FailedCheck, ...] = ()
+    pending_checks: tuple[str, ...] = ()
+    conflict_files: tuple[str, ...] = ()
+    conflict_rounds: int = 0
+    ci_rounds: int = 0
+    conflict_attempts: int = 2
+    ci_fix_attempts: int = 2
+    unknown_for: timedelta = timedelta(0)  # how long GitHub has said "unknown"
+    unknown_timeout: timedelta = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
 class MergeStep:
-    kind: str  # wait | new_round | to_merge | merge | update_branch | escalate | back_to_waiting
+    # wait | wait_unknown | new_round | to_merge | merge | update_branch | escalate |
+    # back_to_waiting | fix_round
+    kind: str
     reason: str = ""
+    round_kind: str | None = None  # fix_round: conflict | ci
+    escalation: str = "merge"  # escalate: the escalation's kind
+
+
+def _files(files: tuple[str, ...]) -> str:
+    return ", ".join(f"`{f}`" for f in files) if files else "(GitHub does not say which files)"
 
 
 def decide_merge(v: MergeView) -> MergeStep:
@@ -73,12 +104,30 @@ def decide_merge(v: MergeView) -> MergeStep:
     if v.require_approval and not v.approved:
         return MergeStep("wait", "waiting for `/converge merge`")
     state = v.mergeable_state or "unknown"
+    if v.failing_checks and state in ("blocked", "unstable"):
+        names = ", ".join(f"`{c.name}`" for c in v.failing_checks)
+        if v.ci_rounds < v.ci_fix_attempts:
+            return MergeStep("fix_round", f"failing checks: {names}", "ci")
+        return MergeStep("escalate", f"the checks {names} still fail after {v.ci_rounds} CI-fix round(s)",
+                         escalation="ci")
     if state in MERGEABLE_NOW:
         return MergeStep("merge", state)
     if state == "behind":
         return MergeStep("update_branch", "branch is behind its base")
     if state == "dirty":
-        return MergeStep("escalate", "the branch has merge conflicts with its base")
+        if v.conflict_rounds < v.conflict_attempts:
+            return MergeStep("fix_round", f"conflicts with the base in {_files(v.conflict_files)}", "conflict")
+        return MergeStep("escalate", f"the branch still conflicts with its base after {v.conflict_rounds} "
+                                     f"conflict round(s); files changed on both sides: {_files(v.conflict_files)}",
+                         escalation="conflict")
     if state == "blocked":
-        return MergeStep("wait", "blocked by branch protection (reviews or required checks)")
-    return MergeStep("wait", f"mergeability {state}: re-polling")
+        if v.pending_checks:
+            return MergeStep("wait", "blocked: required checks still running: " + ", ".join(v.pending_checks))
+        return MergeStep("wait", "blocked by branch protection: waiting for required reviews")
+    if state == "draft":
+        return MergeStep("wait", "the PR is a draft")
+    if v.unknown_for >= v.unknown_timeout:
+        return MergeStep("escalate", f"mergeability stalled: GitHub has not said whether the PR can be merged "
+                                     f"for {int(v.unknown_for.total_seconds() // 60)} minutes",
+                         escalation="mergeability")
+    return MergeStep("wait_unknown", f"mergeability {state}: re-polling")

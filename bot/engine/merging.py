@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+from datetime import timedelta
+
 import structlog
 
 from bot import outbox
+from bot.fixers.base import Finding
 from bot.github.errors import Conflict, NotFound
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
-from storage import dependencies, prs, runs
+from storage import dependencies, prs, rounds, runs
 from storage.models import PullRequest, utcnow
-from storage.statuses import RunState, Status
+from storage.statuses import RoundKind, RunState, Status
 
-from .dispatch import requeue
+from .dispatch import queue_fixer, requeue
 from .escalation import escalate
 from .findings import fingerprint
-from .merge import MergeView, decide_merge, find_cycle, parse_dependencies
+from .merge import FailedCheck, MergeStep, MergeView, decide_merge, find_cycle, parse_dependencies
 from .model import Escalate
+from .read import CHECK_RUN_NAME, FAILED_CONCLUSIONS, findings_json
 
 log = structlog.get_logger(__name__)
 
 MERGE_STATUSES = (Status.WAITING_DEPS, Status.WAITING_MERGE, Status.MERGING)
+# "unknown" mergeability is looked at again after the time it has lasted, within these bounds.
+UNKNOWN_MIN_DELAY, UNKNOWN_MAX_DELAY = 2.0, 60.0
+CHECK_SUMMARY_CHARS = 2000  # of a failed check's output summary, handed to the fixer
 
 
 async def _unmerged(rt: Runtime, deps: list[str]) -> tuple[str, ...]:
@@ -44,45 +53,165 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
     deps = parse_dependencies(gh_pr.get("body"), key.full_repo)
     await dependencies.replace_for(rt.db, pr.pr_key, deps)
     cycle = find_cycle(pr.pr_key, await dependencies.edges(rt.db)) if deps else None
+    state = gh_pr.get("mergeable_state") or "unknown"
+    now = utcnow()
     view = MergeView(
         status=pr.status, head=pr.head_sha, converged_head=pr.converged_head,
-        mergeable_state=gh_pr.get("mergeable_state"),
+        mergeable_state=state,
         unmerged_deps=await _unmerged(rt, deps) if pr.status == Status.WAITING_DEPS else (),
         cycle=tuple(cycle) if cycle else None,
         require_approval=rt.config.merge.require_approval, approved=pr.merge_approved,
+        conflict_attempts=rt.config.merge.conflict_attempts, ci_fix_attempts=rt.config.merge.ci_fix_attempts,
+        unknown_for=now - (pr.mergeability_unknown_since or now),
+        unknown_timeout=timedelta(seconds=rt.config.merge.mergeability_timeout_seconds),
     )
+    if pr.status == Status.WAITING_MERGE and pr.head_sha == pr.converged_head:
+        view = await _merge_blockers(rt, pr, gh_pr, view)
     step = decide_merge(view)
     pk = pr.process_key
     if step.kind == "back_to_waiting" and await outbox.pending(rt.db, pr.pr_key, "merge"):
         return  # the merge effect is still trying: it alone settles `merging`
     fence = dict(expect_status=pr.status, expect_round=pr.current_round)
+    # Since when GitHub has said "unknown": kept while it does, cleared once it says anything.
+    unknown = {"mergeability_unknown_since": (pr.mergeability_unknown_since or now)
+               if step.kind == "wait_unknown" else None}
     async with rt.db.session() as s:
-        if step.kind == "wait":
-            await prs.fenced_update(None, pr.pr_key, pk, {"last_action": step.reason}, **fence, session=s)
+        if step.kind in ("wait", "wait_unknown"):
+            won = await prs.fenced_update(None, pr.pr_key, pk, {"last_action": step.reason, **unknown},
+                                          **fence, session=s)
+            if won and step.kind == "wait_unknown":
+                # GitHub computes mergeability after a read asks for it: look again soon, then
+                # less often (the delay grows with the wait), until the stall escalates.
+                delay = min(max(view.unknown_for.total_seconds(), UNKNOWN_MIN_DELAY), UNKNOWN_MAX_DELAY)
+                await requeue(s, pr.pr_key, "mergeability_unknown", delay_seconds=delay)
         elif step.kind == "new_round":
             if await prs.fenced_update(None, pr.pr_key, pk, {
                     "status": Status.CONVERGING, "current_round": pr.current_round + 1, "husk_retries": 0,
-                    "converged_head": None, "converged_at": None, "last_action": step.reason}, **fence, session=s):
+                    "converged_head": None, "converged_at": None, "last_action": step.reason, **unknown},
+                    **fence, session=s):
                 await requeue(s, pr.pr_key, "new_round")  # the stage changed: its next step now
+        elif step.kind == "fix_round":
+            await _fix_round(s, rt, pr, step, view, (gh_pr.get("base") or {}).get("ref") or "", now, bound)
         elif step.kind in ("to_merge", "back_to_waiting"):
             if await prs.fenced_update(None, pr.pr_key, pk, {"status": Status.WAITING_MERGE,
-                                                             "last_action": step.reason}, **fence, session=s):
+                                                             "last_action": step.reason, **unknown},
+                                       **fence, session=s):
                 await requeue(s, pr.pr_key, "waiting_merge")
         elif step.kind == "escalate":
-            await escalate(s, rt, pr, Escalate("merge", f"convergebot cannot merge: {step.reason}.",
-                                               fingerprint("merge", step.reason)), expect_status=pr.status)
+            await escalate(s, rt, pr, Escalate(step.escalation, f"convergebot cannot merge: {step.reason}.",
+                                               fingerprint(step.escalation, step.reason)),
+                           expect_status=pr.status, extra=unknown)
         elif step.kind == "update_branch":
-            won = await prs.fenced_update(None, pr.pr_key, pk, {"last_action": "updating the branch from its base"},
-                                          **fence, session=s)
+            won = await prs.fenced_update(None, pr.pr_key, pk, {"last_action": "updating the branch from its base",
+                                                                **unknown}, **fence, session=s)
             if won and rt.config.merge.update_branch:
                 await outbox.update_branch(s, pr.pr_key, pk, pr.head_sha or "")
         elif step.kind == "merge":
             # `merging` and the merge effect commit together; the effect re-reads the PR before
             # every try, so a merge whose answer was lost is never made blind a second time.
-            if await prs.fenced_update(None, pr.pr_key, pk, {"status": Status.MERGING, "last_action": "merging"},
+            if await prs.fenced_update(None, pr.pr_key, pk, {"status": Status.MERGING, "last_action": "merging",
+                                                             **unknown},
                                        expect_status=Status.WAITING_MERGE, expect_round=pr.current_round, session=s):
                 await outbox.merge(s, pr.pr_key, pk, pr.converged_head, pr.current_round)
                 bound.info("merge.queued", head=pr.converged_head)
+
+
+async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: MergeView) -> MergeView:
+    """What the decision needs beyond the PR, read only when its state calls for it: the failing
+    checks of a blocked (or, with `required_checks`, unstable) PR, the files of a dirty one, and
+    the fix rounds the run already spent on either."""
+    key = parse_pr_key(pr.pr_key)
+    state, head = view.mergeable_state, pr.head_sha or ""
+    required = rt.config.convergence.required_checks
+    if state == "blocked" or (state == "unstable" and required):
+        runs_, status = await asyncio.gather(rt.github.check_runs(key.owner, key.repo, head),
+                                             rt.github.combined_status(key.owner, key.repo, head))
+        failing, pending = failed_checks(runs_, status, required)
+        view = replace(view, failing_checks=failing, pending_checks=pending)
+        if failing:
+            view = replace(view, ci_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI))
+    elif state == "dirty":
+        base = (gh_pr.get("base") or {}).get("ref") or ""
+        files = await rt.github.conflicting_files(key.owner, key.repo, base, head)
+        view = replace(view, conflict_files=tuple(files),
+                       conflict_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CONFLICT))
+    return view
+
+
+def failed_checks(runs_: list[dict], status: dict, required: list[str]) -> tuple[tuple[FailedCheck, ...], tuple[str, ...]]:
+    """The failed and the still-running checks of the head (ours left out): those `required`
+    names when it names any, else all of them (GitHub said the PR is blocked; a failing check is
+    what a fixer can act on)."""
+    failing: dict[str, FailedCheck] = {}
+    pending: set[str] = set()
+    for run in runs_ or ():
+        name = run.get("name")
+        if not isinstance(name, str) or name == CHECK_RUN_NAME:
+            continue
+        if run.get("status") != "completed":
+            pending.add(name)
+        elif run.get("conclusion") in FAILED_CONCLUSIONS:
+            output = run.get("output") or {}
+            failing[name] = FailedCheck(name, run["conclusion"], output.get("title"), output.get("summary"),
+                                        run.get("details_url") or run.get("html_url"))
+    for st in (status or {}).get("statuses") or ():
+        name, state = st.get("context"), st.get("state")
+        if not isinstance(name, str):
+            continue
+        if state == "pending":
+            pending.add(name)
+        elif state in ("failure", "error"):
+            failing[name] = FailedCheck(name, state, None, st.get("description"), st.get("target_url"))
+    if required:
+        failing = {n: c for n, c in failing.items() if n in required}
+        pending &= set(required)
+    return tuple(failing[n] for n in sorted(failing)), tuple(sorted(pending - set(failing)))
+
+
+def fix_findings(step: MergeStep, view: MergeView, base: str) -> tuple[Finding, ...]:
+    """What a conflict or CI round hands the fixer, one finding per file or check."""
+    head = (view.head or "")[:7]
+    if step.round_kind == RoundKind.CONFLICT:
+        ask = f"Merge `origin/{base}` into the branch and resolve the conflicts."
+        if not view.conflict_files:
+            return (Finding(None, None, None, None, f"GitHub reports that this branch conflicts with `{base}`. {ask}",
+                            None, fingerprint("conflict", base)),)
+        return tuple(Finding(None, None, path, None,
+                             f"`{path}` was changed both on this branch and on `{base}` since they parted, and "
+                             f"GitHub reports conflicts. {ask}", None, fingerprint("conflict", path))
+                     for path in view.conflict_files)
+    out = []
+    for c in view.failing_checks:
+        parts = [f"The check `{c.name}` failed on {head} (conclusion: {c.conclusion}). Make it pass."]
+        if c.title:
+            parts.append(f"**{c.title[:300]}**")
+        if c.summary:
+            parts.append(c.summary[:CHECK_SUMMARY_CHARS])
+        if c.url:
+            parts.append(f"Details: {c.url}")
+        out.append(Finding(None, None, None, None, "\n\n".join(parts), None, fingerprint("check", c.name)))
+    return tuple(out)
+
+
+async def _fix_round(s, rt: Runtime, pr: PullRequest, step: MergeStep, view: MergeView, base: str, now,
+                     bound) -> None:
+    """A conflict or CI round: the next round, handed straight to the fixer with what blocks the
+    merge as its findings; the fresh review of what it pushes is the round after."""
+    n, head = pr.current_round + 1, pr.head_sha or ""
+    findings = fix_findings(step, view, base)
+    text = findings_json(findings)
+    if not await prs.fenced_update(None, pr.pr_key, pr.process_key, {
+            "status": Status.CONVERGING, "current_round": n, "husk_retries": 0, "converged_head": None,
+            "converged_at": None, "last_round_head": head, "mergeability_unknown_since": None,
+            "last_action": f"{step.round_kind} round: {step.reason}"},
+            expect_status=Status.WAITING_MERGE, expect_round=pr.current_round, session=s):
+        return
+    await rounds.start(s, pr.pr_key, pr.process_key, n, head, kind=step.round_kind)
+    attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
+        "findings": text, "fixer": rt.config.fixer.kind, "fixer_started_at": now, "instructions": "[]"})
+    moved = pr.model_copy(update={"current_round": n, "last_round_head": head, "status": Status.CONVERGING})
+    await queue_fixer(s, rt, moved, n, attempt, text, [], kind=step.round_kind, base_branch=base)
+    bound.info("merge.fix_round", kind=step.round_kind, round=n, reason=step.reason)
 
 
 async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> None:

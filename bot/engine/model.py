@@ -80,6 +80,7 @@ class RoundState:
     question: str | None
     status: str | None
     attempt: int = 0
+    kind: str = "review"  # review | conflict | ci (storage.statuses.RoundKind)
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,7 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
                         "instructions": json.dumps(instructions)}, expect_attempt=attempt)
                     if nxt is None:
                         raise _Lost()
-                    await queue_fixer(s, rt, pr, n, nxt, rnd.findings or "[]", instructions)
+                    await queue_fixer(s, rt, pr, n, nxt, rnd.findings or "[]", instructions, kind=rnd.kind)
             else:
                 won = await escalate(s, rt, pr, outcome.escalation, extra=stamp, process_key=pk,
                                      expect_status=Status.CONVERGING) is not None

@@ -19,7 +19,7 @@ from .model import Adjudication, Checks, PrState, Review, RoundState, Settings, 
 from .threads import reply_marker
 
 CHECK_RUN_NAME = "convergebot"
-_FAILED = {"failure", "timed_out", "cancelled", "action_required", "startup_failure", "stale"}
+FAILED_CONCLUSIONS = {"failure", "timed_out", "cancelled", "action_required", "startup_failure", "stale"}
 
 
 def settings_of(rt: Runtime) -> Settings:
@@ -74,7 +74,7 @@ def checks_of(runs: list[dict], status: dict, required: list[str]) -> Checks:
         if run.get("status") != "completed":
             states[run["name"]] = "pending"
         else:
-            states[run["name"]] = "failure" if run.get("conclusion") in _FAILED else "success"
+            states[run["name"]] = "failure" if run.get("conclusion") in FAILED_CONCLUSIONS else "success"
     for st in (status or {}).get("statuses") or []:
         if not st:
             continue
@@ -105,7 +105,7 @@ def round_state(r: Round | None) -> RoundState | None:
     return RoundState(round_no=r.round_no, entry_head=r.entry_head, review_id=r.review_id,
                       findings=findings_of(r.findings), fixer_started_at=r.fixer_started_at,
                       fixer_finished_at=r.fixer_finished_at, verdict=r.verdict, summary=r.summary,
-                      question=r.question, status=r.status, attempt=r.attempt)
+                      question=r.question, status=r.status, attempt=r.attempt, kind=r.kind)
 
 
 def pr_state(pr: PullRequest) -> PrState:

@@ -1,6 +1,9 @@
+from datetime import timedelta
+
 import pytest
 
-from bot.engine.merge import MergeView, decide_merge, find_cycle, parse_dependencies
+from bot.engine.merge import FailedCheck, MergeView, decide_merge, find_cycle, parse_dependencies
+from bot.engine.merging import failed_checks, fix_findings
 
 H1, H2 = "1" * 40, "2" * 40
 
@@ -26,7 +29,8 @@ def test_cycles_are_found():
 
 @pytest.mark.parametrize("state,kind", [
     ("clean", "merge"), ("unstable", "merge"), ("has_hooks", "merge"), ("behind", "update_branch"),
-    ("dirty", "escalate"), ("blocked", "wait"), ("unknown", "wait"), (None, "wait"),
+    ("dirty", "fix_round"), ("blocked", "wait"), ("unknown", "wait_unknown"), (None, "wait_unknown"),
+    ("draft", "wait"),
 ])
 def test_mergeability(state, kind):
     assert decide_merge(view(mergeable_state=state)).kind == kind
@@ -50,3 +54,65 @@ def test_approval_required():
 
 def test_an_unconfirmed_merge_is_re_read_not_retried():
     assert decide_merge(view(status="merging")).kind == "back_to_waiting"
+
+
+RED = FailedCheck("ci/test", "failure", "2 tests failed", "test_x failed", "https://ci.example/1")
+
+
+def test_a_conflict_goes_to_the_fixer_within_its_budget_then_escalates_naming_the_files():
+    step = decide_merge(view(mergeable_state="dirty", conflict_files=("a.py", "b.py"), conflict_rounds=1))
+    assert (step.kind, step.round_kind) == ("fix_round", "conflict")
+    step = decide_merge(view(mergeable_state="dirty", conflict_files=("a.py", "b.py"), conflict_rounds=2))
+    assert (step.kind, step.escalation) == ("escalate", "conflict")
+    assert "`a.py`, `b.py`" in step.reason
+    assert decide_merge(view(mergeable_state="dirty", conflict_attempts=0)).kind == "escalate"
+
+
+def test_failing_checks_go_to_the_fixer_within_their_budget_then_escalate_naming_them():
+    for state in ("blocked", "unstable"):
+        step = decide_merge(view(mergeable_state=state, failing_checks=(RED,)))
+        assert (step.kind, step.round_kind) == ("fix_round", "ci")
+    step = decide_merge(view(mergeable_state="blocked", failing_checks=(RED,), ci_rounds=2))
+    assert (step.kind, step.escalation) == ("escalate", "ci")
+    assert "`ci/test`" in step.reason
+
+
+def test_blocked_without_a_failing_check_waits_and_says_for_what():
+    assert "still running: ci/test" in decide_merge(view(mergeable_state="blocked",
+                                                         pending_checks=("ci/test",))).reason
+    step = decide_merge(view(mergeable_state="blocked"))
+    assert step.kind == "wait" and "required reviews" in step.reason
+
+
+def test_unknown_mergeability_is_re_polled_then_escalated_as_stalled():
+    assert decide_merge(view(mergeable_state=None, unknown_for=timedelta(minutes=9))).kind == "wait_unknown"
+    step = decide_merge(view(mergeable_state=None, unknown_for=timedelta(minutes=10)))
+    assert (step.kind, step.escalation) == ("escalate", "mergeability")
+    assert "stalled" in step.reason
+
+
+def test_failed_checks_read_runs_and_statuses_and_keep_to_the_required_ones():
+    runs = [
+        {"name": "convergebot", "status": "completed", "conclusion": "failure"},
+        {"name": "ci/test", "status": "completed", "conclusion": "failure", "details_url": "u",
+         "output": {"title": "t", "summary": "s"}},
+        {"name": "lint", "status": "in_progress", "conclusion": None},
+        {"name": "docs", "status": "completed", "conclusion": "success"},
+    ]
+    status = {"statuses": [{"context": "legacy", "state": "error", "description": "d", "target_url": "v"}]}
+    failing, pending = failed_checks(runs, status, [])
+    assert [c.name for c in failing] == ["ci/test", "legacy"] and pending == ("lint",)
+    assert failing[0] == FailedCheck("ci/test", "failure", "t", "s", "u")
+    failing, pending = failed_checks(runs, status, ["ci/test"])
+    assert [c.name for c in failing] == ["ci/test"] and pending == ()
+
+
+def test_fix_findings_name_each_file_or_check():
+    conflict = decide_merge(view(mergeable_state="dirty", conflict_files=("a.py",)))
+    (f,) = fix_findings(conflict, view(conflict_files=("a.py",)), "main")
+    assert f.path == "a.py" and "origin/main" in f.body
+    (f,) = fix_findings(conflict, view(), "main")
+    assert f.path is None and "conflicts with `main`" in f.body
+    ci = decide_merge(view(mergeable_state="blocked", failing_checks=(RED,)))
+    (f,) = fix_findings(ci, view(failing_checks=(RED,)), "main")
+    assert "`ci/test`" in f.body and "2 tests failed" in f.body and "https://ci.example/1" in f.body
