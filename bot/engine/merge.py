@@ -123,7 +123,8 @@ def decide_merge(v: MergeView) -> MergeStep:
     if state == "blocked":
         if v.pending_checks:
             return MergeStep("wait", "blocked: required checks still running: " + ", ".join(v.pending_checks))
-        return MergeStep("wait", "blocked by branch protection: waiting for required reviews")
+        return MergeStep("wait", "blocked by branch protection: waiting for required reviews "
+                                 "(or required checks that have not reported)")
     if state == "draft":
         return MergeStep("wait", "the PR is a draft")
     if v.unknown_for >= v.unknown_timeout:
