@@ -50,6 +50,9 @@ class FailedCheck:
     title: str | None = None
     summary: str | None = None
     url: str | None = None
+    run_id: int | None = None  # a check run's (a commit status has none)
+    annotation_count: int = 0
+    annotations: tuple[str, ...] = ()  # "path:line: message", the first few
 
 
 @dataclass(frozen=True)

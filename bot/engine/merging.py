@@ -30,6 +30,7 @@ MERGE_STATUSES = (Status.WAITING_DEPS, Status.WAITING_MERGE, Status.MERGING)
 # "unknown" mergeability is looked at again after the time it has lasted, within these bounds.
 UNKNOWN_MIN_DELAY, UNKNOWN_MAX_DELAY = 2.0, 60.0
 CHECK_SUMMARY_CHARS = 2000  # of a failed check's output summary, handed to the fixer
+ANNOTATIONS_SHOWN = 10  # of a failed check run's annotations
 
 
 async def _unmerged(rt: Runtime, deps: list[str]) -> tuple[str, ...]:
@@ -127,6 +128,7 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
         runs_, status = await asyncio.gather(rt.github.check_runs(key.owner, key.repo, head),
                                              rt.github.combined_status(key.owner, key.repo, head))
         failing, pending = failed_checks(runs_, status, required)
+        failing = tuple(await asyncio.gather(*(_annotated(rt, key, c) for c in failing)))
         view = replace(view, failing_checks=failing, pending_checks=pending)
         if failing:
             view = replace(view, ci_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI))
@@ -136,6 +138,17 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
         view = replace(view, conflict_files=tuple(files),
                        conflict_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CONFLICT))
     return view
+
+
+async def _annotated(rt: Runtime, key, check: FailedCheck) -> FailedCheck:
+    """The check with its first annotations (where the failure points in the code), when it has
+    any: one read per failing check run, only when a CI round is being decided."""
+    if not check.run_id or not check.annotation_count:
+        return check
+    found = await rt.github.check_run_annotations(key.owner, key.repo, check.run_id, limit=ANNOTATIONS_SHOWN)
+    lines = tuple(f"{a.get('path')}:{a.get('start_line')}: {a.get('annotation_level')}: {a.get('message')}"
+                  for a in found[:ANNOTATIONS_SHOWN] if isinstance(a, dict))
+    return replace(check, annotations=lines)
 
 
 def failed_checks(runs_: list[dict], status: dict, required: list[str]) -> tuple[tuple[FailedCheck, ...], tuple[str, ...]]:
@@ -152,8 +165,10 @@ def failed_checks(runs_: list[dict], status: dict, required: list[str]) -> tuple
             pending.add(name)
         elif run.get("conclusion") in FAILED_CONCLUSIONS:
             output = run.get("output") or {}
+            count = output.get("annotations_count")
             failing[name] = FailedCheck(name, run["conclusion"], output.get("title"), output.get("summary"),
-                                        run.get("details_url") or run.get("html_url"))
+                                        run.get("details_url") or run.get("html_url"), run.get("id"),
+                                        count if isinstance(count, int) else 0)
     for st in (status or {}).get("statuses") or ():
         name, state = st.get("context"), st.get("state")
         if not isinstance(name, str):
@@ -187,6 +202,8 @@ def fix_findings(step: MergeStep, view: MergeView, base: str) -> tuple[Finding, 
             parts.append(f"**{c.title[:300]}**")
         if c.summary:
             parts.append(c.summary[:CHECK_SUMMARY_CHARS])
+        if c.annotations:
+            parts.append("Annotations:\n" + "\n".join(f"- {a[:500]}" for a in c.annotations))
         if c.url:
             parts.append(f"Details: {c.url}")
         out.append(Finding(None, None, None, None, "\n\n".join(parts), None, fingerprint("check", c.name)))

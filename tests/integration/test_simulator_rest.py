@@ -199,3 +199,26 @@ async def test_github_app_auth_gets_an_installation_token(tmp_path):
                                        201) == 1
     finally:
         await server.stop()
+
+
+async def test_check_run_annotations_accumulate_and_are_listed(api, sim, pr):
+    head = (await api.get(f"repos/{REPO}/pulls/{pr.number}")).json()["head"]["sha"]
+    note = {"path": "app.py", "start_line": 1, "end_line": 1, "annotation_level": "failure",
+            "message": "NameError: name 'x' is not defined"}
+    created = await api.post(f"repos/{REPO}/check-runs", json={
+        "name": "ci/test", "head_sha": head, "conclusion": "failure",
+        "output": {"title": "1 failed", "summary": "s", "annotations": [note]}})
+    assert created.status_code == 201
+    run_id = created.json()["id"]
+    await api.patch(f"repos/{REPO}/check-runs/{run_id}",
+                    json={"output": {"title": "1 failed", "summary": "s", "annotations": [note | {"start_line": 3,
+                                                                                                  "end_line": 3}]}})
+    run = (await api.get(f"repos/{REPO}/check-runs/{run_id}")).json()
+    assert run["output"]["annotations_count"] == 2
+    listed = (await api.get(f"repos/{REPO}/check-runs/{run_id}/annotations")).json()
+    assert [(a["path"], a["start_line"], a["message"]) for a in listed] == [
+        ("app.py", 1, note["message"]), ("app.py", 3, note["message"])]
+    bad = await api.post(f"repos/{REPO}/check-runs", json={
+        "name": "ci/lint", "head_sha": head, "output": {"title": "t", "summary": "s",
+                                                        "annotations": [{"path": "app.py"}]}})
+    assert bad.status_code == 422

@@ -116,3 +116,6 @@ def test_fix_findings_name_each_file_or_check():
     ci = decide_merge(view(mergeable_state="blocked", failing_checks=(RED,)))
     (f,) = fix_findings(ci, view(failing_checks=(RED,)), "main")
     assert "`ci/test`" in f.body and "2 tests failed" in f.body and "https://ci.example/1" in f.body
+    annotated = FailedCheck("ci/test", "failure", annotations=("app/x.py:3: failure: boom",))
+    (f,) = fix_findings(ci, view(failing_checks=(annotated,)), "main")
+    assert "- app/x.py:3: failure: boom" in f.body

@@ -257,6 +257,7 @@ class CheckRun:
     output: dict = field(default_factory=dict)
     details_url: str | None = None
     external_id: str | None = None
+    annotations: list[dict] = field(default_factory=list)  # appended by each write's output
 
     @property
     def node_id(self) -> str:

@@ -18,6 +18,7 @@ RUN_STATUSES = ("queued", "in_progress", "completed", "waiting", "requested", "p
 CONCLUSIONS = ("action_required", "cancelled", "failure", "neutral", "success", "skipped",
                "stale", "timed_out")
 STATUS_STATES = ("error", "failure", "pending", "success")
+ANNOTATION_FIELDS = ("path", "start_line", "end_line", "annotation_level", "message")
 _RUN_FIELDS = ("name", "status", "conclusion", "output", "details_url", "external_id",
                "started_at", "completed_at")
 
@@ -123,6 +124,14 @@ class CheckOps(SimulatorCore):
         if fields.get("output"):
             run.output = {**run.output, **{k: v for k, v in fields["output"].items()
                                            if k in ("title", "summary", "text")}}
+            # GitHub adds a write's annotations to the run's (at most 50 a request).
+            annotations = fields["output"].get("annotations") or []
+            if not isinstance(annotations, list) or len(annotations) > 50:
+                raise Unprocessable("output.annotations: at most 50 a request", "output")
+            for a in annotations:
+                if not isinstance(a, dict) or not all(a.get(k) for k in ANNOTATION_FIELDS):
+                    raise Unprocessable(f"an annotation needs {', '.join(ANNOTATION_FIELDS)}", "output")
+            run.annotations.extend(annotations)
         if fields.get("started_at") is not None:
             run.started_at = _parse_time(fields["started_at"], "started_at")
         if status is not None:

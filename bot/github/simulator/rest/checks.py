@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import Unprocessable
 from ..gateway import ApiRequest, Gateway, Reply
-from ..shapes.checks import check_run, combined_status, status
+from ..shapes.checks import annotation, check_run, combined_status, status
 
 
 def _app_of(actor: str) -> str:
@@ -47,6 +47,13 @@ async def get_run(sim, req: ApiRequest) -> Reply:
     repo = sim.repo(req.repo)
     run = sim.state.check_run(repo, req.number("check_run_id"))
     return Reply((await _render(sim, repo, [run]))[0])
+
+
+async def run_annotations(sim, req: ApiRequest) -> Reply:
+    repo = sim.repo(req.repo)
+    run = sim.state.check_run(repo, req.number("check_run_id"))
+    page, headers = req.page(run.annotations)
+    return Reply([annotation(sim.ctx, repo, run, a) for a in page], headers=headers)
 
 
 async def _sha(sim, repo, ref: str) -> str:
@@ -106,6 +113,7 @@ def routes(gw: Gateway):
         gw.route("POST", repo + "/check-runs", create_run),
         gw.route("GET", repo + "/check-runs/{check_run_id}", get_run),
         gw.route("PATCH", repo + "/check-runs/{check_run_id}", update_run),
+        gw.route("GET", repo + "/check-runs/{check_run_id}/annotations", run_annotations),
         gw.route("GET", repo + "/commits/{ref}/check-runs", runs_for_ref),
         gw.route("GET", repo + "/commits/{ref}/status", combined),
         gw.route("GET", repo + "/commits/{ref}/statuses", list_statuses),

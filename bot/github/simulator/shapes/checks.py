@@ -61,11 +61,22 @@ def check_run(ctx: RenderContext, repo: Repo, run: CheckRun,
         "started_at": iso(run.started_at),
         "completed_at": iso(run.completed_at),
         "output": {**{k: output[k] for k in ("title", "summary", "text")},
-                   "annotations_count": 0, "annotations_url": f"{url}/annotations"},
+                   "annotations_count": len(run.annotations), "annotations_url": f"{url}/annotations"},
         "name": run.name,
         "check_suite": {"id": run.suite_id},
         "app": app(ctx, run.app),
         "pull_requests": [_pr_ref(ctx, repo, pr, head, base) for pr, head, base in prs],
+    }
+
+
+def annotation(ctx: RenderContext, repo: Repo, run: CheckRun, a: dict) -> dict:
+    """One check-run annotation, as `GET .../check-runs/{id}/annotations` lists it."""
+    return {
+        "path": a["path"], "start_line": a["start_line"], "end_line": a["end_line"],
+        "start_column": a.get("start_column"), "end_column": a.get("end_column"),
+        "annotation_level": a["annotation_level"], "title": a.get("title"),
+        "message": a["message"], "raw_details": a.get("raw_details"),
+        "blob_href": ctx.html(f"{repo.full_name}/blob/{run.head_sha}/{a['path']}"),
     }
 
 
