@@ -96,6 +96,7 @@ OPERATIONS = [
     "GET /repos/{owner}/{repo}/issues/comments",
     "GET /repos/{owner}/{repo}/pulls/comments",
     "GET /installation/repositories",
+    "GET /repos/{owner}/{repo}/compare/{basehead}",
 ]
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"

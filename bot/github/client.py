@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import structlog
@@ -250,6 +251,13 @@ def not_modified(raw: httpx.Response) -> bool:
 _LONG_AGO = datetime.min.replace(tzinfo=UTC)
 
 
+def _changed_paths(comparison: dict) -> set[str]:
+    """Every path a comparison's files touch (a rename touches its old name too)."""
+    files = comparison.get("files") or []
+    return {f["filename"] for f in files} | {f["previous_filename"] for f in files
+                                             if f.get("previous_filename")}
+
+
 SECONDARY_BACKOFF_START = 60.0
 SECONDARY_BACKOFF_CAP = 900.0
 
@@ -465,6 +473,21 @@ class GitHubClient:
         ref = await self._json("GET", f"/repos/{owner}/{repo}/git/ref/heads/{branch}")
         return ref["object"]["sha"]
 
+    async def conflicting_files(self, owner: str, repo: str, base_ref: str, head_sha: str) -> list[str]:
+        """The files changed on both sides since the head and the base parted, sorted: the
+        head's side from `compare/{base}...{head}`, the base's from `compare/{merge base}...{base}`
+        (two conditional GETs: an unchanged pair costs no rate limit).
+
+        An approximation of the files GitHub finds in conflict, not its answer (the API has
+        none): a file both sides changed may still merge cleanly, and GitHub lists at most 300
+        files of a comparison. It tells a fixer where to look."""
+        base = quote(base_ref, safe="/")
+        url = f"/repos/{owner}/{repo}/compare"
+        ours = await self._json("GET", f"{url}/{base}...{head_sha}")
+        merge_base = ours["merge_base_commit"]["sha"]
+        theirs = await self._json("GET", f"{url}/{merge_base}...{base}")
+        return sorted(_changed_paths(ours) & _changed_paths(theirs))
+
     async def pulls_by_update(self, owner: str, repo: str, since: datetime | None, *,
                               per_page: int = 30, max_pages: int = 10) -> tuple[list[dict], bool, bool]:
         """The repository's PRs (open and closed), most recently updated first, down to the
@@ -551,11 +574,6 @@ class GitHubClient:
         params = {"check_name": name} if name else None
         pages = await self._pages(f"/repos/{owner}/{repo}/commits/{ref}/check-runs", params)
         return [run for page in pages for run in page.get("check_runs", [])]
-
-    async def check_run_annotations(self, owner: str, repo: str, check_run_id: int, *, limit: int = 50) -> list[dict]:
-        """The first `limit` annotations of a check run (one page)."""
-        return await self._json("GET", f"/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations",
-                                params={"per_page": min(limit, 100)})
 
     async def combined_status(self, owner: str, repo: str, ref: str) -> dict:
         return await self._json("GET", f"/repos/{owner}/{repo}/commits/{ref}/status")

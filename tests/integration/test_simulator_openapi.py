@@ -296,6 +296,15 @@ async def _installation_repositories(api: Api, w: World) -> None:
     assert [r["full_name"] for r in listed["repositories"]] == [REPO] and listed["total_count"] == 1
 
 
+@case("GET /repos/{owner}/{repo}/compare/{basehead}")
+async def _compare(api: Api, w: World) -> None:
+    await w.sim.push(REPO, "main", {"docs/guide.md": "# The guide\n"})  # both sides move
+    found = await api.call("GET /repos/{owner}/{repo}/compare/{basehead}", 200,
+                           basehead="main...feature")
+    assert (found["status"], found["ahead_by"], found["behind_by"]) == ("diverged", 1, 1)
+    assert [(f["filename"], f["status"]) for f in found["files"]] == [("app.py", "modified")]
+
+
 APP_JWT = {"Authorization": "Bearer header.claims.signature"}  # the App's own calls
 
 

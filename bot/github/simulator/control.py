@@ -161,6 +161,15 @@ async def set_mergeable(sim, request, body):
     return {"mergeable_state": body.get("mergeable_state")}
 
 
+async def repo_settings(sim, request, body):
+    """PATCH `{"require_up_to_date": bool}`: branch protection's up-to-date rule."""
+    on = body.get("require_up_to_date")
+    if not isinstance(on, bool):
+        raise ApiError(422, "require_up_to_date must be true or false")
+    await sim.require_up_to_date(_repo(request), on)
+    return {"require_up_to_date": on}
+
+
 async def head_lag(sim, request, body):
     """PUT `{"reads": N | null}` freezes the PR object's head; DELETE releases; GET shows it."""
     repo, number = _repo(request), _number(request)
@@ -298,6 +307,7 @@ def routes(sim: Simulator) -> list[Route]:
         (repo + "/push", ["POST"], push, 201),
         (repo + "/pulls", ["POST"], open_pr, 201),
         (repo + "/reviewer", ["PUT"], set_reviewer, 200),
+        (repo + "/settings", ["PATCH"], repo_settings, 200),
         (repo + "/check-runs", ["POST"], set_check_run, 201),
         (repo + "/statuses", ["POST"], set_status, 201),
         (repo + "/comments/{id:int}", ["PATCH"], edit_comment, 200),

@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .gitstore import Author, GitStore
+from .gitstore import Author, Comparison, GitStore
 from .headlag import HeadLag
 from .ids import iso, now
 from .shapes import RenderContext
@@ -42,6 +42,11 @@ class SimulatorCore:
         self.ref_updates: list[dict[str, Any]] = []  # every branch move, forced or not
         self.head_lags: dict[tuple[str, int], HeadLag] = {}  # PR objects whose head.sha lags
         self._stats: dict[tuple[str, str], DiffStats] = {}
+        # (base, head) -> whether they conflict / whether the base has commits the head lacks;
+        # (base, head) -> their comparison. Commits are immutable, so answers are kept.
+        self._conflicts: dict[tuple[str, str], bool] = {}
+        self._behind: dict[tuple[str, str], bool] = {}
+        self._compares: dict[tuple[str, str], Comparison | None] = {}
         self._outdated_cache: dict[tuple[str, str, str, int], bool] = {}
 
     @property
@@ -98,15 +103,45 @@ class SimulatorCore:
                 self._stats[key] = DiffStats()
         return self._stats[key]
 
+    async def mergeability(self, repo: Repo, pr: PullRequest,
+                           heads: Heads) -> tuple[bool | None, str]:
+        """(mergeable, mergeable_state) as GitHub computes them: `dirty` when a three-way merge
+        of base and head conflicts, `behind` when the base moved on and the repository
+        requires branches up to date. What a test set (`set_mergeable`) wins."""
+        if pr.state != "open" or pr.mergeable_state is not None:
+            return pr.mergeability()
+        key = (heads.base, heads.head)
+        if key not in self._conflicts:
+            try:
+                self._conflicts[key] = await self.git.merge_tree(repo.git_dir, *key) is None
+            except Exception:  # unrelated histories, a missing object: call it mergeable
+                return pr.mergeability()
+        behind = False
+        if repo.require_up_to_date and not self._conflicts[key]:
+            if key not in self._behind:
+                self._behind[key] = not await self.git.is_ancestor(repo.git_dir, *key)
+            behind = self._behind[key]
+        return pr.mergeability(conflicts=self._conflicts[key], behind=behind)
+
+    async def compare(self, repo: Repo, base: str, head: str) -> Comparison | None:
+        """GitHub's compare of two commits (None: no common ancestor), kept per pair."""
+        key = (base, head)
+        if key not in self._compares:
+            self._compares[key] = await self.git.compare(repo.git_dir, base, head)
+        return self._compares[key]
+
     async def pr_json(self, repo: Repo, pr: PullRequest, *, full: bool = True,
                       branches: dict[str, str] | None = None, read: bool = False) -> dict:
         """`read`: a PR-object read (GET /pulls/{n}, the list), where a head lag shows."""
         heads = await self.heads(repo, pr, branches)
         if read:
             heads = self._lagged(repo, pr, heads)
-        stats = await self.diff_stats(repo, heads) if full else None
+        stats = merge = None
+        if full:
+            stats = await self.diff_stats(repo, heads)
+            merge = await self.mergeability(repo, pr, heads)
         return pull_request(self.ctx, repo, pr, heads, full=full, stats=stats,
-                            head_repo=self.head_repo(repo, pr))
+                            head_repo=self.head_repo(repo, pr), mergeability=merge)
 
     def _lagged(self, repo: Repo, pr: PullRequest, heads: Heads) -> Heads:
         """The heads a PR-object read shows: the frozen head while a lag lasts (open PRs only)."""

@@ -35,7 +35,7 @@ JSON = "application/json; charset=utf-8"
 # Path parameters that Starlette must convert (ids) or let span slashes (refs, file paths); the
 # GitHub-style template without converters is what counters report.
 CONVERTERS = {"number": "int", "comment_id": "int", "check_run_id": "int", "review_id": "int",
-              "ref": "path", "path": "path"}
+              "ref": "path", "path": "path", "basehead": "path"}
 # Seconds a `drop` fault holds a request open when the client never gives up.
 DROP_HOLD_SECONDS = 60.0
 

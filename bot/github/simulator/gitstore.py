@@ -79,6 +79,30 @@ class CommitInfo:
     message: str
 
 
+@dataclass(frozen=True)
+class FileChange:
+    """One file of a diff, named as GitHub's compare names it."""
+
+    path: str
+    status: str  # added | removed | modified | changed (its type)
+    blob: str  # the file's blob on the new side (on the old side when removed)
+    additions: int
+    deletions: int
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`head` against `base` (both commits): what GET .../compare/{base}...{head} reports."""
+
+    base: CommitInfo
+    merge_base: CommitInfo
+    ahead_by: int
+    behind_by: int
+    commits: list[CommitInfo]  # in head and not in base, oldest first
+    files: list[FileChange]  # changed from the merge base to head
+
+
+_RAW_STATUS = {"A": "added", "D": "removed", "M": "modified", "T": "changed"}
 _LOG_FORMAT = "--format=%H%x1f%T%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%B"
 
 
@@ -354,3 +378,43 @@ class GitStore:
             dels += int(d) if d.isdigit() else 0
             files += 1
         return int(count.strip() or 0), adds, dels, files
+
+    async def merge_base(self, git_dir: Path, a: str, b: str) -> str | None:
+        """The best common ancestor of two commits, or None when they share no history."""
+        return (await self.run(git_dir, "merge-base", a, b, ok_codes=(0, 1))).strip() or None
+
+    async def changed_files(self, git_dir: Path, old: str, new: str) -> list[FileChange]:
+        """Files that differ between two commits, by path (renames read as remove + add)."""
+        raw = await self.run(git_dir, "diff", "--raw", "-z", "--no-renames", "--no-abbrev",
+                             old, new)
+        numstat = await self.run(git_dir, "diff", "--numstat", "-z", "--no-renames", old, new)
+        counts = {}
+        for record in filter(None, numstat.split("\0")):
+            adds, dels, path = record.split("\t", 2)
+            counts[path] = (int(adds) if adds.isdigit() else 0, int(dels) if dels.isdigit() else 0)
+        fields = raw.split("\0")
+        files = []
+        for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+            if not meta.startswith(":"):
+                continue
+            _old_mode, _new_mode, old_blob, new_blob, code = meta[1:].split()
+            status = _RAW_STATUS.get(code[0], "modified")
+            adds, dels = counts.get(path, (0, 0))
+            files.append(FileChange(path, status, old_blob if status == "removed" else new_blob,
+                                    adds, dels))
+        return files
+
+    async def compare(self, git_dir: Path, base: str, head: str) -> Comparison | None:
+        """`head` against `base` as GitHub's compare reports it; None without a common
+        ancestor (GitHub answers 404 then)."""
+        merge_base = await self.merge_base(git_dir, base, head)
+        if merge_base is None:
+            return None
+        counts = await self.run(git_dir, "rev-list", "--left-right", "--count", f"{base}...{head}")
+        behind, ahead = (int(n) for n in counts.split())
+        return Comparison(
+            base=await self.commit_info(git_dir, base),
+            merge_base=await self.commit_info(git_dir, merge_base),
+            ahead_by=ahead, behind_by=behind,
+            commits=await self.commits_between(git_dir, base, head),
+            files=await self.changed_files(git_dir, merge_base, head))

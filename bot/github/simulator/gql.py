@@ -140,10 +140,13 @@ class PullRequestNode:
         self.url = sim.ctx.html(f"{repo.full_name}/pull/{pr.number}")
         self.state = "MERGED" if pr.merged else pr.state.upper()
         self.isDraft, self.merged = pr.draft, pr.merged
-        mergeable, _ = pr.mergeability()
-        self.mergeable = {True: "MERGEABLE", False: "CONFLICTING", None: "UNKNOWN"}[mergeable]
         self.headRefName, self.baseRefName = pr.head_ref, pr.base_ref
         self.author = ActorNode(sim, pr.user)
+
+    async def mergeable(self, info) -> str:
+        heads = await self._sim.heads(self._repo, self._pr)
+        mergeable, _ = await self._sim.mergeability(self._repo, self._pr, heads)
+        return {True: "MERGEABLE", False: "CONFLICTING", None: "UNKNOWN"}[mergeable]
 
     async def headRefOid(self, info) -> str:
         return (await self._sim.heads(self._repo, self._pr)).head

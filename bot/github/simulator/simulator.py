@@ -213,7 +213,8 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps):
                     "head_repo": pr.head_repo or repo.full_name,
                     "maintainer_can_modify": pr.maintainer_can_modify,
                     "head_sha": heads.head, "base": pr.base_ref, "base_sha": heads.base,
-                    "labels": pr.labels, "mergeable_state": pr.mergeability()[1],
+                    "labels": pr.labels,
+                    "mergeable_state": (await self.mergeability(repo, pr, heads))[1],
                     "requested_reviewers": pr.requested_reviewers,
                     "reviews": [{"id": r.id, "user": r.user, "state": r.state,
                                  "commit_id": r.commit_id, "body": r.body}

@@ -76,6 +76,9 @@ class Repo:
     description: str | None = None
     next_number: int = 1
     fork_of: str | None = None  # the full name of the repository this one is a fork of
+    # Branch protection's "require branches to be up to date": only then does GitHub report
+    # `behind` (and refuse the merge) for a PR whose base moved on.
+    require_up_to_date: bool = False
 
     @property
     def fork(self) -> bool:
@@ -113,7 +116,7 @@ class PullRequest:
     merged_at: datetime | None = None
     merged_by: str | None = None
     merge_commit_sha: str | None = None
-    mergeable_state: str | None = None  # None: computed (clean, or draft)
+    mergeable_state: str | None = None  # None: computed from git (core.mergeability)
     requested_reviewers: list[str] = field(default_factory=list)
     reviewers: list[ReviewerScript] = field(default_factory=list)
     review_rounds: dict[str, int] = field(default_factory=dict)  # reviewer login -> steps used
@@ -130,11 +133,19 @@ class PullRequest:
     def merged(self) -> bool:
         return self.merged_at is not None
 
-    def mergeability(self) -> tuple[bool | None, str]:
-        """(mergeable, mergeable_state): what a test set, else clean (draft for drafts)."""
+    def mergeability(self, *, conflicts: bool = False,
+                     behind: bool = False) -> tuple[bool | None, str]:
+        """(mergeable, mergeable_state): what a test set wins; else from what git found
+        (`conflicts`: the head and base do not merge cleanly; `behind`: the base has commits
+        the head lacks and the repository requires it up to date). A draft reads `draft`
+        whatever else holds, though `mergeable` still tells its conflicts."""
         if self.state != "open":
             return None, "unknown"
-        state = self.mergeable_state or ("draft" if self.draft else "clean")
+        if self.mergeable_state is None:
+            state = ("draft" if self.draft else "dirty" if conflicts
+                     else "behind" if behind else "clean")
+            return not conflicts, state
+        state = self.mergeable_state
         if state == "unknown":
             return None, state
         return state != "dirty", state

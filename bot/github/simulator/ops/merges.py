@@ -40,7 +40,7 @@ class MergeOps(SimulatorCore):
             heads = await self.heads(repo, pr)
             if sha is not None and sha != heads.head:
                 raise ApiError(409, "Head branch was modified. Review and try the merge again.")
-            _, state = pr.mergeability()
+            _, state = await self.mergeability(repo, pr, heads)
             if state in _REFUSALS:
                 raise ApiError(405, _REFUSALS[state])
             tree = await self.git.merge_tree(repo.git_dir, heads.base, heads.head)

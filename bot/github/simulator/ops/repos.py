@@ -64,6 +64,12 @@ class RepoOps(SimulatorCore):
         self._check_role(role)
         repo.collaborators[login] = role
 
+    async def require_up_to_date(self, repo_name: str, on: bool = True) -> None:
+        """Branch protection's "require branches to be up to date before merging": while on,
+        a PR whose base has commits its head lacks reads `behind` and is not merged (GitHub
+        reports `behind` only then). Off by default. GitHub sends no webhook for this."""
+        self.repo(repo_name).require_up_to_date = on
+
     async def push(self, repo_name: str, branch: str, files: dict[str, str | None], *,
                    message: str = "Update files", author: str | None = None,
                    start: str | None = None) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from starlette.routing import Route
 
 from ..gateway import Gateway
-from . import apps, checks, hooks, issues, pulls, repos, reviews
+from . import apps, checks, compare, hooks, issues, pulls, repos, reviews
 
 
 def routes(gateway: Gateway) -> list[Route]:
-    return [route for module in (repos, pulls, reviews, issues, checks, apps, hooks)
+    return [route for module in (repos, pulls, reviews, issues, checks, apps, hooks, compare)
             for route in module.routes(gateway)]

@@ -55,9 +55,11 @@ def _branch(ctx: RenderContext, repo: Repo, repo_json: dict, ref: str, sha: str)
 
 def pull_request(ctx: RenderContext, repo: Repo, pr: PullRequest, heads: Heads, *,
                  full: bool = False, stats: DiffStats | None = None,
-                 head_repo: Repo | None = None) -> dict:
+                 head_repo: Repo | None = None,
+                 mergeability: tuple[bool | None, str] | None = None) -> dict:
     """`pull-request-simple` (lists) or, with `full`, the single-PR shape with merge fields.
-    `head_repo`: the fork holding the head branch, for a PR from a fork."""
+    `head_repo`: the fork holding the head branch, for a PR from a fork; `mergeability`:
+    (mergeable, mergeable_state) as computed from git (core.mergeability)."""
     api = ctx.api(f"repos/{repo.full_name}/pulls/{pr.number}")
     issue = ctx.api(f"repos/{repo.full_name}/issues/{pr.number}")
     html = ctx.html(f"{repo.full_name}/pull/{pr.number}")
@@ -114,7 +116,7 @@ def pull_request(ctx: RenderContext, repo: Repo, pr: PullRequest, heads: Heads, 
     }
     if full:
         stats = stats or DiffStats()
-        mergeable, mergeable_state = pr.mergeability()
+        mergeable, mergeable_state = mergeability or pr.mergeability()
         data.update({
             "merged": pr.merged,
             "mergeable": mergeable,
