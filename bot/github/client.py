@@ -575,6 +575,11 @@ class GitHubClient:
         pages = await self._pages(f"/repos/{owner}/{repo}/commits/{ref}/check-runs", params)
         return [run for page in pages for run in page.get("check_runs", [])]
 
+    async def check_run_annotations(self, owner: str, repo: str, check_run_id: int, *, limit: int = 50) -> list[dict]:
+        """The first `limit` annotations of a check run (one page)."""
+        return await self._json("GET", f"/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations",
+                                params={"per_page": min(limit, 100)})
+
     async def combined_status(self, owner: str, repo: str, ref: str) -> dict:
         return await self._json("GET", f"/repos/{owner}/{repo}/commits/{ref}/status")
 
