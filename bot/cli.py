@@ -17,7 +17,7 @@ from .config import MAX_ROUNDS, Config, ConfigError, load_config
 from .enrollment import Outcome, SubmitOptions, abandon_pr, submit_pr
 from .logs import configure_logging
 from .prkey import PrKeyError, parse_pr_key
-from .views import pr_json
+from .views import dependencies_text, prs_json
 
 EXIT_USAGE = 2
 
@@ -155,7 +155,7 @@ async def _status(args, config: Config, db: Database) -> int:
         views = [view]
     else:
         views = await prs.list_all(db)
-    rows = [pr_json(v) for v in views]
+    rows = await prs_json(db, views)
     if args.json:
         if args.key:
             rows[0]["runs"] = [
@@ -168,10 +168,10 @@ async def _status(args, config: Config, db: Database) -> int:
     if not rows:
         print("no PRs enrolled")
         return 0
-    header = ("PR", "STATUS", "ROUND", "RUN", "UPDATED")
+    header = ("PR", "STATUS", "ROUND", "RUN", "UPDATED", "DEPENDS ON")
     table = [header] + [
         (r["pr_key"], r["status"], f"{r['round']}/{r['max_rounds']}", r["process_key"] or "-",
-         r["updated_at"][:19])
+         r["updated_at"][:19], dependencies_text(r))
         for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]

@@ -18,6 +18,7 @@ from pathlib import Path
 from bot.config import Config
 from bot.fixers import ScriptedFixer
 from bot.github.simulator import ReviewerScript, ReviewStep, Simulator, SimulatorServer, ThreadSpec
+from bot.views import NONE, dependencies_of
 from storage import escalations, prs, rounds
 
 REPO = "octo-org/widgets"
@@ -78,6 +79,7 @@ def _config(db: Path, api_url: str) -> Config:
 
 async def _summary(rt, keys: list[str]) -> list[dict]:
     out = []
+    deps = await dependencies_of(rt.db, keys)
     for key in keys:
         view = await prs.get(rt.db, key)
         out.append({
@@ -87,6 +89,7 @@ async def _summary(rt, keys: list[str]) -> list[dict]:
                            if view and r.process_key == view.pr.process_key]),
             "escalations": len(await escalations.for_pr(rt.db, key)),
             "merged_at": view.pr.merged_at.isoformat() if view and view.pr.merged_at else None,
+            "depends_on": list(deps.get(key, NONE).depends_on),
         })
     return out
 

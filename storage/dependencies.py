@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlalchemy import delete
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database
-from .models import Dependency
+from .models import Dependency, PullRequest
 
 
 async def replace_for(db: Database, pr_key: str, depends_on: list[str]) -> None:
@@ -29,3 +31,18 @@ async def edges(db: Database) -> dict[str, list[str]]:
 async def dependents(session: AsyncSession, pr_key: str) -> list[str]:
     """The PRs that depend on `pr_key` (in the caller's transaction)."""
     return list((await session.exec(select(Dependency.pr_key).where(Dependency.depends_on_key == pr_key))).all())
+
+
+async def with_status(db: Database, pr_keys: Collection[str] | None = None) -> dict[str, list[tuple[str, str | None]]]:
+    """Each PR's recorded dependencies (all PRs', or those of `pr_keys`), each with the stored
+    status of the dependency's own row (None where the bot has no row for it)."""
+    stmt = (select(Dependency.pr_key, Dependency.depends_on_key, PullRequest.status)
+            .outerjoin(PullRequest, PullRequest.pr_key == Dependency.depends_on_key))
+    if pr_keys is not None:
+        stmt = stmt.where(Dependency.pr_key.in_(list(pr_keys)))
+    async with db.read_session() as s:
+        rows = (await s.exec(stmt)).all()
+    out: dict[str, list[tuple[str, str | None]]] = {}
+    for pr_key, dep, status in rows:
+        out.setdefault(pr_key, []).append((dep, status))
+    return out

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse
 from bot.config import MAX_ROUNDS, ConvergenceConfig
 from bot.enrollment import SubmitOptions, submit_pr
 from bot.prkey import PrKey, PrKeyError, parse_pr_key
-from bot.views import pr_json
+from bot.views import prs_json
 from storage import jobs, prs
 
 SUBMISSION_FIELDS = frozenset({"pr", "max_rounds", "no_merge"})
@@ -21,8 +21,8 @@ EXPECTED = ('expected JSON {"pr": "owner/repo#N"}, optionally with "max_rounds" 
 
 
 async def list_prs(request: Request) -> JSONResponse:
-    views = await prs.list_all(request.app.state.runtime.db)
-    return JSONResponse([pr_json(v) for v in views])
+    db = request.app.state.runtime.db
+    return JSONResponse(await prs_json(db, await prs.list_all(db)))
 
 
 async def get_pr(request: Request) -> JSONResponse:
@@ -31,10 +31,11 @@ async def get_pr(request: Request) -> JSONResponse:
         key = parse_pr_key(f"{p['owner']}/{p['repo']}#{p['number']}")
     except PrKeyError as e:
         return JSONResponse({"error": str(e)}, status_code=400)
-    view = await prs.get(request.app.state.runtime.db, str(key))
+    db = request.app.state.runtime.db
+    view = await prs.get(db, str(key))
     if view is None:
         return JSONResponse({"error": f"{key} is not enrolled"}, status_code=404)
-    return JSONResponse(pr_json(view))
+    return JSONResponse((await prs_json(db, [view]))[0])
 
 
 async def post_pr(request: Request) -> JSONResponse:

@@ -7,6 +7,7 @@ from html import escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from bot.views import Dependencies, dependencies_of
 from storage import escalations, prs, rounds
 
 _STYLE = """
@@ -14,8 +15,15 @@ body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{padding:.3em .7em;border-bottom:1px solid #ddd;
 text-align:left;vertical-align:top}th{background:#f4f4f4}.s{font-weight:600}
 .escalated{color:#b35900}.merged,.converged{color:#1a7f37}.abandoned{color:#888}
-details{margin:.2em 0}code{font-size:12px}
+details{margin:.2em 0}code{font-size:12px}.waiting{color:#b35900}
 """
+
+
+def _dependencies(deps: Dependencies | None) -> str:
+    if deps is None:
+        return "-"
+    return "<br>".join(escape(k) + (' <span class="waiting">not merged</span>' if k in deps.unmerged
+                                    else ' <span class="merged">merged</span>') for k in deps.depends_on)
 
 
 def _row(cells: list[str]) -> str:
@@ -25,10 +33,11 @@ def _row(cells: list[str]) -> str:
 async def dashboard(request: Request) -> HTMLResponse:
     db = request.app.state.runtime.db
     views = await prs.list_all(db)
+    deps = await dependencies_of(db)
     body = [f"<h1>convergebot</h1><p>{len(views)} PR(s) enrolled · refreshes every 15 s</p>"]
     open_esc = []
     table = ["<table><tr><th>PR</th><th>title</th><th>status</th><th>round</th>"
-             "<th>last action</th><th>updated</th></tr>"]
+             "<th>depends on</th><th>last action</th><th>updated</th></tr>"]
     for v in views:
         pr = v.pr
         status = escape(v.derived_status)
@@ -43,6 +52,7 @@ async def dashboard(request: Request) -> HTMLResponse:
                                 if history else ""),
             f'<span class="s {status}">{status}</span>',
             f"{pr.current_round}/{pr.max_rounds}",
+            _dependencies(deps.get(pr.pr_key)),
             escape(pr.last_action or "-"),
             escape(pr.updated_at.strftime("%Y-%m-%d %H:%M:%S")),
         ]))
