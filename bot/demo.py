@@ -160,9 +160,9 @@ async def _watch(rt, sim, keys: list[str], say, timeout: float) -> int:
 
 
 def _print_table(rows: list[dict]) -> None:
-    header = ("PR", "STATUS", "ROUNDS", "ESCALATIONS", "MERGED AT")
+    header = ("PR", "STATUS", "ROUNDS", "ESCALATIONS", "MERGED AT", "DEPENDS ON")
     cells = [header] + [(r["pr_key"], r["status"], str(r["rounds"]), str(r["escalations"]),
-                         (r["merged_at"] or "-")[:19]) for r in rows]
+                         (r["merged_at"] or "-")[:19], ", ".join(r["depends_on"]) or "-") for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
     print()
     for row in cells:

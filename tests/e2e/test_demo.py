@@ -18,6 +18,7 @@ def test_demo_merges_every_pr_as_scripted():
         ("merged", 1, 0),   # waits for its dependency
     ]
     assert all(r["merged_at"] and r["pr_key"].startswith("octo-org/widgets#") for r in rows)
-    merged = [r["merged_at"] for r in rows]
-    assert merged[3] >= merged[0], "the dependent PR merged after its dependency"
+    # The fourth PR says `Depends-on:` the first, which takes 3 rounds to its own 1: it waits.
+    assert [r["depends_on"] for r in rows] == [[], [], [], [rows[0]["pr_key"]]]
+    assert rows[3]["merged_at"] > rows[0]["merged_at"], "the dependent PR merged after its dependency"
     assert "all 4 PRs merged" in p.stderr
