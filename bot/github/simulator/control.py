@@ -170,6 +170,24 @@ async def repo_settings(sim, request, body):
     return {"require_up_to_date": on}
 
 
+async def merge_queue(sim, request, body):
+    """PUT `{"branch": b, "checks": [names], "required": bool}`: `b` (the default branch when
+    absent) takes changes only through a merge queue whose groups must pass `checks`;
+    `"required": false` turns the queue off."""
+    checks, required = body.get("checks") or [], body.get("required", True)
+    if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
+        raise ApiError(422, "checks must be a list of check names")
+    if not isinstance(required, bool):
+        raise ApiError(422, "required must be true or false")
+    queue = await sim.require_merge_queue(_repo(request), body.get("branch"), checks=checks,
+                                          required=required)
+    if queue is None:
+        return {"required": False}
+    return {"required": True, "branch": queue.branch, "checks": queue.required_checks,
+            "entries": [{"number": e.number, "head_sha": e.head_sha, "group_sha": e.group_sha,
+                         "ref": e.ref} for e in queue.entries]}
+
+
 async def head_lag(sim, request, body):
     """PUT `{"reads": N | null}` freezes the PR object's head; DELETE releases; GET shows it."""
     repo, number = _repo(request), _number(request)
@@ -308,6 +326,7 @@ def routes(sim: Simulator) -> list[Route]:
         (repo + "/pulls", ["POST"], open_pr, 201),
         (repo + "/reviewer", ["PUT"], set_reviewer, 200),
         (repo + "/settings", ["PATCH"], repo_settings, 200),
+        (repo + "/merge-queue", ["PUT"], merge_queue, 200),
         (repo + "/check-runs", ["POST"], set_check_run, 201),
         (repo + "/statuses", ["POST"], set_status, 201),
         (repo + "/comments/{id:int}", ["PATCH"], edit_comment, 200),

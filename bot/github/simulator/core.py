@@ -178,7 +178,7 @@ class SimulatorCore:
         self.emit("pull_request", repo, sender, action, number=pr.number,
                   pull_request=await self.pr_json(repo, pr), **extra)
 
-    # -- provided by the ops mixins (ops/repos.py, reviewer.py), declared for the others ----
+    # -- provided by the ops mixins (repos.py, queue.py, reviewer.py), declared for the others
 
     reviewer: ReviewerRunner
 
@@ -189,6 +189,12 @@ class SimulatorCore:
     async def _emit_push(self, repo: Repo, ref: str, old: str, new: str, pusher: str,
                          via: str = "control") -> None:
         raise NotImplementedError
+
+    async def queue_checks_changed(self, repo: Repo, sha: str) -> None:
+        raise NotImplementedError  # ops/queue.py
+
+    async def queue_head_moved(self, repo: Repo, pr: PullRequest) -> None:
+        raise NotImplementedError  # ops/queue.py
 
     # -- side effects: what API clients (the bot) changed, for tests to assert on -------------
 

@@ -5,7 +5,9 @@ Read from the side effects (API clients' writes only), grouped by what makes a w
 - `issue_comment`: one hidden `<!-- convergebot:... -->` marker posted twice on one PR by one actor;
 - `review_reply`: one marker posted twice in one review thread by one actor;
 - `check_run_created`: two runs of one name on one head sha by one app (actor);
-- `merge`: one PR merged twice.
+- `merge`: one PR merged twice;
+- `enqueue`: one merge-queue entry asked for twice (a PR queued again after it left the queue
+  is a new entry).
 
 Reactions are not checked: GitHub answers a repeated reaction 200 with the existing one, and
 only created reactions are recorded, so they cannot repeat.
@@ -47,6 +49,8 @@ def _keys(state: State, effect: dict) -> list[tuple]:
         return [(kind, repo, effect["head_sha"], effect["name"], actor)]
     if kind == "merge":
         return [(kind, repo, effect["number"])]
+    if kind == "enqueue":
+        return [(kind, repo, effect["number"], effect["entry"])]
     return []
 
 
@@ -55,6 +59,7 @@ _FIELDS = {
     "review_reply": ("repo", "number", "thread", "actor", "marker"),
     "check_run_created": ("repo", "head_sha", "name", "actor"),
     "merge": ("repo", "number"),
+    "enqueue": ("repo", "number", "entry"),
 }
 
 

@@ -17,13 +17,28 @@ from .errors import NotFound
 from .gateway import ApiRequest, Gateway, Reply, token_of
 from .gql_schema import SDL
 from .ids import iso
-from .state import CheckRun, CommitStatus, PullRequest, Repo, Review, ReviewComment, ReviewThread
+from .ops.queue import QueueError
+from .state import (
+    CheckRun,
+    CommitStatus,
+    MergeQueue,
+    PullRequest,
+    QueueEntry,
+    Repo,
+    Review,
+    ReviewComment,
+    ReviewThread,
+)
 
 MAX_PAGE = 100
 
 
 class NotFoundError(GraphQLError):
     """Rendered with GitHub's `"type": "NOT_FOUND"` next to the message."""
+
+
+class UnprocessableError(GraphQLError):
+    """Rendered with GitHub's `"type": "UNPROCESSABLE"`: the mutation was refused as things stand."""
 
 
 def _cursor(index: int) -> str:
@@ -164,6 +179,32 @@ class PullRequestNode:
         nodes = [ReviewNode(self._sim, self._sim.state.reviews[r]) for r in self._pr.review_ids]
         return connection(nodes, first, after, last, before)
 
+    def isMergeQueueEnabled(self, info) -> bool:
+        return self._sim.merge_queue(self._repo, self._pr.base_ref) is not None
+
+    def isInMergeQueue(self, info) -> bool:
+        return self._sim.queue_entry(self._repo, self._pr) is not None
+
+    def mergeQueueEntry(self, info) -> QueueEntryNode | None:
+        found = self._sim.queue_entry(self._repo, self._pr)
+        return QueueEntryNode(self._sim, self._repo, *found) if found else None
+
+
+class QueueEntryNode:
+    """A PR's place in its base branch's merge queue; `headCommit` is its merge group."""
+
+    def __init__(self, sim, repo: Repo, queue: MergeQueue, position: int, entry: QueueEntry) -> None:
+        self._sim, self._repo, self._number = sim, repo, entry.number
+        self.id, self.position = entry.node_id, position
+        self.state = sim.entry_state(repo, queue, entry)
+        self.enqueuedAt = iso(entry.enqueued_at)
+        self.enqueuer = ActorNode(sim, entry.enqueuer)
+        self.headCommit = CommitNode(sim, repo, entry.group_sha)
+        self.baseCommit = CommitNode(sim, repo, entry.base_sha)
+
+    def pullRequest(self, info) -> PullRequestNode:
+        return PullRequestNode(self._sim, self._repo, self._sim.state.pr(self._repo, self._number))
+
 
 class CheckRunNode:
     typename = "CheckRun"
@@ -288,6 +329,27 @@ class MutationRoot:
                 "comment": CommentNode(sim, repo, c, await sim.is_outdated(repo, thread, head),
                                        head)}
 
+    async def enqueuePullRequest(self, info, input: dict) -> dict:
+        """Queue the PR; refused (UNPROCESSABLE) when `expectedHeadOid` is not its head. A PR
+        already queued keeps its entry; each call that reached the queue is recorded."""
+        sim, actor = info.context["sim"], info.context["actor"]
+        node, expected = input["pullRequestId"], input.get("expectedHeadOid")
+        try:
+            repo, pr = sim.queued_pr(node)
+        except NotFound:
+            raise NotFoundError(f"Could not resolve to a node with the global id of '{node}'.") from None
+        try:
+            entry, new = await sim.enqueue_pr(repo.full_name, pr.number, actor=actor, expected_head=expected)
+        except QueueError as e:
+            sim.record("enqueue_refused", actor, repo=repo.full_name, number=pr.number,
+                       expected_head=expected, message=e.message)
+            raise UnprocessableError(e.message) from None
+        sim.record("enqueue", actor, repo=repo.full_name, number=pr.number, entry=entry.node_id,
+                   expected_head=expected, head=entry.head_sha, group_sha=entry.group_sha, new=new)
+        found = sim.queue_entry(repo, pr)  # None: its group passed at once and merged
+        return {"clientMutationId": input.get("clientMutationId"),
+                "mergeQueueEntry": QueueEntryNode(sim, repo, *found) if found else None}
+
 
 SCHEMA = build_schema(SDL)
 for _abstract in ("Actor", "GitObject", "StatusCheckRollupContext"):
@@ -298,6 +360,8 @@ def _error(error: GraphQLError) -> dict[str, Any]:
     data = error.formatted
     if isinstance(error.original_error, NotFoundError) or isinstance(error, NotFoundError):
         data = {"type": "NOT_FOUND", **data}
+    elif isinstance(error.original_error, UnprocessableError):
+        data = {"type": "UNPROCESSABLE", **data}
     return data
 
 

@@ -195,6 +195,22 @@ type PullRequest {
   author: Actor
   reviewThreads(first: Int, after: String, last: Int, before: String): PullRequestReviewThreadConnection!
   reviews(first: Int, after: String, last: Int, before: String): PullRequestReviewConnection
+  isMergeQueueEnabled: Boolean!
+  isInMergeQueue: Boolean!
+  mergeQueueEntry: MergeQueueEntry
+}
+
+enum MergeQueueEntryState { AWAITING_CHECKS LOCKED MERGEABLE QUEUED UNMERGEABLE }
+
+type MergeQueueEntry {
+  id: ID!
+  state: MergeQueueEntryState!
+  position: Int!
+  enqueuedAt: DateTime!
+  enqueuer: Actor!
+  headCommit: Commit
+  baseCommit: Commit
+  pullRequest: PullRequest
 }
 
 type Repository {
@@ -245,9 +261,22 @@ type AddPullRequestReviewThreadReplyPayload {
   comment: PullRequestReviewComment
 }
 
+input EnqueuePullRequestInput {
+  pullRequestId: ID!
+  expectedHeadOid: GitObjectID
+  jump: Boolean
+  clientMutationId: String
+}
+
+type EnqueuePullRequestPayload {
+  clientMutationId: String
+  mergeQueueEntry: MergeQueueEntry
+}
+
 type Mutation {
   resolveReviewThread(input: ResolveReviewThreadInput!): ResolveReviewThreadPayload
   unresolveReviewThread(input: UnresolveReviewThreadInput!): UnresolveReviewThreadPayload
   addPullRequestReviewThreadReply(input: AddPullRequestReviewThreadReplyInput!): AddPullRequestReviewThreadReplyPayload
+  enqueuePullRequest(input: EnqueuePullRequestInput!): EnqueuePullRequestPayload
 }
 """

@@ -18,6 +18,7 @@ from .ops.checks import CheckOps
 from .ops.comments import CommentOps
 from .ops.merges import MergeOps
 from .ops.pulls import PullOps
+from .ops.queue import QueueOps
 from .ops.repos import RepoOps
 from .ops.reviews import ReviewOps
 from .ratelimit import RateLimiter
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from .scenario import Scenario
 
 
-class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps):
+class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps, QueueOps):
     """Fake GitHub state with real git branches. Serve `app` (see SimulatorServer) or call the
     operations directly; both send the same webhooks.
 

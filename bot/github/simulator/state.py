@@ -293,6 +293,36 @@ class CommitStatus:
         return node_id("SC", self.id)
 
 
+@dataclass
+class QueueEntry:
+    """A PR in a merge queue, and the merge group built for it: the group's base (the branch,
+    or the group of the entry ahead) with the PR's head merged in, at `ref`."""
+
+    id: int
+    number: int
+    head_sha: str  # the PR's head when it was queued
+    enqueuer: str
+    enqueued_at: datetime
+    base_sha: str = ""
+    group_sha: str = ""
+    ref: str = ""  # gh-readonly-queue/{base}/pr-{number}-{head_sha}
+
+    @property
+    def node_id(self) -> str:
+        return node_id("MQE", self.id)
+
+
+@dataclass
+class MergeQueue:
+    """A base branch that takes changes only through its merge queue: each entry's merge group
+    must pass `required_checks` before the branch moves to it."""
+
+    repo: str
+    branch: str
+    required_checks: list[str] = field(default_factory=list)
+    entries: list[QueueEntry] = field(default_factory=list)
+
+
 class State:
     """Every record by id, plus lookups that answer 404 the way GitHub does."""
 
@@ -308,6 +338,7 @@ class State:
         self.check_suites: dict[int, CheckSuite] = {}
         self.check_runs: dict[int, CheckRun] = {}
         self.statuses: list[CommitStatus] = []
+        self.merge_queues: dict[tuple[str, str], MergeQueue] = {}  # (repo, branch) -> queue
 
     def user(self, login: str) -> User:
         """Users exist as soon as they are named; ids stay stable per login."""

@@ -160,6 +160,7 @@ class CheckOps(SimulatorCore):
             head = await self.git.commit_info(repo.git_dir, suite.head_sha)
             self.emit("check_suite", repo, f"{suite.app}[bot]", "completed",
                       check_suite=render_suite(self.ctx, repo, suite, runs, prs, head))
+        await self.queue_checks_changed(repo, run.head_sha)
 
     async def set_status(self, repo_name: str, ref: str, state: str, *,
                          context: str = "default", description: str | None = None,
@@ -185,6 +186,7 @@ class CheckOps(SimulatorCore):
                       commit=render_commit(self.ctx, repo,
                                            await self.git.commit_info(repo.git_dir, sha)),
                       created_at=iso(stamp), updated_at=iso(stamp))
+            await self.queue_checks_changed(repo, sha)
         return s
 
     def latest_statuses(self, repo: Repo, sha: str) -> list[CommitStatus]:

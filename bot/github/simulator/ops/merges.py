@@ -6,6 +6,7 @@ from ..core import SimulatorCore
 from ..errors import ApiError, Unprocessable
 from ..gitstore import RefMoved
 from ..ids import now
+from .queue import REQUIRED_BY_QUEUE
 
 MERGE_METHODS = ("merge", "squash", "rebase")
 
@@ -37,6 +38,8 @@ class MergeOps(SimulatorCore):
         async with self.lock:
             if pr.state != "open":
                 raise ApiError(405, "Pull Request is not mergeable")
+            if (repo.full_name, pr.base_ref) in self.state.merge_queues:
+                raise ApiError(405, REQUIRED_BY_QUEUE)
             heads = await self.heads(repo, pr)
             if sha is not None and sha != heads.head:
                 raise ApiError(409, "Head branch was modified. Review and try the merge again.")

@@ -114,6 +114,7 @@ class RepoOps(SimulatorCore):
             await self.emit_pr("synchronize", base, pr, pusher or pr.user, before=before,
                                after=new)
             self.reviewer.head_moved(base, pr)
+            await self.queue_head_moved(base, pr)
 
     async def _emit_push(self, repo: Repo, ref: str, old: str, new: str, pusher: str,
                          via: str = "control") -> None:
