@@ -1,7 +1,9 @@
 """The fake fixer (kind "fake"): scripted behaviours for tests, the simulator and the demo.
 
 It does real git work ("push" clones, edits, commits and pushes under the same lease as the
-command fixer, through the same Workspace), so the engine under test sees real head moves.
+command fixer, through the same Workspace), so the engine under test sees real head moves. On a
+conflict round "push" merges the base branch in, conflicts resolved in favour of the branch,
+so the head it pushes merges cleanly; on a review or ci round it appends to the findings' files.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from .base import Finding, FixRequest, Verdict, husk
 from .environment import GitIdentity
 from .git import GitError
 from .verdict import normalize
-from .workspace import Workspace, commit_message
+from .workspace import Workspace, base_to_fetch, commit_message
 
 BEHAVIOURS = (
     "push", "husk", "noop", "ask:<question>", "blocked:<question>", "decline", "converged"
@@ -89,14 +91,18 @@ class ScriptedFixer:
                 git_timeout=self.git_timeout_seconds,
                 workdir_root=self.workdir_root,
             ) as ws:
-                changed = _edit(ws.repo, req)
+                base = base_to_fetch(req)
+                if base is not None:
+                    summary = await _merge_base(ws, req.head_branch, base)
+                else:
+                    summary = f"changed {', '.join(sorted(_edit(ws.repo, req)))}"
                 publication = await ws.publish(commit_message(req))
         except GitError as e:
             return husk(str(e))
         verdict = normalize(
             {
                 "status": "addressed",
-                "summary": f"fake fixer: changed {', '.join(sorted(changed))}",
+                "summary": f"fake fixer: {summary}",
                 "threads": [
                     {"id": f.thread_id, "action": "fixed", "reason": "fake fix"}
                     for f in req.findings
@@ -106,6 +112,28 @@ class ScriptedFixer:
             finished=True,
         )
         return publication.apply(verdict)
+
+
+async def _merge_base(ws: Workspace, branch: str, base: str) -> str:
+    """Merge `origin/<base>` into the clone's branch, every conflict settled in the branch's
+    favour (an agent would weigh both sides; the result merges cleanly either way)."""
+    git, repo = ws.local, ws.repo
+    merged = await git.call("merge", "--no-ff", "--no-edit", "-X", "ours",
+                            "-m", f"Merge origin/{base} into {branch}", f"origin/{base}", cwd=repo)
+    if merged.ok:
+        return f"merged origin/{base}"
+    # `-X ours` settles conflicting hunks, not a file one side deleted and the other changed.
+    unmerged = await git.run("diff", "--name-only", "-z", "--diff-filter=U", cwd=repo)
+    paths = [p for p in unmerged.split("\0") if p]
+    if not paths:
+        raise GitError(git.failure("merge", merged))
+    for path in paths:
+        if (await git.call("checkout", "--ours", "--", path, cwd=repo)).ok:
+            await git.run("add", "--", path, cwd=repo)
+        else:  # the branch deleted it
+            await git.run("rm", "--quiet", "--", path, cwd=repo)
+    await git.run("commit", "--quiet", "--no-edit", cwd=repo)
+    return f"merged origin/{base}, keeping the branch's {', '.join(sorted(paths))}"
 
 
 def _edit(repo: Path, req: FixRequest) -> set[str]:

@@ -1,5 +1,9 @@
 """A fixer's workspace: a fresh clone of the head branch at the entry head, published under a lease.
 
+A conflict round's clone also holds the PR's base branch as `refs/remotes/origin/<base>`,
+fetched by the bot into the fresh clone before the fixer starts (the fixer has no token to
+fetch it with), so the fixer can merge it in.
+
 Layout of the temporary directory (removed when the context exits):
     repo/           the clone the fixer works in
     prompt.md       the prompt, outside the work tree so it is never committed
@@ -38,8 +42,17 @@ _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _FIXED_REF = "refs/convergebot/fixed"
 
 
+_WHAT = {"review": "address review", "conflict": "resolve conflicts with the base branch",
+         "ci": "fix failing checks"}
+
+
 def commit_message(req: FixRequest) -> str:
-    return f"convergebot: address review (round {req.round_no})"
+    return f"convergebot: {_WHAT.get(req.kind, _WHAT['review'])} (round {req.round_no})"
+
+
+def base_to_fetch(req: FixRequest) -> str | None:
+    """The base branch a round brings in (a conflict round's, when named), else None."""
+    return req.base_branch if req.kind == "conflict" and req.base_branch else None
 
 
 @dataclass(frozen=True)
@@ -119,6 +132,7 @@ class Workspace:
         try:
             ws = cls(root, req, identity, git_timeout, sandbox)
             await ws._checkout()
+            await ws._fetch_base()
             await ws._keep_a_copy()
             yield ws
         finally:
@@ -140,6 +154,18 @@ class Workspace:
         if not (await self.local.call("cat-file", "-e", f"{entry}^{{commit}}", cwd=self.repo)).ok:
             await self.remote.run("fetch", "--quiet", "--no-tags", "origin", entry, cwd=self.repo)
         await self.local.run("checkout", "--quiet", "-B", branch, entry, cwd=self.repo)
+
+    async def _fetch_base(self) -> None:
+        """A conflict round's base branch into `refs/remotes/origin/<base>`. Still the bot's
+        fresh clone: the fixer has not run, so the token-bearing git may fetch here."""
+        base = base_to_fetch(self.req)
+        if base is None:
+            return
+        ref = await self.local.call("check-ref-format", f"refs/heads/{base}", cwd=self.root)
+        if not ref.ok:
+            raise GitError(f"refusing base branch name {base!r}")
+        await self.remote.run("fetch", "--quiet", "--no-tags", "origin",
+                              f"+refs/heads/{base}:refs/remotes/origin/{base}", cwd=self.repo)
 
     async def _keep_a_copy(self) -> None:
         """Before the fixer starts: its clone's config, and a bare copy (no hardlinks, which the
@@ -268,6 +294,9 @@ def _check_request(req: FixRequest) -> None:
         raise GitError("entry head is not a full commit sha")
     if not req.head_branch or req.head_branch.startswith("-"):
         raise GitError(f"refusing branch name {req.head_branch!r}")
+    base = base_to_fetch(req)
+    if base is not None and base.startswith("-"):
+        raise GitError(f"refusing base branch name {base!r}")
 
 
 def remove_tree(root: Path) -> None:
