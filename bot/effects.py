@@ -150,9 +150,12 @@ async def _update_branch(rt: Runtime, job: Job, p: dict) -> None:
 
 
 async def _merge(rt: Runtime, job: Job, p: dict) -> None:
+    from .engine.mergequeue import run_enqueue
     from .engine.merging import run_merge
 
-    await run_merge(rt, job.pr_key, job.process_key, p["sha"])
+    # A base that takes changes only through a merge queue gets the PR queued instead.
+    if not await run_enqueue(rt, job.pr_key, job.process_key, p["sha"], first_try=first_try(job)):
+        await run_merge(rt, job.pr_key, job.process_key, p["sha"])
 
 
 HANDLERS: dict[str, Handler] = {

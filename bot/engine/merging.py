@@ -17,6 +17,7 @@ from storage import dependencies, prs, rounds, runs
 from storage.models import PullRequest, utcnow
 from storage.statuses import RoundKind, RunState, Status
 
+from . import mergequeue
 from .dispatch import queue_fixer, requeue
 from .escalation import escalate
 from .findings import fingerprint
@@ -72,6 +73,8 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
     pk = pr.process_key
     if step.kind == "back_to_waiting" and await outbox.pending(rt.db, pr.pr_key, "merge"):
         return  # the merge effect is still trying: it alone settles `merging`
+    if step.kind == "back_to_waiting" and await mergequeue.settle(rt, pr, bound):
+        return  # a merge-queue branch: still queued, or sent back with the queue's reason
     fence = dict(expect_status=pr.status, expect_round=pr.current_round)
     # Since when GitHub has said "unknown": kept while it does, cleared once it says anything.
     unknown = {"mergeability_unknown_since": (pr.mergeability_unknown_since or now)

@@ -98,6 +98,24 @@ query($owner: String!, $name: String!, $number: Int!, $head: GitObjectID!) {
 }
 """ + _THREAD_PAGE
 
+# Whether the PR's base takes changes only through a merge queue, and the PR's place in it
+# (`mergeQueueEntry` is null when it is not queued; `headCommit` is its merge group).
+_QUEUE_ENTRY = "mergeQueueEntry { id state position headCommit { oid } }"
+_MERGE_QUEUE_QUERY = """
+query($owner: String!, $name: String!, $number: Int!) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      id state headRefOid isMergeQueueEnabled isInMergeQueue ENTRY
+    }
+  }
+}
+""".replace("ENTRY", _QUEUE_ENTRY)
+_ENQUEUE_MUTATION = """
+mutation($id: ID!, $head: GitObjectID!) {
+  enqueuePullRequest(input: {pullRequestId: $id, expectedHeadOid: $head}) { ENTRY }
+}
+""".replace("ENTRY", _QUEUE_ENTRY)
+
 
 @dataclass(frozen=True)
 class ThreadWrite:
@@ -689,6 +707,31 @@ class GitHubClient:
 
     async def update_check_run(self, owner: str, repo: str, check_run_id: int, **fields: Any) -> dict:
         return await self._json("PATCH", f"/repos/{owner}/{repo}/check-runs/{check_run_id}", json=fields)
+
+    async def merge_queue(self, owner: str, repo: str, number: int) -> dict:
+        """The PR's `id`, `state`, `headRefOid`, whether its base requires a merge queue
+        (`isMergeQueueEnabled`), and its place in it (`isInMergeQueue`, `mergeQueueEntry`): one
+        GraphQL query."""
+        data = await self._graphql("mergeQueue", _MERGE_QUEUE_QUERY, {"owner": owner, "name": repo, "number": number})
+        pr = (data.get("repository") or {}).get("pullRequest")
+        if pr is None:
+            raise NotFound(f"graphql mergeQueue: {owner}/{repo}#{number} not found")
+        return pr
+
+    async def enqueue(self, owner: str, repo: str, number: int, node_id: str, expected_head: str) -> dict | None:
+        """Put the PR (`node_id`) in its base's merge queue if its head is still `expected_head`;
+        its entry (None once it already left the queue). GitHub's refusal (the head moved, the PR
+        cannot be queued) is a Conflict. A repeat is not harmless by itself: read `merge_queue`
+        first."""
+        async with self.mutating(f"{owner}/{repo}#{number}"):
+            try:
+                data = await self._graphql("enqueuePullRequest", _ENQUEUE_MUTATION,
+                                           {"id": node_id, "head": expected_head})
+            except GitHubError as e:
+                if isinstance(e.__cause__, GraphQLFailed):
+                    raise Conflict(str(e)) from e
+                raise
+        return (data.get("enqueuePullRequest") or {}).get("mergeQueueEntry")
 
     async def merge(self, owner: str, repo: str, number: int, sha: str, method: str = "squash") -> dict:
         """Merge only if the head is still `sha` (GitHub answers 409 otherwise)."""

@@ -24,11 +24,13 @@ from bot.github.stamps import github_id
 from bot.prkey import PrKey, try_parse_pr_key
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# A merge group's branch names its PR: gh-readonly-queue/<base>/pr-<number>-<head sha>.
+_QUEUE_REF = re.compile(r"^(?:refs/heads/)?gh-readonly-queue/.+/pr-(\d{1,19})-[0-9a-f]{40,64}$")
 
 KNOWN_EVENTS = frozenset({
     "ping", "pull_request", "pull_request_review", "pull_request_review_comment",
     "pull_request_review_thread", "issue_comment", "check_suite", "check_run", "status", "push",
-    "installation", "installation_repositories", "installation_target",
+    "installation", "installation_repositories", "installation_target", "merge_group",
 })
 
 
@@ -217,7 +219,8 @@ def echo(event: str, payload: dict, repo: str | None, action: str | None, rules:
         return None
     if event in ("pull_request_review_comment", "pull_request_review_thread", "pull_request_review"):
         return f"{event} {action}: our own reply or resolve"
-    if event == "pull_request" and action in ("review_requested", "review_request_removed", "labeled", "unlabeled"):
+    if event == "pull_request" and action in ("review_requested", "review_request_removed", "labeled", "unlabeled",
+                                              "enqueued"):
         return f"pull_request {action}: our own request"
     return None
 
@@ -237,6 +240,12 @@ def _check(event: str, payload: dict, delivery_id: str, repo: str | None, rules:
     prs = prs if isinstance(prs, list) and len(prs) <= rules.max_prs else []
     wakes = _sync(delivery_id, *(_pr_key(repo, _id(p, "number")) for p in prs))
     return wakes or _sync_ref(delivery_id, repo, sha=_text(obj, "head_sha", 64))
+
+
+def queued_pr(head_ref: str | None) -> int | None:
+    """The PR number a merge group's branch names, or None."""
+    found = _QUEUE_REF.match(head_ref or "")
+    return github_id(int(found.group(1))) if found else None
 
 
 def route(event: str, payload: dict, delivery_id: str, rules: EnrollRules = EnrollRules()) -> Routed:
@@ -268,6 +277,9 @@ def route(event: str, payload: dict, delivery_id: str, rules: EnrollRules = Enro
         wakes = _check(event, payload, delivery_id, repo, rules)
     elif event == "status":
         wakes = _sync_ref(delivery_id, repo, sha=_text(payload, "sha", 64))
+    elif event == "merge_group":
+        # Its group built, merged or destroyed: the PR it holds reads its queue entry again.
+        wakes = _sync(delivery_id, _pr_key(repo, queued_pr(_text(_obj(payload, "merge_group"), "head_ref", 1024))))
     else:  # push
         ref = _text(payload, "ref")
         branch = ref.removeprefix("refs/heads/") if ref and ref.startswith("refs/heads/") else None

@@ -183,3 +183,26 @@ async def test_a_push_to_a_queued_branch_takes_the_pr_out_of_the_queue(api, sim,
     [destroyed] = groups(sim, "destroyed")
     assert (destroyed["reason"], destroyed["merge_group"]["head_sha"]) == ("dequeued", g1["headCommit"]["oid"])
     assert [n for n, _ in dequeued(sim)] == [one.number]
+
+
+@pytest.fixture
+async def client(simulator):
+    from bot.github.client import GitHubClient, open_github
+
+    async with open_github(api_url=simulator.url, token="t", timeout=2, read_timeout=2) as gh:
+        yield GitHubClient(gh, max_concurrency=4, call_timeout=4)
+
+
+async def test_the_client_reads_the_queue_and_a_refused_enqueue_is_a_conflict(client, sim, prs):
+    from bot.github.errors import Conflict
+
+    one, _ = prs
+    await sim.require_merge_queue(REPO, checks=["ci"])
+    state = await client.merge_queue("acme", "widgets", one.number)
+    assert (state["isMergeQueueEnabled"], state["isInMergeQueue"], state["mergeQueueEntry"]) == (True, False, None)
+    with pytest.raises(Conflict, match="does not match"):
+        await client.enqueue("acme", "widgets", one.number, state["id"], "0" * 40)
+    entry = await client.enqueue("acme", "widgets", one.number, state["id"], state["headRefOid"])
+    assert (entry["position"], entry["state"]) == (1, "AWAITING_CHECKS")
+    state = await client.merge_queue("acme", "widgets", one.number)
+    assert state["isInMergeQueue"] and state["mergeQueueEntry"] == entry

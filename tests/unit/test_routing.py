@@ -154,3 +154,29 @@ def test_a_pr_s_webhook_sync_waits_for_the_rest_of_its_burst():
 def test_a_wake_s_job_is_every_field_of_it():
     wake = Wake("sync_ref", "sync_ref:o/r:d1", None, {"repo": "o/r", "sha": "abc"}, 0.5)
     assert wake.job() == dataclasses.asdict(wake)
+
+
+GROUP_REF = "refs/heads/gh-readonly-queue/release/v2/pr-42-" + "b" * 40
+
+
+@pytest.mark.parametrize("action", ["checks_requested", "destroyed"])
+def test_a_merge_group_wakes_a_sync_of_the_pr_its_branch_names(action):
+    # Sent by the queue on our enqueue's behalf, it is still news: built, merged or removed.
+    payload = {"action": action, "repository": {"full_name": "o/r"}, "sender": {"login": BOT},
+               "merge_group": {"head_sha": "c" * 40, "head_ref": GROUP_REF, "base_ref": "refs/heads/release/v2"}}
+    routed = route("merge_group", payload, "d1", RULES)
+    assert [(w.kind, w.pr_key) for w in routed.wakes] == [("sync", "o/r#42")]
+
+
+@pytest.mark.parametrize("head_ref", [None, 7, "refs/heads/main", "gh-readonly-queue/main/pr-x-" + "b" * 40,
+                                      "gh-readonly-queue/main/pr-0-" + "b" * 40, "gh-readonly-queue/pr-3-" + "b" * 40])
+def test_a_merge_group_whose_branch_names_no_pr_is_ignored(head_ref):
+    payload = {"action": "destroyed", "repository": {"full_name": "o/r"}, "merge_group": {"head_ref": head_ref}}
+    assert route("merge_group", payload, "d1").outcome == "ignored"
+
+
+def test_our_enqueue_s_pull_request_event_is_an_echo_and_a_dequeue_is_news():
+    assert route("pull_request", PR | {"action": "enqueued", "sender": {"login": BOT}}, "d1", RULES).wakes == ()
+    routed = route("pull_request", PR | {"action": "dequeued", "reason": "CI_FAILURE", "sender": {"login": BOT}},
+                   "d1", RULES)
+    assert [w.pr_key for w in routed.wakes] == ["o/r#7"]
