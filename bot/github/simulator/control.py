@@ -162,12 +162,24 @@ async def set_mergeable(sim, request, body):
 
 
 async def repo_settings(sim, request, body):
-    """PATCH `{"require_up_to_date": bool}`: branch protection's up-to-date rule."""
-    on = body.get("require_up_to_date")
-    if not isinstance(on, bool):
-        raise ApiError(422, "require_up_to_date must be true or false")
-    await sim.require_up_to_date(_repo(request), on)
-    return {"require_up_to_date": on}
+    """PATCH `{"require_up_to_date": bool, "required_checks": [names]}` (either or both):
+    branch protection's up-to-date rule and required status checks."""
+    out = {}
+    if "required_checks" in body:
+        names = body["required_checks"]
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise ApiError(422, "required_checks must be a list of check names")
+        out["required_checks"] = names
+    if "require_up_to_date" in body or not out:
+        on = body.get("require_up_to_date")
+        if not isinstance(on, bool):
+            raise ApiError(422, "require_up_to_date must be true or false")
+        out["require_up_to_date"] = on
+    if "required_checks" in out:
+        sim.set_required_checks(_repo(request), out["required_checks"])
+    if "require_up_to_date" in out:
+        await sim.require_up_to_date(_repo(request), out["require_up_to_date"])
+    return out
 
 
 async def merge_queue(sim, request, body):

@@ -121,7 +121,23 @@ class SimulatorCore:
             if key not in self._behind:
                 self._behind[key] = not await self.git.is_ancestor(repo.git_dir, *key)
             behind = self._behind[key]
-        return pr.mergeability(conflicts=self._conflicts[key], behind=behind)
+        return pr.mergeability(conflicts=self._conflicts[key], behind=behind,
+                               checks=self.checks_verdict(repo, heads.head))
+
+    def checks_verdict(self, repo: Repo, sha: str) -> str:
+        """What the checks on `sha` say against branch protection: "blocking" while a required
+        one has not succeeded (missing, running or failed), "failing" when another failed,
+        else "passing". Read from memory on every PR read: checks change without a push."""
+        states: dict[str, str] = {}
+        for run in self.latest_runs(repo, sha):
+            states[run.name] = ("pending" if run.status != "completed" else
+                                "success" if run.conclusion in ("success", "neutral", "skipped")
+                                else "failure")
+        for st in self.latest_statuses(repo, sha):
+            states[st.context] = st.state if st.state in ("success", "pending") else "failure"
+        if any(states.get(name) != "success" for name in repo.required_checks):
+            return "blocking"
+        return "failing" if "failure" in states.values() else "passing"
 
     async def compare(self, repo: Repo, base: str, head: str) -> Comparison | None:
         """GitHub's compare of two commits (None: no common ancestor), kept per pair."""

@@ -79,6 +79,9 @@ class Repo:
     # Branch protection's "require branches to be up to date": only then does GitHub report
     # `behind` (and refuse the merge) for a PR whose base moved on.
     require_up_to_date: bool = False
+    # Branch protection's required status checks (check-run names or status contexts): until
+    # each has succeeded on the head, GitHub reads the PR `blocked` and refuses the merge.
+    required_checks: list[str] = field(default_factory=list)
 
     @property
     def fork(self) -> bool:
@@ -133,17 +136,21 @@ class PullRequest:
     def merged(self) -> bool:
         return self.merged_at is not None
 
-    def mergeability(self, *, conflicts: bool = False,
-                     behind: bool = False) -> tuple[bool | None, str]:
+    def mergeability(self, *, conflicts: bool = False, behind: bool = False,
+                     checks: str = "passing") -> tuple[bool | None, str]:
         """(mergeable, mergeable_state): what a test set wins; else from what git found
         (`conflicts`: the head and base do not merge cleanly; `behind`: the base has commits
-        the head lacks and the repository requires it up to date). A draft reads `draft`
+        the head lacks and the repository requires it up to date; `checks`: what the head's
+        checks say against branch protection's required ones). A draft reads `draft`
         whatever else holds, though `mergeable` still tells its conflicts."""
         if self.state != "open":
             return None, "unknown"
         if self.mergeable_state is None:
+            # `checks`: "blocking" (a required check has not succeeded), "failing" (another
+            # check failed: GitHub's `unstable`) or "passing".
             state = ("draft" if self.draft else "dirty" if conflicts
-                     else "behind" if behind else "clean")
+                     else "blocked" if checks == "blocking" else "behind" if behind
+                     else "unstable" if checks == "failing" else "clean")
             return not conflicts, state
         state = self.mergeable_state
         if state == "unknown":

@@ -70,6 +70,12 @@ class RepoOps(SimulatorCore):
         reports `behind` only then). Off by default. GitHub sends no webhook for this."""
         self.repo(repo_name).require_up_to_date = on
 
+    def set_required_checks(self, repo_name: str, names: list[str]) -> None:
+        """Branch protection's required status checks: until each has succeeded on a PR's head
+        the PR reads `blocked` and is not merged; another failing check reads `unstable`.
+        GitHub sends no webhook for this."""
+        self.repo(repo_name).required_checks = list(names)
+
     async def push(self, repo_name: str, branch: str, files: dict[str, str | None], *,
                    message: str = "Update files", author: str | None = None,
                    start: str | None = None) -> str:
