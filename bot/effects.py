@@ -150,12 +150,17 @@ async def _update_branch(rt: Runtime, job: Job, p: dict) -> None:
 
 
 async def _merge(rt: Runtime, job: Job, p: dict) -> None:
-    from .engine.mergequeue import run_enqueue
+    from .engine.mergequeue import queue_known, run_enqueue
     from .engine.merging import run_merge
 
-    # A base that takes changes only through a merge queue gets the PR queued instead.
-    if not await run_enqueue(rt, job.pr_key, job.process_key, p["sha"], first_try=first_try(job)):
-        await run_merge(rt, job.pr_key, job.process_key, p["sha"])
+    # A base that takes changes only through a merge queue gets the PR queued instead. Whether
+    # it does is learnt from GitHub's refusal of the merge (405), then kept for the repository,
+    # so a repository without a queue pays no read of it.
+    first = first_try(job)
+    if queue_known(rt, job.pr_key) and await run_enqueue(rt, job.pr_key, job.process_key, p["sha"], first_try=first):
+        return
+    if await run_merge(rt, job.pr_key, job.process_key, p["sha"]) == "merge_queue":
+        await run_enqueue(rt, job.pr_key, job.process_key, p["sha"], first_try=first)
 
 
 HANDLERS: dict[str, Handler] = {

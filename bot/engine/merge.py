@@ -92,6 +92,15 @@ def _files(files: tuple[str, ...]) -> str:
     return ", ".join(f"`{f}`" for f in files) if files else "(GitHub does not say which files)"
 
 
+def ci_step(failing: tuple[FailedCheck, ...], rounds_used: int, attempts: int, where: str = "") -> MergeStep:
+    """Failing checks: a CI round while the budget lasts, then one escalation naming them."""
+    names = ", ".join(f"`{c.name}`" for c in failing)
+    if rounds_used < attempts:
+        return MergeStep("fix_round", f"failing checks{where}: {names}", "ci")
+    return MergeStep("escalate", f"the checks {names} still fail{where} after {rounds_used} CI-fix round(s)",
+                     escalation="ci")
+
+
 def decide_merge(v: MergeView) -> MergeStep:
     if v.head and v.converged_head and v.head != v.converged_head and v.status != Status.MERGING:
         return MergeStep("new_round", "a push after convergence")
@@ -108,11 +117,7 @@ def decide_merge(v: MergeView) -> MergeStep:
         return MergeStep("wait", "waiting for `/converge merge`")
     state = v.mergeable_state or "unknown"
     if v.failing_checks and state in ("blocked", "unstable"):
-        names = ", ".join(f"`{c.name}`" for c in v.failing_checks)
-        if v.ci_rounds < v.ci_fix_attempts:
-            return MergeStep("fix_round", f"failing checks: {names}", "ci")
-        return MergeStep("escalate", f"the checks {names} still fail after {v.ci_rounds} CI-fix round(s)",
-                         escalation="ci")
+        return ci_step(v.failing_checks, v.ci_rounds, v.ci_fix_attempts)
     if state in MERGEABLE_NOW:
         return MergeStep("merge", state)
     if state == "behind":

@@ -31,6 +31,8 @@ from .merge import FailedCheck
 
 log = structlog.get_logger(__name__)
 
+QUEUE_REPOS = "merge_queue_repos"  # rt.extras: repositories whose merges go through a queue
+
 # `last_action` of a queued PR names its merge group: the row keeps the sha with no column of
 # its own, and the group's checks are read from it once the PR is out of the queue (GitHub
 # deletes the group's branch by then).
@@ -115,6 +117,20 @@ def decide_settle(q: Queue) -> QueueStep:
     return QueueStep("back")
 
 
+def queue_known(rt: Runtime, pr_key: str) -> bool:
+    """Whether a merge in this PR's repository was refused for its merge queue (this process)."""
+    return parse_pr_key(pr_key).full_repo in rt.extras.get(QUEUE_REPOS, ())
+
+
+def learn_queue(rt: Runtime, pr_key: str) -> None:
+    rt.extras.setdefault(QUEUE_REPOS, set()).add(parse_pr_key(pr_key).full_repo)
+
+
+def refused_for_queue(message: str) -> bool:
+    """GitHub's 405 to `PUT .../merge` on a branch that takes changes only through its queue."""
+    return "merge queue" in message.lower()
+
+
 async def run_enqueue(rt: Runtime, pr_key: str, pk: str, sha: str, *, first_try: bool) -> bool:
     """The merge effect where the base requires a merge queue: queue the PR with `sha` as its
     expected head, and record where it stands. False when there is no queue to go through (or
@@ -159,8 +175,15 @@ async def settle(rt: Runtime, pr: PullRequest, bound) -> bool:
         await _say(rt, pr.pr_key, pr.process_key, step.reason)
     elif step.kind == "back":
         group = group_of(pr.last_action)
-        reason = removal_reason(group, await _failing(rt, key, group) if group else ())
-        if await _back(rt, pr.pr_key, pr.process_key, reason, "dequeued"):
+        failing = await _failing(rt, key, group) if group else ()
+        reason = removal_reason(group, failing)
+        if failing:
+            # Queued again, the same head would fail the same way: the fixer gets the checks.
+            from .merging import queue_removed  # merging hands `merging` PRs to this module
+
+            if await queue_removed(rt, pr, failing, group, bound):
+                bound.info("merge.dequeued", reason=reason, group=group, then="ci round")
+        elif await _back(rt, pr.pr_key, pr.process_key, reason, "dequeued"):
             bound.info("merge.dequeued", reason=reason, group=group)
     return True
 

@@ -21,7 +21,15 @@ from . import mergequeue
 from .dispatch import queue_fixer, requeue
 from .escalation import escalate
 from .findings import fingerprint
-from .merge import FailedCheck, MergeStep, MergeView, decide_merge, find_cycle, parse_dependencies
+from .merge import (
+    FailedCheck,
+    MergeStep,
+    MergeView,
+    ci_step,
+    decide_merge,
+    find_cycle,
+    parse_dependencies,
+)
 from .model import Escalate
 from .read import CHECK_RUN_NAME, FAILED_CONCLUSIONS, findings_json
 
@@ -95,7 +103,7 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
                     **fence, session=s):
                 await requeue(s, pr.pr_key, "new_round")  # the stage changed: its next step now
         elif step.kind == "fix_round":
-            await _fix_round(s, rt, pr, step, view, (gh_pr.get("base") or {}).get("ref") or "", now, bound)
+            await fix_round(s, rt, pr, step, view, (gh_pr.get("base") or {}).get("ref") or "", bound)
         elif step.kind in ("to_merge", "back_to_waiting"):
             if await prs.fenced_update(None, pr.pr_key, pk, {"status": Status.WAITING_MERGE,
                                                              "last_action": step.reason, **unknown},
@@ -213,29 +221,49 @@ def fix_findings(step: MergeStep, view: MergeView, base: str) -> tuple[Finding, 
     return tuple(out)
 
 
-async def _fix_round(s, rt: Runtime, pr: PullRequest, step: MergeStep, view: MergeView, base: str, now,
-                     bound) -> None:
+async def queue_removed(rt: Runtime, pr: PullRequest, failing: tuple[FailedCheck, ...], group: str,
+                        bound) -> bool:
+    """A PR the merge queue took out for checks that failed on its merge group: queueing the same
+    head again would fail the same way, so the checks go to the fixer in a CI round (within the
+    budget), then escalate. False when the fence lost (the run or the stage moved on)."""
+    used = await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI)
+    step = ci_step(failing, used, rt.config.merge.ci_fix_attempts, f" on merge group {group[:7]}")
+    view = MergeView(status=pr.status, head=pr.head_sha, converged_head=pr.converged_head, mergeable_state=None,
+                     unmerged_deps=(), cycle=None, require_approval=False, approved=True, failing_checks=failing)
+    async with rt.db.session() as s:
+        if step.kind == "fix_round":
+            return await fix_round(s, rt, pr, step, view, "", bound)
+        return await escalate(s, rt, pr, Escalate("ci", f"convergebot cannot merge: {step.reason}.",
+                                                  fingerprint("ci", step.reason)),
+                              expect_status=pr.status) is not None
+
+
+async def fix_round(s, rt: Runtime, pr: PullRequest, step: MergeStep, view: MergeView, base: str, bound) -> bool:
     """A conflict or CI round: the next round, handed straight to the fixer with what blocks the
-    merge as its findings; the fresh review of what it pushes is the round after."""
-    n, head = pr.current_round + 1, pr.head_sha or ""
+    merge as its findings; the fresh review of what it pushes is the round after. Fenced on the
+    status the caller read (`waiting_merge`, or `merging` for a PR the merge queue took out)."""
+    now, n, head = utcnow(), pr.current_round + 1, pr.head_sha or ""
     findings = fix_findings(step, view, base)
     text = findings_json(findings)
     if not await prs.fenced_update(None, pr.pr_key, pr.process_key, {
             "status": Status.CONVERGING, "current_round": n, "husk_retries": 0, "converged_head": None,
             "converged_at": None, "last_round_head": head, "mergeability_unknown_since": None,
             "last_action": f"{step.round_kind} round: {step.reason}"},
-            expect_status=Status.WAITING_MERGE, expect_round=pr.current_round, session=s):
-        return
+            expect_status=pr.status, expect_round=pr.current_round, session=s):
+        return False
     await rounds.start(s, pr.pr_key, pr.process_key, n, head, kind=step.round_kind)
     attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
         "findings": text, "fixer": rt.config.fixer.kind, "fixer_started_at": now, "instructions": "[]"})
     moved = pr.model_copy(update={"current_round": n, "last_round_head": head, "status": Status.CONVERGING})
     await queue_fixer(s, rt, moved, n, attempt, text, [], kind=step.round_kind, base_branch=base)
     bound.info("merge.fix_round", kind=step.round_kind, round=n, reason=step.reason)
+    return True
 
 
-async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> None:
-    """The merge effect: re-read, then merge with `sha` as the precondition, and record it."""
+async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> str | None:
+    """The merge effect: re-read, then merge with `sha` as the precondition, and record it.
+    "merge_queue" when GitHub refused because the base takes changes only through its merge
+    queue (the caller queues the PR instead)."""
     key = parse_pr_key(pr_key)
     bound = log.bind(pr_key=pr_key, process_key=pk)
     method = rt.config.merge.method
@@ -249,6 +277,9 @@ async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> None:
             # The converged head is the precondition: GitHub refuses (409) if anything else landed.
             await rt.github.merge(key.owner, key.repo, key.number, sha, method)
         except Conflict as e:
+            if mergequeue.refused_for_queue(str(e)):
+                mergequeue.learn_queue(rt, pr_key)
+                return "merge_queue"
             # Refused (the head moved): the push's own webhook came while we were `merging`, so
             # the next step is queued here, or the new head would wait for the next poll.
             async with rt.db.session() as s:

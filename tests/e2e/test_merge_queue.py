@@ -46,7 +46,8 @@ async def test_the_enqueue_whose_answer_was_lost_is_not_made_again_and_the_queue
         (enqueue,) = _enqueues(h, number)
         assert (enqueue["new"], enqueue["expected_head"], enqueue["group_sha"]) == (True, view.pr.converged_head, group)
         assert view.pr.last_action == f"in the merge queue, position 1 (merge group {group})"
-        assert h.sim.counters.get("PUT", MERGE_ROUTE) == 0  # never a REST merge on a queue branch
+        # The one REST merge is how the bot learns of the queue: refused (405), nothing merged.
+        assert (h.sim.counters.get("PUT", MERGE_ROUTE), h.sim.counters.get("PUT", MERGE_ROUTE, 405)) == (1, 1)
 
         # The queue's check passes on the merge group: GitHub merges it, and the bot sees it.
         await h.sim.set_check_run(REPO, group, "ci")
@@ -58,31 +59,36 @@ async def test_the_enqueue_whose_answer_was_lost_is_not_made_again_and_the_queue
         assert await h.escalations(key) == []
         await quiesce(h)
         assert len(_enqueues(h, number)) == 1
-        assert h.sim.counters.get("PUT", MERGE_ROUTE) == 0
+        assert h.sim.counters.get("PUT", MERGE_ROUTE) == 1
         assert h.sim.duplicate_effects() == []
 
 
-async def test_a_pr_the_queue_removes_for_a_failing_check_goes_back_to_the_merge_stage(tmp_path, db_url):
+async def test_a_pr_the_queue_removes_for_a_failing_check_goes_to_the_fixer_then_is_queued_again(tmp_path, db_url):
     with structlog.testing.capture_logs() as logs:
         async with bot_on_simulator(tmp_path, db_url) as h:
             await h.sim.require_merge_queue(REPO, checks=["ci"])
-            h.sim.set_reviewer(REPO, steps(0))
+            h.sim.set_reviewer(REPO, steps(0, 0))
             key, number = await open_and_enroll(h)
             group = await _queued(h, key)
+            first_head = (await h.view(key)).pr.converged_head
 
             await h.sim.set_check_run(REPO, group, "ci", conclusion="failure",
                                       output={"title": "2 tests failed", "summary": "test_core failed"})
-            # Out of `merging` with the group's failing check as the reason; the merge stage then
-            # decides again (here: queue the same head again, in a new merge group).
+            # Out of `merging`: queueing the same head again would fail the same way, so the
+            # group's failing check goes to the fixer in a CI round; the fixed head is reviewed,
+            # converges and is queued in a new merge group.
             again = await _queued(h, key, besides=group)
             dequeued = [e for e in logs if e["event"] == "merge.dequeued"]
-            assert [(e["pr_key"], e["reason"], e["group"]) for e in dequeued] == [
-                (key, f"removed from the merge queue: `ci` failure on merge group {group[:7]}", group)]
-            gh_pr = await h.rt.github.pull("acme", "app", number)
-            assert (gh_pr["state"], gh_pr["merged"]) == ("open", False)
+            assert [(e["pr_key"], e["reason"], e["group"], e["then"]) for e in dequeued] == [
+                (key, f"removed from the merge queue: `ci` failure on merge group {group[:7]}", group, "ci round")]
+            kinds = [(r.kind, r.status) for r in await h.rounds(key)]
+            assert kinds == [("review", "converged"), ("ci", "addressed"), ("review", "converged")], kinds
+            ci_round = (await h.rounds(key))[1]
+            assert "`ci`" in ci_round.findings and "2 tests failed" in ci_round.findings
             entries = _enqueues(h, number)
-            assert [(e["group_sha"], e["new"]) for e in entries] == [(group, True), (again, True)]
-            assert entries[0]["entry"] != entries[1]["entry"]
+            second_head = (await h.view(key)).pr.converged_head
+            assert second_head != first_head
+            assert [(e["group_sha"], e["expected_head"]) for e in entries] == [(group, first_head), (again, second_head)]
             assert h.sim.effects("merge") == []
 
             # The new group passes: merged.
@@ -91,3 +97,5 @@ async def test_a_pr_the_queue_removes_for_a_failing_check_goes_back_to_the_merge
             assert view.pr.outcome == "merged"
             assert await h.rt.github.branch_head("acme", "app", "main") == again
             assert h.sim.duplicate_effects() == []
+            # One REST merge in all: the first, refused for the queue, taught the process.
+            assert h.sim.counters.get("PUT", MERGE_ROUTE) == 1
