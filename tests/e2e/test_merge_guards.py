@@ -88,3 +88,37 @@ async def test_a_merge_whose_answer_was_lost_is_not_tried_again(tmp_path, db_url
         assert await h.escalations(key) == []
         await quiesce(h)
         assert _merge_puts(h) == 1
+
+
+async def test_two_steps_deciding_a_conflict_round_from_one_read_dispatch_one_fixer(tmp_path, db_url):
+    from sqlmodel import select
+
+    from bot.engine import merging
+    from storage.models import Job
+
+    # Approval required: the converged PR waits in `waiting_merge` while main moves under it.
+    async with bot_on_simulator(tmp_path, db_url, merge={"require_approval": True},
+                                poller={"interval_seconds": 3600}) as h:
+        h.sim.set_reviewer(REPO, steps(0, 0))
+        key, number = await open_and_enroll(h)
+
+        async def waiting_for_approval():
+            v = await h.view(key)
+            return v is not None and "`/converge merge`" in (v.pr.last_action or "")
+
+        await h.wait_for("convergence, waiting for approval", waiting_for_approval)
+        await h.sim.push(REPO, "main", {"app/core.py": "def f():\n    return 3\n"}, author="dev")
+        await quiesce(h)
+        # Two deciders (another replica, a step that read before this one wrote) with the same
+        # read: the approved row and the dirty PR. Both decide a conflict round; one dispatches.
+        read = (await h.view(key)).pr.model_copy(update={"merge_approved": True})
+        gh_pr = await h.rt.github.pull("acme", "app", number)
+        assert gh_pr["mergeable_state"] == "dirty"
+        async with h.rt.step_locks.hold(key):
+            for _ in range(2):
+                await merging.merge_stage(h.rt, read, gh_pr, merging.log.bind(pr_key=key))
+        async with h.rt.db.session() as s:
+            fixes = (await s.exec(select(Job.key).where(Job.pr_key == key, Job.kind == "fix"))).all()
+        assert len(fixes) == 1, fixes
+        (rnd,) = [r for r in await h.rounds(key) if r.kind == "conflict"]
+        assert (rnd.round_no, rnd.attempt) == (read.current_round + 1, 0)
