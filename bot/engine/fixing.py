@@ -78,6 +78,7 @@ async def fix(rt: Runtime, job: Job) -> None:
             clone_url=head_repo.get("clone_url") or "", token=await rt.github.clone_token(),
             findings=findings, instructions=tuple(json.loads(rnd.instructions or "[]")),
             kind=rnd.kind, base_branch=(gh_pr.get("base") or {}).get("ref"),
+            base_clone_url=_base_clone_url(gh_pr, head_repo),
             still_current=still_current,
             pushing=lambda sha: _pushing(rt, (key.full_repo, head_repo.get("full_name")), sha),
         )
@@ -87,6 +88,15 @@ async def fix(rt: Runtime, job: Job) -> None:
                push_rejected=verdict.push_rejected, detail=verdict.detail)
     if not await _record(rt, pr.pr_key, pk, n, attempt, findings, verdict):
         bound.info("fix.stale")
+
+
+def _base_clone_url(gh_pr: dict, head_repo: dict) -> str | None:
+    """The base repository's clone URL for a PR from a fork (None: the head's repository is the
+    base's, and the clone's own `origin` has the base branch)."""
+    base_repo = (gh_pr.get("base") or {}).get("repo") or {}
+    if not base_repo or base_repo.get("full_name") == head_repo.get("full_name"):
+        return None
+    return base_repo.get("clone_url") or None
 
 
 async def _branch_head(rt: Runtime, full_repo: str, branch: str) -> str | None:

@@ -52,6 +52,9 @@ class FixRequest:
     # the findings name pass). See docs/architecture.md, "Merge stage".
     kind: str = "review"
     base_branch: str | None = None  # the PR's base branch (its name in the base repository)
+    # The base repository's clone URL where it is not `clone_url`'s (a PR from a fork): a
+    # conflict round's `origin/<base>` is fetched from there, not from the fork's namesake.
+    base_clone_url: str | None = None
     # Asked right before a push: does this run still own the PR, with this attempt still the
     # round's? None: nobody to ask (a fixer run by hand), the push goes ahead.
     still_current: Callable[[], Awaitable[bool]] | None = field(default=None, repr=False, compare=False)

@@ -164,7 +164,9 @@ class Workspace:
         ref = await self.local.call("check-ref-format", f"refs/heads/{base}", cwd=self.root)
         if not ref.ok:
             raise GitError(f"refusing base branch name {base!r}")
-        await self.remote.run("fetch", "--quiet", "--no-tags", "origin",
+        # A fork's PR: the base branch of the base repository, not the fork's stale namesake.
+        source = self.req.base_clone_url or "origin"
+        await self.remote.run("fetch", "--quiet", "--no-tags", source,
                               f"+refs/heads/{base}:refs/remotes/origin/{base}", cwd=self.repo)
 
     async def _keep_a_copy(self) -> None:
@@ -288,6 +290,8 @@ def _lease_refused(porcelain: str) -> bool:
 def _check_request(req: FixRequest) -> None:
     try:
         check_clone_url(req.clone_url)
+        if req.base_clone_url is not None:
+            check_clone_url(req.base_clone_url)
     except ValueError as e:
         raise GitError(str(e)) from None
     if not _SHA.fullmatch(req.entry_head):

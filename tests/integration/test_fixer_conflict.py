@@ -149,3 +149,20 @@ async def test_a_command_fixer_merges_origin_base_and_the_bot_pushes_the_merge(a
     work = tmp_path / "check"
     await git("clone", "--quiet", "--branch", "fix", sim.repo(REPO).git_dir.as_uri(), str(work))
     assert (await git("log", "--format=%s", "-1", cwd=work)).strip().startswith("Merge")
+
+
+async def test_a_fork_prs_conflict_round_fetches_the_base_from_the_base_repository(sim, tmp_path):
+    await sim.create_repo(REPO, files={"app.py": "one\ntwo\nthree\n"})
+    fork = await sim.fork_repo(REPO, "alice")
+    pr = await sim.open_pr(REPO, title="Change two", head="fix", author="alice", head_repo=fork.full_name,
+                           files={"app.py": "one\nTWO\nthree\n"})
+    await sim.push(REPO, "main", {"app.py": "one\n2\nthree\n"})  # the fork's main stays behind
+    base_main = await sim.git.branch_sha(sim.repo(REPO).git_dir, "main")
+    fork_main = await sim.git.branch_sha(fork.git_dir, "main")
+    assert base_main != fork_main
+    req = await conflict_request(sim, pr, clone_url=fork.git_dir.as_uri(),
+                                 base_clone_url=sim.repo(REPO).git_dir.as_uri())
+    async with Workspace.open(req, identity=GitIdentity("t", "t@example.invalid"), git_timeout=30,
+                              workdir_root=tmp_path / "work") as ws:
+        got = (await ws.local.run("rev-parse", "refs/remotes/origin/main", cwd=ws.repo)).strip()
+    assert got == base_main
