@@ -15,6 +15,7 @@ from bot.enrollment import SubmitOptions, abandon_pr, submit_pr
 from bot.github.errors import NotFound
 from bot.prkey import PrKey, parse_pr_key
 from bot.runtime import Runtime
+from bot.views import Dependencies, dependencies_of
 from storage import adjudications, commands, escalations, jobs, prs, rounds
 from storage.models import Job, utcnow
 from storage.statuses import Status
@@ -87,7 +88,10 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[b
     view = await prs.get(rt.db, pr_key)
     active = view is not None and not view.resubmittable
     if cmd.verb == "status":
-        return True, _status_text(view) if view else "This PR is not enrolled. `/converge` enrolls it."
+        if view is None:
+            return True, "This PR is not enrolled. `/converge` enrolls it."
+        deps = (await dependencies_of(rt.db, [pr_key])).get(pr_key)
+        return True, _status_text(view, deps)
     if cmd.verb == "forget":
         async with rt.db.session() as s:
             n = await adjudications.invalidate_all(s, pr_key)
@@ -172,7 +176,11 @@ class _Lost(Exception):
     """The PR left `escalated` meanwhile: the whole answer transaction rolls back."""
 
 
-def _status_text(view) -> str:
+def _status_text(view, deps: Dependencies | None) -> str:
     pr = view.pr
-    return (f"**convergebot status**: {view.derived_status}, round {pr.current_round} of {pr.max_rounds}"
+    text = (f"**convergebot status**: {view.derived_status}, round {pr.current_round} of {pr.max_rounds}"
             f"{f', head {pr.head_sha[:7]}' if pr.head_sha else ''}. Last action: {pr.last_action or '-'}.")
+    if deps and deps.depends_on:
+        named = ", ".join(f"{k} ({'not merged' if k in deps.unmerged else 'merged'})" for k in deps.depends_on)
+        text += f" Depends on: {named}."
+    return text

@@ -55,6 +55,13 @@ async def test_a_dependent_that_converged_first_merges_right_after_its_dependenc
         assert listed[key_b]["depends_on"] == [key_a]
         page = (await h.http.get("/")).text
         assert f"{key_a} <span class=\"waiting\">not merged</span>" in page
+        await h.sim.comment(REPO, b, "/converge status", user="maint")
+
+        async def status_reply():
+            return [c for c in h.bot_comments(b) if "convergebot status" in c.get("body", "")]
+
+        (reply,) = await h.wait_for("the status reply", status_reply)
+        assert f"Depends on: {key_a} (not merged)." in reply["body"], reply["body"]
 
         await h.sim.comment(REPO, a, "/converge", user="maint")
         await h.wait_status(key_a, "merged", timeout=60)
