@@ -182,12 +182,14 @@ class QueueOps(SimulatorCore):
         except RefMoved:
             await self._rebuild(repo, queue, 0, entry.enqueuer)
             return False
+        # Out of the queue and merged in one move (no await between): a read in between would
+        # see an open PR that left the queue, as if it had been removed.
         queue.entries.pop(0)
-        await self._drop_ref(repo, entry)
         stamp = now()
         pr.state, pr.closed_at, pr.merged_at, pr.updated_at = "closed", stamp, stamp, stamp
         pr.merged_by, pr.merge_commit_sha = entry.enqueuer, entry.group_sha
         pr.last_head, pr.last_base = entry.head_sha, entry.base_sha
+        await self._drop_ref(repo, entry)
         self.record("merge", entry.enqueuer, repo=repo.full_name, number=pr.number, sha=entry.group_sha,
                     method="merge_queue", expected_head=entry.head_sha)
         await self._emit_push(repo, f"refs/heads/{queue.branch}", entry.base_sha, entry.group_sha,
