@@ -70,6 +70,16 @@ async def next_due(db, pr_key: str, effect: str) -> datetime | None:
             *_effects(pr_key, effect), Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING))))).one()
 
 
+async def count(db, pr_key: str, effect: str, process_key: str, since: datetime | None = None) -> int:
+    """How many effects of this kind the run queued for the PR (after `since`), whatever became
+    of them."""
+    conds = [*_effects(pr_key, effect), Job.process_key == process_key]
+    if since is not None:
+        conds.append(Job.created_at > since)
+    async with db.read_session() as s:
+        return (await s.exec(select(func.count()).select_from(Job).where(*conds))).one()
+
+
 async def queued_since(db, pr_key: str, effect: str, since: datetime, *, besides: int | None) -> bool:
     """Whether an effect of this kind for the PR, other than the job `besides`, was queued at
     or after `since` (whatever became of it)."""

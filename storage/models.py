@@ -71,6 +71,9 @@ class PullRequest(SQLModel, table=True):
     merge_approved: bool = False
     # Since when GitHub has answered "unknown" to whether the PR can be merged (None: it said).
     mergeability_unknown_since: datetime | None = ts()
+    # The merge stage's budgets (conflict and CI rounds, merge tries) count what came after this
+    # (None: the whole run); a maintainer's answer to a merge-stage escalation moves it on.
+    merge_budget_since: datetime | None = ts()
     submitted_by: str | None = Field(default=None, max_length=100)
     # Last read from GitHub (by a webhook-triggered sync or the poller).
     head_sha: str | None = Field(default=None, max_length=64)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, update
@@ -39,11 +40,14 @@ async def for_pr(db: Database, pr_key: str) -> list[Round]:
         return list(await s.exec(select(Round).where(Round.pr_key == pr_key).order_by(Round.id)))
 
 
-async def count_kind(db: Database, pr_key: str, process_key: str, kind: str) -> int:
-    """How many rounds of `kind` the run has had: the merge stage's fix budgets."""
+async def count_kind(db: Database, pr_key: str, process_key: str, kind: str, since: datetime | None = None) -> int:
+    """How many rounds of `kind` the run has had (started after `since`): the merge stage's fix
+    budgets."""
+    conds = [Round.pr_key == pr_key, Round.process_key == process_key, Round.kind == kind]
+    if since is not None:
+        conds.append(Round.started_at > since)
     async with db.read_session() as s:
-        return (await s.exec(select(func.count()).select_from(Round).where(
-            Round.pr_key == pr_key, Round.process_key == process_key, Round.kind == kind))).one()
+        return (await s.exec(select(func.count()).select_from(Round).where(*conds))).one()
 
 
 async def start(session: AsyncSession, pr_key: str, process_key: str, round_no: int, entry_head: str,

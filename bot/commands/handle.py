@@ -8,7 +8,7 @@ import json
 import structlog
 
 from bot import outbox
-from bot.engine.dispatch import queue_fixer
+from bot.engine.dispatch import queue_fixer, requeue
 from bot.engine.findings import attribution
 from bot.engine.model import Adjudication
 from bot.enrollment import SubmitOptions, abandon_pr, submit_pr
@@ -18,7 +18,7 @@ from bot.runtime import Runtime
 from bot.views import Dependencies, dependencies_of
 from storage import adjudications, commands, escalations, jobs, prs, rounds
 from storage.models import Job, utcnow
-from storage.statuses import Status
+from storage.statuses import RoundKind, Status
 
 from .parse import Command, Refusal, parse_command
 from .resume import ROUND_CAP_EXTENSION, resume_plan
@@ -107,6 +107,7 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[b
                                                                 "last_action": f"merge approved by @{author}"})
         return True, None
     if cmd.verb == "retry":
+        rnd = await rounds.get(rt.db, pr_key, pr.process_key, pr.current_round)
         async with rt.db.session() as s:
             won = await prs.fenced_update(None, pr_key, pr.process_key, {
                 "status": Status.CONVERGING, "husk_retries": 0, "escalated_at": None,
@@ -117,8 +118,17 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[b
                 # The retried round is a new attempt: every job of the old one (a fixer still
                 # running, its check, the deadline's check, a redelivery), in this process or
                 # another, then fails its attempt fence instead of deciding the restarted round.
-                await rounds.next_attempt(s, pr_key, pr.process_key, pr.current_round,
-                                          {**rounds.VERDICT_FIELDS, "entry_head": None})
+                if rnd is not None and rnd.kind != RoundKind.REVIEW and rnd.findings:
+                    # A conflict or CI round has no review to wait for: its fixer runs again,
+                    # from the branch as it is.
+                    attempt = await rounds.next_attempt(s, pr_key, pr.process_key, pr.current_round, {
+                        **rounds.VERDICT_FIELDS, "entry_head": pr.head_sha, "fixer_started_at": utcnow()})
+                    await queue_fixer(s, rt, pr.model_copy(update={"last_round_head": pr.head_sha}),
+                                      pr.current_round, attempt, rnd.findings, json.loads(rnd.instructions or "[]"),
+                                      kind=rnd.kind)
+                else:
+                    await rounds.next_attempt(s, pr_key, pr.process_key, pr.current_round,
+                                              {**rounds.VERDICT_FIELDS, "entry_head": None})
         return (True, None) if won else (False, "The run moved on meanwhile; try again.")
     return await answer(rt, pr, cmd, author)
 
@@ -139,7 +149,13 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str 
         values |= {"status": Status.WAITING_REVIEW, "current_round": n + 1, "husk_retries": 0,
                    "waiting_since": now, "last_nudge_at": now, "last_round_head": pr.head_sha}
         if target.kind == "round_cap":
-            values["max_rounds"] = pr.max_rounds + ROUND_CAP_EXTENSION
+            # From the round reached: the merge stage's conflict and CI rounds may have taken
+            # the count past the cap, and an answer must still buy rounds.
+            values["max_rounds"] = max(pr.max_rounds, n) + ROUND_CAP_EXTENSION
+    elif plan == "merge_stage":
+        # Dependencies first (a cycle the answer broke), then mergeability; the conflict and CI
+        # round budgets and the merge tries count from the answer on.
+        values |= {"status": Status.WAITING_DEPS, "mergeability_unknown_since": None, "merge_budget_since": now}
     rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, n)
     instructions = json.loads(rnd.instructions or "[]") if rnd else []
     instructions.append(attribution(Adjudication(target.fingerprint, cmd.text, author, now)))
@@ -163,6 +179,8 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str 
             elif plan == "review":
                 await outbox.request_review(s, pr.pr_key, pr.process_key, n, f"answer:{target.id}",
                                             pr.head_sha, pr.latest_review_id)
+            elif plan == "merge_stage":
+                await requeue(s, pr.pr_key, "answered")
             elif rnd is not None:
                 attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
                     **rounds.VERDICT_FIELDS, "fixer_started_at": now, "instructions": json.dumps(instructions)})

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 # review: wait for a fresh review again; next_round: the round ended, start the next one;
-# rerun: the fixer runs the same round again with the answer as an instruction.
+# rerun: the fixer runs the same round again with the answer as an instruction; merge_stage:
+# back to the merge stage (dependencies, then mergeability), its budgets counted afresh.
 RESUME = {
     "review_stalled": "review",
     "round_cap": "next_round",
@@ -14,6 +15,10 @@ RESUME = {
     "blocked": "rerun",
     "fork": "rerun",  # the fix job again: a branch fixed meanwhile goes to the next round
     "runaway": "review",
+    "merge": "merge_stage",  # a dependency cycle, merge tries that did not merge
+    "conflict": "merge_stage",
+    "ci": "merge_stage",
+    "mergeability": "merge_stage",
 }
 
 ROUND_CAP_EXTENSION = 2

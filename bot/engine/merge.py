@@ -76,6 +76,9 @@ class MergeView:
     ci_fix_attempts: int = 2
     unknown_for: timedelta = timedelta(0)  # how long GitHub has said "unknown"
     unknown_timeout: timedelta = timedelta(minutes=10)
+    merge_tries: int = 0  # merges (or enqueues) already queued by the run, none of which merged
+    merge_attempts: int = 5
+    last_action: str | None = None  # what the row says of the last try
 
 
 @dataclass(frozen=True)
@@ -88,13 +91,19 @@ class MergeStep:
     escalation: str = "merge"  # escalate: the escalation's kind
 
 
+def code(text: str) -> str:
+    """`text` as a Markdown code span that cannot be broken out of: a file path or a check name
+    is chosen by whoever pushed or posted it, and in a code span an @-mention mentions nobody."""
+    return "`" + " ".join(text.replace("`", "'").split())[:200] + "`"
+
+
 def _files(files: tuple[str, ...]) -> str:
-    return ", ".join(f"`{f}`" for f in files) if files else "(GitHub does not say which files)"
+    return ", ".join(code(f) for f in files) if files else "(GitHub does not say which files)"
 
 
 def ci_step(failing: tuple[FailedCheck, ...], rounds_used: int, attempts: int, where: str = "") -> MergeStep:
     """Failing checks: a CI round while the budget lasts, then one escalation naming them."""
-    names = ", ".join(f"`{c.name}`" for c in failing)
+    names = ", ".join(code(c.name) for c in failing)
     if rounds_used < attempts:
         return MergeStep("fix_round", f"failing checks{where}: {names}", "ci")
     return MergeStep("escalate", f"the checks {names} still fail{where} after {rounds_used} CI-fix round(s)",
@@ -119,6 +128,11 @@ def decide_merge(v: MergeView) -> MergeStep:
     if v.failing_checks and state in ("blocked", "unstable"):
         return ci_step(v.failing_checks, v.ci_rounds, v.ci_fix_attempts)
     if state in MERGEABLE_NOW:
+        if v.merge_tries >= v.merge_attempts:
+            # Refused each time (by GitHub, or out of the merge queue with nothing to fix):
+            # another try would only fail the same way.
+            return MergeStep("escalate", f"{v.merge_tries} merge tries did not merge it; the last: "
+                                         f"{v.last_action or 'no reason given'}")
         return MergeStep("merge", state)
     if state == "behind":
         return MergeStep("update_branch", "branch is behind its base")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from bot.github.errors import Conflict
+from bot.github.errors import Conflict, GitHubError, RateLimited
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import prs
@@ -192,9 +192,18 @@ async def _failing(rt: Runtime, key, group: str) -> tuple[FailedCheck, ...]:
     """The failed checks (runs and statuses) of the merge group, whichever the queue required."""
     from .merging import failed_checks  # merging hands `merging` PRs to this module
 
-    runs, status = await asyncio.gather(rt.github.check_runs(key.owner, key.repo, group),
-                                        rt.github.combined_status(key.owner, key.repo, group))
-    return failed_checks(runs, status, [])[0]
+    try:
+        runs, status = await asyncio.gather(rt.github.check_runs(key.owner, key.repo, group),
+                                            rt.github.combined_status(key.owner, key.repo, group))
+    except RateLimited:
+        raise
+    except GitHubError as e:
+        # The group's commit is gone (GitHub cleans up after a queue) or unreadable: the PR
+        # goes back to the merge stage without the reason rather than stay `merging`.
+        log.warning("merge.group_checks_unread", group=group, error=str(e))
+        return ()
+    # A group rebuilt behind a failed one has its runs cancelled: not a failure of this PR.
+    return tuple(c for c in failed_checks(runs, status, [])[0] if c.conclusion != "cancelled")
 
 
 async def _say(rt: Runtime, pr_key: str, pk: str, text: str) -> bool:

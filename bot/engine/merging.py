@@ -10,7 +10,7 @@ import structlog
 
 from bot import outbox
 from bot.fixers.base import Finding
-from bot.github.errors import Conflict, NotFound
+from bot.github.errors import Conflict, GitHubError, NotFound, RateLimited
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import dependencies, prs, rounds, runs
@@ -22,10 +22,12 @@ from .dispatch import queue_fixer, requeue
 from .escalation import escalate
 from .findings import fingerprint
 from .merge import (
+    MERGEABLE_NOW,
     FailedCheck,
     MergeStep,
     MergeView,
     ci_step,
+    code,
     decide_merge,
     find_cycle,
     parse_dependencies,
@@ -40,6 +42,9 @@ MERGE_STATUSES = (Status.WAITING_DEPS, Status.WAITING_MERGE, Status.MERGING)
 UNKNOWN_MIN_DELAY, UNKNOWN_MAX_DELAY = 2.0, 60.0
 CHECK_SUMMARY_CHARS = 2000  # of a failed check's output summary, handed to the fixer
 ANNOTATIONS_SHOWN = 10  # of a failed check run's annotations
+# Merges (or merge-queue entries) a run makes before it escalates instead of trying again: each
+# was refused, or left the queue with nothing the fixer could be given.
+MERGE_TRIES = 5
 
 
 async def _unmerged(rt: Runtime, deps: list[str]) -> tuple[str, ...]:
@@ -75,13 +80,19 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
         unknown_for=now - (pr.mergeability_unknown_since or now),
         unknown_timeout=timedelta(seconds=rt.config.merge.mergeability_timeout_seconds),
     )
-    if pr.status == Status.WAITING_MERGE and pr.head_sha == pr.converged_head:
+    if (pr.status == Status.WAITING_MERGE and pr.head_sha == pr.converged_head
+            and (pr.merge_approved or not rt.config.merge.require_approval)):
         view = await _merge_blockers(rt, pr, gh_pr, view)
     step = decide_merge(view)
+    if step.kind == "fix_round" and step.round_kind == RoundKind.CI:
+        key_ = parse_pr_key(pr.pr_key)  # where the failures point, for the fixer only
+        view = replace(view, failing_checks=tuple(await asyncio.gather(
+            *(_annotated(rt, key_, c) for c in view.failing_checks))))
     pk = pr.process_key
     if step.kind == "back_to_waiting" and await outbox.pending(rt.db, pr.pr_key, "merge"):
         return  # the merge effect is still trying: it alone settles `merging`
-    if step.kind == "back_to_waiting" and await mergequeue.settle(rt, pr, bound):
+    if (step.kind == "back_to_waiting" and mergequeue.queue_known(rt, pr.pr_key)
+            and await mergequeue.settle(rt, pr, bound)):
         return  # a merge-queue branch: still queued, or sent back with the queue's reason
     fence = dict(expect_status=pr.status, expect_round=pr.current_round)
     # Since when GitHub has said "unknown": kept while it does, cleared once it says anything.
@@ -135,19 +146,30 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
     key = parse_pr_key(pr.pr_key)
     state, head = view.mergeable_state, pr.head_sha or ""
     required = rt.config.convergence.required_checks
+    since = pr.merge_budget_since
     if state == "blocked" or (state == "unstable" and required):
         runs_, status = await asyncio.gather(rt.github.check_runs(key.owner, key.repo, head),
                                              rt.github.combined_status(key.owner, key.repo, head))
         failing, pending = failed_checks(runs_, status, required)
-        failing = tuple(await asyncio.gather(*(_annotated(rt, key, c) for c in failing)))
         view = replace(view, failing_checks=failing, pending_checks=pending)
         if failing:
-            view = replace(view, ci_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI))
+            view = replace(view, ci_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI,
+                                                                   since))
     elif state == "dirty":
         base = (gh_pr.get("base") or {}).get("ref") or ""
-        files = await rt.github.conflicting_files(key.owner, key.repo, base, head)
+        try:
+            files = await rt.github.conflicting_files(key.owner, key.repo, base, head)
+        except RateLimited:
+            raise
+        except GitHubError as e:  # a compare GitHub cannot answer: the round still goes ahead
+            log.warning("merge.conflicting_files_unread", pr_key=pr.pr_key, error=str(e))
+            files = []
         view = replace(view, conflict_files=tuple(files),
-                       conflict_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CONFLICT))
+                       conflict_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CONFLICT,
+                                                               since))
+    if state in MERGEABLE_NOW:
+        view = replace(view, merge_tries=await outbox.count(rt.db, pr.pr_key, "merge", pr.process_key, since),
+                       merge_attempts=MERGE_TRIES, last_action=pr.last_action)
     return view
 
 
@@ -156,7 +178,13 @@ async def _annotated(rt: Runtime, key, check: FailedCheck) -> FailedCheck:
     any: one read per failing check run, only when a CI round is being decided."""
     if not check.run_id or not check.annotation_count:
         return check
-    found = await rt.github.check_run_annotations(key.owner, key.repo, check.run_id, limit=ANNOTATIONS_SHOWN)
+    try:
+        found = await rt.github.check_run_annotations(key.owner, key.repo, check.run_id, limit=ANNOTATIONS_SHOWN)
+    except RateLimited:
+        raise
+    except GitHubError as e:  # the fixer still gets the check without them
+        log.warning("merge.annotations_unread", check=check.name, error=str(e))
+        return check
     lines = tuple(f"{a.get('path')}:{a.get('start_line')}: {a.get('annotation_level')}: {a.get('message')}"
                   for a in found[:ANNOTATIONS_SHOWN] if isinstance(a, dict))
     return replace(check, annotations=lines)
@@ -198,17 +226,17 @@ def fix_findings(step: MergeStep, view: MergeView, base: str) -> tuple[Finding, 
     """What a conflict or CI round hands the fixer, one finding per file or check."""
     head = (view.head or "")[:7]
     if step.round_kind == RoundKind.CONFLICT:
-        ask = f"Merge `origin/{base}` into the branch and resolve the conflicts."
+        ask = f"Merge {code('origin/' + base)} into the branch and resolve the conflicts."
         if not view.conflict_files:
-            return (Finding(None, None, None, None, f"GitHub reports that this branch conflicts with `{base}`. {ask}",
+            return (Finding(None, None, None, None, f"GitHub reports that this branch conflicts with {code(base)}. {ask}",
                             None, fingerprint("conflict", base)),)
         return tuple(Finding(None, None, path, None,
-                             f"`{path}` was changed both on this branch and on `{base}` since they parted, and "
+                             f"{code(path)} was changed both on this branch and on {code(base)} since they parted, and "
                              f"GitHub reports conflicts. {ask}", None, fingerprint("conflict", path))
                      for path in view.conflict_files)
     out = []
     for c in view.failing_checks:
-        parts = [f"The check `{c.name}` failed on {head} (conclusion: {c.conclusion}). Make it pass."]
+        parts = [f"The check {code(c.name)} failed on {head} (conclusion: {c.conclusion}). Make it pass."]
         if c.title:
             parts.append(f"**{c.title[:300]}**")
         if c.summary:
@@ -226,7 +254,7 @@ async def queue_removed(rt: Runtime, pr: PullRequest, failing: tuple[FailedCheck
     """A PR the merge queue took out for checks that failed on its merge group: queueing the same
     head again would fail the same way, so the checks go to the fixer in a CI round (within the
     budget), then escalate. False when the fence lost (the run or the stage moved on)."""
-    used = await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI)
+    used = await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI, pr.merge_budget_since)
     step = ci_step(failing, used, rt.config.merge.ci_fix_attempts, f" on merge group {group[:7]}")
     view = MergeView(status=pr.status, head=pr.head_sha, converged_head=pr.converged_head, mergeable_state=None,
                      unmerged_deps=(), cycle=None, require_approval=False, approved=True, failing_checks=failing)

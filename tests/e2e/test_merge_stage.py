@@ -72,6 +72,13 @@ async def test_a_conflict_beyond_the_budget_escalates_once_naming_the_files(tmp_
         assert await _merge_commits(h) == []
         assert sum("`app/core.py`" in c.get("body", "") for c in h.bot_comments(number)) == 1
 
+        # The maintainer answers: the merge stage takes the PR again with a fresh budget, and the
+        # next conflict round (main as it is now) is resolved, reviewed and merged.
+        await h.sim.comment(REPO, number, "/converge answer Merge main in again.", user="maint")
+        await h.wait_status(key, "merged", timeout=60)
+        assert [k for _, k, _ in await _kinds(h, key)].count("conflict") == 2
+        assert "return 2" in await _file_on_main(h, "app/core.py")
+
 
 async def _ci(h, verdicts: list[str]):
     """A slow CI: `ci/test` reports on each head of the PR's branch only once the bot converged
@@ -172,3 +179,24 @@ async def test_unknown_mergeability_is_re_read_with_backoff_then_escalated_once(
         # the 4 s, not one every poll or every half second.
         reads = h.sim.counters.get("GET", "/repos/{owner}/{repo}/pulls/{number}")
         assert reads < 15, reads
+
+        # GitHub has made up its mind by the time a maintainer answers: merged.
+        await h.sim.set_mergeable(REPO, number, None)
+        await h.sim.comment(REPO, number, "/converge answer Try again.", user="maint")
+        view = await h.wait_status(key, "merged", timeout=30)
+        assert view.pr.mergeability_unknown_since is None
+
+
+async def test_merges_github_keeps_refusing_are_tried_a_bounded_number_of_times(tmp_path, db_url):
+    from bot.engine.merging import MERGE_TRIES
+
+    async with bot_on_simulator(tmp_path, db_url) as h:
+        h.sim.set_reviewer(REPO, steps(0))
+        # GitHub says the PR can be merged and refuses every merge (a rule the API does not show).
+        h.sim.inject_fault(r"^/repos/[^/]+/[^/]+/pulls/\d+/merge$", method="PUT", status=405)
+        key, number = await open_and_enroll(h)
+        await h.wait_status(key, "escalated", timeout=60)
+        await quiesce(h)
+        (esc,) = await h.escalations(key)
+        assert esc.kind == "merge" and f"{MERGE_TRIES} merge tries did not merge it" in esc.question
+        assert h.sim.counters.get("PUT", "/repos/{owner}/{repo}/pulls/{number}/merge") == MERGE_TRIES

@@ -219,7 +219,8 @@ class Gateway:
                        "You have exceeded a secondary rate limit. Please wait a few minutes "
                        "before you try again.")
             return self._json(fault.status, {"message": message}, headers)
-        messages = {404: "Not Found", 500: "Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
+        messages = {404: "Not Found", 405: "Method Not Allowed", 500: "Server Error", 502: "Bad Gateway",
+                    503: "Service Unavailable"}
         return self._json(fault.status, {"message": messages[fault.status]})
 
     async def _chaos(self, request: Request, chaos: ChaosDecision,
