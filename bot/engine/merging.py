@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from dataclasses import replace
 from datetime import timedelta
 
@@ -45,6 +46,7 @@ ANNOTATIONS_SHOWN = 10  # of a failed check run's annotations
 # Merges (or merge-queue entries) a run makes before it escalates instead of trying again: each
 # was refused, or left the queue with nothing the fixer could be given.
 MERGE_TRIES = 5
+PROTECTED_CACHE, PROTECTED_CACHE_SIZE = "protected_checks", 10_000  # rt.extras: (pr_key, head) -> names
 
 
 async def _unmerged(rt: Runtime, deps: list[str]) -> tuple[str, ...]:
@@ -151,6 +153,13 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
         runs_, status = await asyncio.gather(rt.github.check_runs(key.owner, key.repo, head),
                                              rt.github.combined_status(key.owner, key.repo, head))
         failing, pending = failed_checks(runs_, status, required)
+        if not required and (failing or pending):
+            # No `required_checks` configured: branch protection says which of them block (a
+            # failing check it does not require is not what keeps the PR `blocked`).
+            protected = await _protected(rt, key, pr.pr_key, head)
+            if protected is not None:
+                failing = tuple(c for c in failing if c.name in protected)
+                pending = tuple(n for n in pending if n in protected)
         view = replace(view, failing_checks=failing, pending_checks=pending)
         if failing:
             view = replace(view, ci_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI,
@@ -171,6 +180,26 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
         view = replace(view, merge_tries=await outbox.count(rt.db, pr.pr_key, "merge", pr.process_key, since),
                        merge_attempts=MERGE_TRIES, last_action=pr.last_action)
     return view
+
+
+async def _protected(rt: Runtime, key, pr_key: str, head: str) -> frozenset[str] | None:
+    """The checks branch protection requires of the PR at `head` (kept per PR and head: they
+    change with the repository's rules, not with every read), None when GitHub cannot say."""
+    cache = rt.extras.setdefault(PROTECTED_CACHE, OrderedDict())
+    if (pr_key, head) in cache:
+        cache.move_to_end((pr_key, head))
+        return cache[(pr_key, head)]
+    try:
+        names = frozenset(await rt.github.required_checks(key.owner, key.repo, key.number, head))
+    except RateLimited:
+        raise
+    except GitHubError as e:  # e.g. a GitHub Enterprise Server without `isRequired`: all count
+        log.warning("merge.required_checks_unread", pr_key=pr_key, error=str(e))
+        return None
+    cache[(pr_key, head)] = names
+    while len(cache) > PROTECTED_CACHE_SIZE:
+        cache.popitem(last=False)
+    return names
 
 
 async def _annotated(rt: Runtime, key, check: FailedCheck) -> FailedCheck:

@@ -98,6 +98,27 @@ query($owner: String!, $name: String!, $number: Int!, $head: GitObjectID!) {
 }
 """ + _THREAD_PAGE
 
+# Which checks on a head branch protection requires for the PR (first 100: a longer list is cut).
+_REQUIRED_CHECKS_QUERY = """
+query($owner: String!, $name: String!, $number: Int!, $head: GitObjectID!) {
+  repository(owner: $owner, name: $name) {
+    object(oid: $head) {
+      ... on Commit {
+        statusCheckRollup {
+          contexts(first: 100) {
+            nodes {
+              __typename
+              ... on CheckRun { name isRequired(pullRequestNumber: $number) }
+              ... on StatusContext { context isRequired(pullRequestNumber: $number) }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+"""
+
 # Whether the PR's base takes changes only through a merge queue, and the PR's place in it
 # (`mergeQueueEntry` is null when it is not queued; `headCommit` is its merge group).
 _QUEUE_ENTRY = "mergeQueueEntry { id state position headCommit { oid } }"
@@ -707,6 +728,16 @@ class GitHubClient:
 
     async def update_check_run(self, owner: str, repo: str, check_run_id: int, **fields: Any) -> dict:
         return await self._json("PATCH", f"/repos/{owner}/{repo}/check-runs/{check_run_id}", json=fields)
+
+    async def required_checks(self, owner: str, repo: str, number: int, head: str) -> set[str]:
+        """The names of the checks on `head` that branch protection requires before the PR can
+        be merged (`isRequired` of each check run and status): one GraphQL query."""
+        data = await self._graphql("requiredChecks", _REQUIRED_CHECKS_QUERY,
+                                   {"owner": owner, "name": repo, "number": number, "head": head})
+        commit = (data.get("repository") or {}).get("object") or {}
+        nodes = (((commit.get("statusCheckRollup") or {}).get("contexts") or {}).get("nodes")) or []
+        return {n.get("name") or n.get("context") for n in nodes
+                if isinstance(n, dict) and n.get("isRequired") is True and (n.get("name") or n.get("context"))}
 
     async def merge_queue(self, owner: str, repo: str, number: int) -> dict:
         """The PR's `id`, `state`, `headRefOid`, whether its base requires a merge queue

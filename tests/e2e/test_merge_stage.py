@@ -200,3 +200,29 @@ async def test_merges_github_keeps_refusing_are_tried_a_bounded_number_of_times(
         (esc,) = await h.escalations(key)
         assert esc.kind == "merge" and f"{MERGE_TRIES} merge tries did not merge it" in esc.question
         assert h.sim.counters.get("PUT", "/repos/{owner}/{repo}/pulls/{number}/merge") == MERGE_TRIES
+
+
+async def test_a_failing_check_branch_protection_does_not_require_is_no_ci_round(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 1}) as h:
+        h.sim.set_required_checks(REPO, [CI])
+        h.sim.set_reviewer(REPO, steps(0))
+        key, number = await open_and_enroll(h)
+
+        async def says(text):
+            async def check():
+                v = await h.view(key)
+                return v is not None and v.pr.converged_head and text in (v.pr.last_action or "")
+            return check
+
+        await h.wait_for("converged, blocked", await says("blocked by branch protection"), timeout=60)
+        head = (await h.view(key)).pr.converged_head
+        # Blocked by something else (reviews branch protection requires) once `ci/test` passed;
+        # `lint` fails after the convergence, but it is not what blocks the PR.
+        await h.sim.set_mergeable(REPO, number, "blocked")
+        await h.sim.set_check_run(REPO, head, "lint", conclusion="failure")
+        await h.sim.set_check_run(REPO, head, CI, conclusion="success")
+        await quiesce(h)
+        await h.wait_for("still waiting for reviews", await says("required reviews"))
+        await h.sim.set_mergeable(REPO, number, None)  # reviews given: `unstable` (lint) merges
+        await h.wait_status(key, "merged", timeout=30)
+        assert [k for _, k, _ in await _kinds(h, key)] == ["review"]

@@ -209,21 +209,30 @@ class QueueEntryNode:
 class CheckRunNode:
     typename = "CheckRun"
 
-    def __init__(self, run: CheckRun) -> None:
+    def __init__(self, run: CheckRun, required: frozenset[str] = frozenset()) -> None:
         self.id, self.databaseId, self.name = run.node_id, run.id, run.name
         self.status = run.status.upper()
         self.conclusion = run.conclusion.upper() if run.conclusion else None
         self.detailsUrl = run.details_url
         self.checkSuite = {"app": {"id": f"A_{run.app}", "slug": run.app, "name": run.app}}
+        self._required = run.name in required
+
+    def isRequired(self, info, pullRequestNumber: int | None = None, pullRequestId: str | None = None) -> bool:
+        """Branch protection's required checks (`set_required_checks`) name it."""
+        return self._required
 
 
 class StatusContextNode:
     typename = "StatusContext"
 
-    def __init__(self, status: CommitStatus) -> None:
+    def __init__(self, status: CommitStatus, required: frozenset[str] = frozenset()) -> None:
         self.id = status.node_id
         self.context, self.state = status.context, status.state.upper()
         self.description, self.targetUrl = status.description, status.target_url
+        self._required = status.context in required
+
+    def isRequired(self, info, pullRequestNumber: int | None = None, pullRequestId: str | None = None) -> bool:
+        return self._required
 
 
 class CommitNode:
@@ -237,7 +246,8 @@ class CommitNode:
     def statusCheckRollup(self, info) -> dict | None:
         runs = self._sim.latest_runs(self._repo, self.oid)
         statuses = self._sim.latest_statuses(self._repo, self.oid)
-        nodes = [*(CheckRunNode(r) for r in runs), *(StatusContextNode(s) for s in statuses)]
+        required = frozenset(self._repo.required_checks)
+        nodes = [*(CheckRunNode(r, required) for r in runs), *(StatusContextNode(s, required) for s in statuses)]
         if not nodes:
             return None  # GitHub: a commit without checks or statuses has no rollup
         failing = any(r.conclusion in ("failure", "timed_out", "cancelled", "action_required", "startup_failure")

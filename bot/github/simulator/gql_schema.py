@@ -78,6 +78,7 @@ type CheckRun {
   conclusion: CheckConclusionState
   detailsUrl: URI
   checkSuite: CheckSuite!
+  isRequired(pullRequestId: ID, pullRequestNumber: Int): Boolean!
 }
 
 type StatusContext {
@@ -86,6 +87,7 @@ type StatusContext {
   state: StatusState!
   description: String
   targetUrl: URI
+  isRequired(pullRequestId: ID, pullRequestNumber: Int): Boolean!
 }
 
 union StatusCheckRollupContext = CheckRun | StatusContext
