@@ -28,6 +28,14 @@ async def _file_on_main(h, path: str) -> str:
     return base64.b64decode(body["content"]).decode()
 
 
+def _says(h, key: str, text: str):
+    """A check for `h.wait_for`: the converged PR's row says `text` in its last action."""
+    async def check():
+        v = await h.view(key)
+        return v is not None and v.pr.converged_head and text in (v.pr.last_action or "")
+    return check
+
+
 async def _kinds(h, key: str) -> list[tuple[int, str, str | None]]:
     return [(r.round_no, r.kind, r.status) for r in await h.rounds(key)]
 
@@ -147,16 +155,10 @@ async def test_blocked_with_checks_running_or_reviews_missing_waits_and_says_so(
         h.sim.set_reviewer(REPO, steps(0))
         key, number = await open_and_enroll(h)
 
-        async def says(text):
-            async def check():
-                v = await h.view(key)
-                return v is not None and text in (v.pr.last_action or "")
-            return check
-
-        await h.wait_for("blocked: no check yet", await says("blocked by branch protection"), timeout=60)
+        await h.wait_for("blocked: no check yet", _says(h, key, "blocked by branch protection"), timeout=60)
         head = await h.rt.github.branch_head("acme", "app", "feat")
         await h.sim.set_check_run(REPO, head, CI, status="in_progress")
-        await h.wait_for("blocked: the check runs", await says(f"still running: {CI}"))
+        await h.wait_for("blocked: the check runs", _says(h, key, f"still running: {CI}"))
         await h.sim.set_check_run(REPO, head, CI, conclusion="success")
         await h.wait_status(key, "merged")
         assert [k for _, k, _ in await _kinds(h, key)] == ["review"]
@@ -208,13 +210,7 @@ async def test_a_failing_check_branch_protection_does_not_require_is_no_ci_round
         h.sim.set_reviewer(REPO, steps(0))
         key, number = await open_and_enroll(h)
 
-        async def says(text):
-            async def check():
-                v = await h.view(key)
-                return v is not None and v.pr.converged_head and text in (v.pr.last_action or "")
-            return check
-
-        await h.wait_for("converged, blocked", await says("blocked by branch protection"), timeout=60)
+        await h.wait_for("converged, blocked", _says(h, key, "blocked by branch protection"), timeout=60)
         head = (await h.view(key)).pr.converged_head
         # Blocked by something else (reviews branch protection requires) once `ci/test` passed;
         # `lint` fails after the convergence, but it is not what blocks the PR.
@@ -222,7 +218,7 @@ async def test_a_failing_check_branch_protection_does_not_require_is_no_ci_round
         await h.sim.set_check_run(REPO, head, "lint", conclusion="failure")
         await h.sim.set_check_run(REPO, head, CI, conclusion="success")
         await quiesce(h)
-        await h.wait_for("still waiting for reviews", await says("required reviews"))
+        await h.wait_for("still waiting for reviews", _says(h, key, "required reviews"))
         await h.sim.set_mergeable(REPO, number, None)  # reviews given: `unstable` (lint) merges
         await h.wait_status(key, "merged", timeout=30)
         assert [k for _, k, _ in await _kinds(h, key)] == ["review"]
