@@ -74,6 +74,8 @@ class PullRequest(SQLModel, table=True):
     # The merge stage's budgets (conflict and CI rounds, merge tries) count what came after this
     # (None: the whole run); a maintainer's answer to a merge-stage escalation moves it on.
     merge_budget_since: datetime | None = ts()
+    # While the PR is in a merge queue: its merge group's commit, whose checks say why it left.
+    merge_group: str | None = Field(default=None, max_length=64)
     submitted_by: str | None = Field(default=None, max_length=100)
     # Last read from GitHub (by a webhook-triggered sync or the poller).
     head_sha: str | None = Field(default=None, max_length=64)

@@ -27,16 +27,12 @@ from storage.models import PullRequest
 from storage.statuses import Status
 
 from .dispatch import requeue
-from .merge import FailedCheck
+from .merge import FailedCheck, code
 
 log = structlog.get_logger(__name__)
 
 QUEUE_REPOS = "merge_queue_repos"  # rt.extras: repositories whose merges go through a queue
 
-# `last_action` of a queued PR names its merge group: the row keeps the sha with no column of
-# its own, and the group's checks are read from it once the PR is out of the queue (GitHub
-# deletes the group's branch by then).
-_GROUP = re.compile(r"\(merge group ([0-9a-f]{40,64})\)")
 
 
 @dataclass(frozen=True)
@@ -72,17 +68,11 @@ def queued_text(q: Queue) -> str:
     return f"in the merge queue{where}{group}"
 
 
-def group_of(last_action: str | None) -> str | None:
-    """The merge group `queued_text` named, if the row still says it."""
-    found = _GROUP.search(last_action or "")
-    return found.group(1) if found else None
-
-
 def removal_reason(group: str | None, failing: Sequence[FailedCheck]) -> str:
     """Why a PR left the queue unmerged, as `last_action` says it: the group's failing checks."""
     if group is None:
         return "left the merge queue without merging"
-    checks = ", ".join(f"`{c.name}` {c.conclusion}" for c in failing)
+    checks = ", ".join(f"{code(c.name)} {c.conclusion}" for c in failing)
     if checks:
         return f"removed from the merge queue: {checks} on merge group {group[:7]}"
     return f"removed from the merge queue (no failing check on merge group {group[:7]})"
@@ -156,7 +146,7 @@ async def run_enqueue(rt: Runtime, pr_key: str, pk: str, sha: str, *, first_try:
         step = QueueStep("queued", queued_text(q))
         log.info("merge.enqueued", pr_key=pr_key, head=sha, position=q.position, group=q.group)
     if step.kind == "queued":
-        await _say(rt, pr_key, pk, step.reason)
+        await _say(rt, pr_key, pk, step.reason, q.group)
     else:
         await _back(rt, pr_key, pk, step.reason, "enqueue_unconfirmed")
     return True
@@ -171,10 +161,11 @@ async def settle(rt: Runtime, pr: PullRequest, bound) -> bool:
     step = decide_settle(q)
     if step.kind == "merge":
         return False
-    if step.kind == "queued" and step.reason != pr.last_action:
-        await _say(rt, pr.pr_key, pr.process_key, step.reason)
+    if step.kind == "queued" and (step.reason, q.group) != (pr.last_action, pr.merge_group):
+        await _say(rt, pr.pr_key, pr.process_key, step.reason, q.group)
     elif step.kind == "back":
-        group = group_of(pr.last_action)
+        # The group the row kept (GitHub deletes its branch once it is done with it).
+        group = pr.merge_group
         failing = await _failing(rt, key, group) if group else ()
         reason = removal_reason(group, failing)
         if failing:
@@ -206,15 +197,17 @@ async def _failing(rt: Runtime, key, group: str) -> tuple[FailedCheck, ...]:
     return tuple(c for c in failed_checks(runs, status, [])[0] if c.conclusion != "cancelled")
 
 
-async def _say(rt: Runtime, pr_key: str, pk: str, text: str) -> bool:
-    return await prs.fenced_update(rt.db, pr_key, pk, {"last_action": text}, expect_status=Status.MERGING)
+async def _say(rt: Runtime, pr_key: str, pk: str, text: str, group: str | None) -> bool:
+    return await prs.fenced_update(rt.db, pr_key, pk, {"last_action": text, "merge_group": group},
+                                   expect_status=Status.MERGING)
 
 
 async def _back(rt: Runtime, pr_key: str, pk: str, reason: str, why: str) -> bool:
     """Back to `waiting_merge` with `reason`, and the next step now: the merge stage decides
     again on a fresh read (a moved head is a new round there)."""
     async with rt.db.session() as s:
-        won = await prs.fenced_update(None, pr_key, pk, {"status": Status.WAITING_MERGE, "last_action": reason},
+        won = await prs.fenced_update(None, pr_key, pk, {"status": Status.WAITING_MERGE, "last_action": reason,
+                                                         "merge_group": None},
                                       expect_status=Status.MERGING, session=s)
         if won:
             await requeue(s, pr_key, why)

@@ -8,7 +8,6 @@ from bot.engine.mergequeue import (
     Queue,
     decide_effect,
     decide_settle,
-    group_of,
     queued_text,
     read_queue,
     removal_reason,
@@ -56,7 +55,6 @@ def test_a_merging_pr_with_its_effect_done(q, kind):
 def test_the_row_names_the_group_and_the_reason_names_its_failing_checks():
     text = queued_text(queue(queued=True, position=2, group=GROUP))
     assert text == f"in the merge queue, position 2 (merge group {GROUP})"
-    assert group_of(text) == GROUP and group_of("merging") is None and group_of(None) is None
     assert queued_text(queue(queued=True)) == "in the merge queue"
     failing = [FailedCheck("ci", "failure"), FailedCheck("lint", "timed_out")]
     assert removal_reason(GROUP, failing) == "removed from the merge queue: `ci` failure, `lint` timed_out on merge group ccccccc"
