@@ -139,6 +139,7 @@ async def test_a_github_app_gets_an_installation_token_for_git_minted_once(simul
 
 async def test_two_replies_to_one_thread_at_once_post_one(client, sim):  # noqa: F811
     import asyncio
+    import contextlib
     from types import SimpleNamespace
 
     from bot.engine.threads import Reply, reply_and_resolve
@@ -147,6 +148,21 @@ async def test_two_replies_to_one_thread_at_once_post_one(client, sim):  # noqa:
     await sim.submit_review(REPO, n, user=COPILOT_REVIEWER, threads=[{"path": "a.txt", "line": 1, "body": "x?"}])
     (thread,) = await client.review_threads("acme", "lib", n)
     rt = SimpleNamespace(github=client)
+    # Each read waits (a bounded while) for the other to have read too: without the PR's lock
+    # both read before either writes, which is the race; with it the second read comes after
+    # the first write, and the first read's wait runs out.
+    real, reads, both = client.review_threads, [], asyncio.Event()
+
+    async def read_together(*args, **kw):
+        found = await real(*args, **kw)
+        reads.append(1)
+        if len(reads) >= 2:
+            both.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(both.wait(), 2)
+        return found
+
+    client.review_threads = read_together
     # A retried reply of the last round and this round's reply for the same thread, at once.
     await asyncio.gather(*(reply_and_resolve(rt, f"{REPO}#{n}", [Reply(thread["id"], f"Fixed ({i}).", False)])
                            for i in range(2)))
