@@ -87,9 +87,9 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
         view = await _merge_blockers(rt, pr, gh_pr, view)
     step = decide_merge(view)
     if step.kind == "fix_round" and step.round_kind == RoundKind.CI:
-        key_ = parse_pr_key(pr.pr_key)  # where the failures point, for the fixer only
+        # Where the failures point, read only for the fixer.
         view = replace(view, failing_checks=tuple(await asyncio.gather(
-            *(_annotated(rt, key_, c) for c in view.failing_checks))))
+            *(_annotated(rt, key, c) for c in view.failing_checks))))
     pk = pr.process_key
     if step.kind == "back_to_waiting" and await outbox.pending(rt.db, pr.pr_key, "merge"):
         return  # the merge effect is still trying: it alone settles `merging`
