@@ -42,6 +42,9 @@ class DemoPr:
     threads: tuple[int, ...]  # threads the reviewer leaves, review by review
     path: str
     depends_on_first: bool = False
+    # Main changes the same lines after the PR branched: GitHub reads it `dirty` once it
+    # converged, and the fixer brings main in (a conflict round) before it merges.
+    main_conflicts: dict[str, str] | None = None
 
 
 PULLS = (
@@ -52,6 +55,9 @@ PULLS = (
            ("husk", "push"), (1, 0), "widgets/text.py"),
     DemoPr("docs/median", "Document median()", "waits for PR 1 (Depends-on), then merges",
            ("push",), (0,), "docs/median.md", depends_on_first=True),
+    DemoPr("docs/readme", "Describe the helpers in the README", "conflicts with main; the fixer merges main in",
+           ("push",), (0, 0), "README.md",
+           main_conflicts={"README.md": "# widgets\n\nSmall, tested helpers.\n"}),
 )
 
 
@@ -114,6 +120,9 @@ async def run_demo(as_json: bool = False, timeout: float = 110.0) -> int:
                                        files={p.path: FILES.get(p.path, "") + f"# {p.title}\n"})
                 sim.set_reviewer(REPO, _reviewer(p.threads, p.path), number=pr.number)
                 numbers.append(pr.number)
+                if p.main_conflicts:
+                    await sim.push(REPO, "main", p.main_conflicts, author=MAINTAINER,
+                                   message="Reword the README")
             keys = [f"{REPO}#{n}" for n in numbers]
             fixer = ScriptedFixer({k: list(p.fixer) for k, p in zip(keys, PULLS, strict=True)},
                                   workdir_root=root)

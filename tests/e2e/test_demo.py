@@ -16,9 +16,11 @@ def test_demo_merges_every_pr_as_scripted():
         ("merged", 2, 1),   # escalates, a maintainer answers
         ("merged", 2, 0),   # a husk is rerun
         ("merged", 1, 0),   # waits for its dependency
+        ("merged", 3, 0),   # conflicts with main: a conflict round, then a fresh review
     ]
     assert all(r["merged_at"] and r["pr_key"].startswith("octo-org/widgets#") for r in rows)
     # The fourth PR says `Depends-on:` the first, which takes 3 rounds to its own 1: it waits.
-    assert [r["depends_on"] for r in rows] == [[], [], [], [rows[0]["pr_key"]]]
+    assert [r["depends_on"] for r in rows] == [[], [], [], [rows[0]["pr_key"]], []]
     assert rows[3]["merged_at"] > rows[0]["merged_at"], "the dependent PR merged after its dependency"
-    assert "all 4 PRs merged" in p.stderr
+    assert "all 5 PRs merged" in p.stderr
+    assert "conflict round: conflicts with the base in `README.md`" in p.stderr
