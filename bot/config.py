@@ -70,6 +70,9 @@ class GitHubConfig(_Section):
     read_timeout_seconds: float = Field(30.0, gt=0)
     max_concurrency: int = Field(8, ge=1, le=100)
     reserve_fraction: float = Field(0.2, ge=0, lt=1)
+    # /readyz fails once no GitHub request has been answered for this long (5xx, timeouts,
+    # connections refused); a 401 fails it at once.
+    unreachable_after_seconds: float = Field(300.0, gt=0)
 
 
 class ServerConfig(_Section):

@@ -38,6 +38,7 @@ from storage.locks import KeyedLocks
 
 from .errors import Conflict, GitHubError, NotFound, RateLimited, Unavailable
 from .httpcache import NewestAnswerStorage
+from .reach import GitHubReach
 from .stamps import parse_time
 
 log = structlog.get_logger(__name__)
@@ -318,6 +319,7 @@ class GitHubClient:
         self._in_flight: Counter[str] = Counter()  # metered requests sent and not yet answered, per bucket
         self.gets = 0  # every GET this client made, and those answered 304 (from the cache)
         self.gets_not_modified = 0
+        self.reach = GitHubReach()  # answered? credentials taken? (for /readyz)
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -370,13 +372,20 @@ class GitHubClient:
                 # per-request timeout, and a GitHub that never answers would hold a worker forever.
                 async with asyncio.timeout(self.call_timeout):
                     result = await send()
+                self.reach.answered(200)
                 if metered:
                     self._observe(result)
                 if parse is not None:
                     result = parse(result)
             except TimeoutError:
+                self.reach.unanswered()
                 raise Unavailable(f"{what}: no answer within {self.call_timeout:.0f}s") from None
             except GitHubException as exc:
+                status = getattr(getattr(exc, "response", None), "status_code", None)
+                if isinstance(status, int) and status < 500:
+                    self.reach.answered(status)
+                else:
+                    self.reach.unanswered()
                 if metered:
                     self._observe(getattr(exc, "response", None))
                 err = _translate(exc, what)

@@ -20,7 +20,8 @@ async def livez(request: Request) -> JSONResponse:
 
 
 async def readyz(request: Request) -> JSONResponse:
-    """503 when the database, the scheduler or the poller is unhealthy.
+    """503 when the database, the scheduler or the poller is unhealthy, or GitHub rejects the
+    credentials or has not answered for `[github] unreachable_after_seconds`.
 
     Public, so each problem names the part and never the error: exception text carries
     addresses, SQL and paths. The log has the error.
@@ -33,6 +34,7 @@ async def readyz(request: Request) -> JSONResponse:
     except Exception as e:
         log.warning("readyz.database_unreachable", error=type(e).__name__, detail=str(e)[:300])
         problems.append("database unreachable")
+    problems += rt.github.reach.problems(timedelta(seconds=rt.config.github.unreachable_after_seconds))
     h = rt.health
     if not h.scheduler_running:
         problems.append("scheduler not running")

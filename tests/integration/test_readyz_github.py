@@ -1,0 +1,77 @@
+"""/readyz tells an operator when the bot cannot work with GitHub: credentials GitHub rejects,
+and GitHub not answering for longer than `[github] unreachable_after_seconds`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tests.simulator_fixtures import start_simulator
+
+from ..serving import make_config, serving
+
+REPO = "acme/app"
+AUTH = {"Authorization": "Bearer api-token"}
+
+
+async def _problems(http) -> tuple[int, list[str]]:
+    r = await http.get("/readyz")
+    return r.status_code, r.json()["problems"]
+
+
+async def _until(what: str, check, timeout: float = 20):
+    deadline = time.monotonic() + timeout
+    while not (found := await check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+    return found
+
+
+async def test_a_token_github_rejects_fails_readyz_and_an_accepted_one_clears_it(tmp_path, db_url):
+    gh = await start_simulator(tmp_path / "github", tokens={"good-token"})
+    try:
+        await gh.sim.create_repo(REPO)
+        await gh.sim.open_pr(REPO, title="Change", head="feat", files={"a.txt": "a\n"})
+        config = make_config(db_url, api_url=gh.url, github={"token": "wrong-token"})
+        async with serving(config) as (rt, http):
+            assert await _problems(http) == (200, [])
+            # The enrolled PR's first step reads it from GitHub: 401.
+            assert (await http.post("/api/prs", json={"pr": f"{REPO}#1"}, headers=AUTH)).status_code == 201
+
+            async def rejected():
+                status, problems = await _problems(http)
+                return status == 503 and "GitHub rejected the credentials (401)" in problems
+
+            await _until("readyz to report the rejected token", rejected)
+            # The operator fixes the token: the next answered request clears it.
+            gh.sim.tokens.add("wrong-token")
+            await _until("readyz ok again", lambda: _ok(http))
+    finally:
+        await gh.stop()
+
+
+async def _ok(http) -> bool:
+    return await _problems(http) == (200, [])
+
+
+async def test_github_unanswered_past_the_configured_time_fails_readyz(tmp_path, db_url):
+    gh = await start_simulator(tmp_path / "github")
+    try:
+        await gh.sim.create_repo(REPO)
+        await gh.sim.open_pr(REPO, title="Change", head="feat", files={"a.txt": "a\n"})
+        config = make_config(db_url, api_url=gh.url, github={"unreachable_after_seconds": 1})
+        async with serving(config) as (rt, http):
+            gh.sim.inject_fault(".*", status=503)  # every request: GitHub is down
+            assert (await http.post("/api/prs", json={"pr": f"{REPO}#1"}, headers=AUTH)).status_code == 201
+
+            async def unreachable():
+                status, problems = await _problems(http)
+                return status == 503 and any(p.startswith("GitHub unreachable for ") for p in problems)
+
+            await _until("readyz to report GitHub unreachable", unreachable)
+            assert rt.github.reach.unanswered_since is not None
+            gh.sim.clear_faults()  # back: the step's retry is answered
+            await _until("readyz ok again", lambda: _ok(http))
+    finally:
+        await gh.stop()
