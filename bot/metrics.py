@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
+import httpx
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
+from sqlalchemy import func
+from sqlmodel import select
+
+from storage import events
+from storage.models import PullRequest
+from storage.statuses import Status
+
+from .github.routes import request_of
 
 if TYPE_CHECKING:
+    from storage.database import Database
+
     from .ratebudget import RateBudget
 
 WEBHOOKS = Counter(
@@ -74,3 +87,87 @@ REGISTRY.register(_RATE_BUDGET)
 def track_rate_budget(budget: RateBudget) -> None:
     """The budget /metrics reports (the process's GitHub client's)."""
     _RATE_BUDGET.budget = budget
+
+
+# -- what the bot did (label values are kinds, verdicts and route templates: never a PR or sha) --
+
+ROUNDS = Counter("convergebot_rounds_started_total",
+                 "Rounds started (or restarted at a new head), by kind (review, conflict, ci)", ["kind"])
+ESCALATIONS = Counter("convergebot_escalations_total", "Escalations asked of the maintainers, by kind",
+                      ["kind"])
+MERGES = Counter("convergebot_merges_total", "PRs merged by the bot, by how (merge, merge_queue)", ["how"])
+FIXER_RUNS = Counter("convergebot_fixer_runs_total",
+                     "Fixer runs recorded, by verdict (husk: the fixer never finished)", ["verdict"])
+GITHUB_REQUESTS = Counter(
+    "convergebot_github_requests_total",
+    "GitHub API requests by method, route template and status (304: answered from the cache after "
+    "GitHub said unchanged; error, timeout: no answer)", ["method", "route", "status"])
+WEBHOOK_TO_ACTION = Histogram(
+    "convergebot_webhook_to_action_seconds",
+    "From a new webhook delivery's recording to the end of the first job of a PR it woke that "
+    "started after it, in the same process",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+PRS = Gauge("convergebot_prs", "PRs by status, counted at each scrape", ["status"])
+
+_ON_COMMIT = {"round_started": ROUNDS, "escalated": ESCALATIONS}
+
+
+def _committed(name: str, label: str) -> None:
+    counter = _ON_COMMIT.get(name)
+    if counter is not None:
+        counter.labels(label).inc()
+
+
+events.listen(_committed)
+
+
+def github_request(what: str, answer: Any) -> None:
+    """One request `GitHubClient._call` sent (`what`: its description), by the status GitHub
+    answered: `answer` is the githubkit response, the failed request's httpx response, or a
+    word when there was none."""
+    method, route = request_of(what)
+    raw = getattr(answer, "raw_response", answer)
+    if isinstance(raw, httpx.Response):
+        status = "304" if raw.extensions.get("hishel_from_cache") else str(raw.status_code)
+    else:
+        status = answer if isinstance(answer, str) else "error"
+    GITHUB_REQUESTS.labels(method, route, status).inc()
+
+
+def fixer_verdict(status: str, finished: bool) -> None:
+    FIXER_RUNS.labels(status if finished else "husk").inc()
+
+
+def merged(how: str, won: bool) -> None:
+    """A merge, counted when `won`: the caller's write is the one that recorded it."""
+    MERGES.labels(how).inc(1 if won else 0)
+
+
+# PR → when a webhook delivery that woke it was recorded (monotonic), until a job acts on it.
+_woken: dict[str, float] = {}
+
+
+def webhook_woke(pr_keys: Iterable[str | None]) -> None:
+    now = time.monotonic()
+    for key in pr_keys:
+        if key is not None:
+            _woken.setdefault(key, now)
+
+
+def job_done(pr_key: str | None, started: float) -> None:
+    """A job of the PR finished: the webhook latency, if it started after the PR was woken."""
+    woken = _woken.get(pr_key) if pr_key is not None else None
+    if woken is not None and started >= woken:
+        del _woken[pr_key]
+        WEBHOOK_TO_ACTION.observe(time.monotonic() - woken)
+
+
+async def count_prs(db: Database) -> None:
+    """`convergebot_prs` from one GROUP BY over the PR rows (every status, 0 when none)."""
+    async with db.read_session() as s:
+        rows = (await s.exec(select(PullRequest.status, func.count()).group_by(PullRequest.status))).all()
+    counts = {str(status): n for status, n in rows}
+    for status in Status:
+        PRS.labels(status.value).set(counts.pop(status.value, 0))
+    for status, n in counts.items():
+        PRS.labels(status).set(n)

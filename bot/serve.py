@@ -60,6 +60,7 @@ def job_handlers(rt: Runtime) -> dict[str, Callable]:
             finally:
                 metrics.JOB_SECONDS.labels(kind).observe(time.monotonic() - started)
             metrics.JOBS.labels(kind, "done").inc()
+            metrics.job_done(job.pr_key, started)
 
         return handler
 

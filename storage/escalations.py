@@ -6,6 +6,7 @@ from sqlalchemy import update
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from . import events
 from .database import Database
 from .models import Escalation, utcnow
 
@@ -27,6 +28,7 @@ async def create(
                      question=question, fingerprint=fingerprint, status="open", asked_at=utcnow())
     session.add(esc)
     await session.flush()
+    events.note(session, "escalated", kind)
     return esc
 
 

@@ -10,6 +10,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from . import events
 from .database import Database
 from .models import Round, utcnow
 
@@ -65,6 +66,7 @@ async def start(session: AsyncSession, pr_key: str, process_key: str, round_no: 
         pr_key=pr_key, process_key=process_key, round_no=round_no, attempt=-1, **values
     ).on_conflict_do_update(index_elements=["pr_key", "process_key", "round_no"], set_=values)
     await session.exec(stmt)
+    events.note(session, "round_started", kind)
 
 
 async def update_round(

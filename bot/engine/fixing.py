@@ -13,7 +13,7 @@ import json
 
 import structlog
 
-from bot import outbox
+from bot import metrics, outbox
 from bot.fixers.base import FixRequest, Verdict
 from bot.github.errors import NotFound
 from bot.prkey import parse_pr_key
@@ -185,3 +185,4 @@ async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findin
         }, expect_attempt=attempt, open_only=True):
             raise _Superseded()
         await queue_progress(s, pr_key, pk, n, attempt, "fixer")
+    metrics.fixer_verdict(status, verdict.finished)

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import structlog
 
-from bot import outbox
+from bot import metrics, outbox
 from bot.fixers.base import Finding
 from bot.github.errors import Conflict, GitHubError, NotFound, RateLimited
 from bot.prkey import parse_pr_key
@@ -357,4 +357,5 @@ async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> str | None:
             # PRs waiting on this one move now, not at the next poll.
             for dependent in await dependencies.dependents(s, pr_key):
                 await requeue(s, dependent, "dependency_merged")
+    metrics.merged("merge", won)
     bound.info("pr.merged", head=sha)

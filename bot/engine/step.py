@@ -6,7 +6,7 @@ import json
 
 import structlog
 
-from bot import outbox
+from bot import metrics, outbox
 from bot.commands.recover import recover_commands
 from bot.github.errors import NotFound
 from bot.runtime import Runtime
@@ -80,6 +80,8 @@ async def _step(rt: Runtime, pr_key: str) -> None:
         # run would stay active behind a finished row and its queued jobs would still own the PR.
         if await _end(rt, pr_key, pk, observed.values, observed.end_run):
             bound.info("step.ended_outside", outcome=observed.values["outcome"])
+            metrics.merged("merge_queue" if pr.merge_group else "merge",
+                           observed.values["outcome"] == "merged")  # the bot's merge, seen here
             await checkrun.publish(rt, pr_key)
         return
     if unchanged and rt.extras.get("skip_unchanged", True) and await _nothing_due(rt, view, observed, seen):

@@ -33,6 +33,7 @@ from githubkit.exception import (
     SecondaryRateLimitExceeded,
 )
 
+from bot import metrics
 from bot.ratebudget import RateBudget
 from storage.locks import KeyedLocks
 
@@ -373,14 +374,17 @@ class GitHubClient:
                 async with asyncio.timeout(self.call_timeout):
                     result = await send()
                 self.reach.answered(200)
+                metrics.github_request(what, result)
                 if metered:
                     self._observe(result)
                 if parse is not None:
                     result = parse(result)
             except TimeoutError:
                 self.reach.unanswered()
+                metrics.github_request(what, "timeout")
                 raise Unavailable(f"{what}: no answer within {self.call_timeout:.0f}s") from None
             except GitHubException as exc:
+                metrics.github_request(what, getattr(exc, "response", None))
                 status = getattr(getattr(exc, "response", None), "status_code", None)
                 if isinstance(status, int) and status < 500:
                     self.reach.answered(status)

@@ -9,6 +9,7 @@ from sqlalchemy import text
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from bot import metrics as process_metrics
 from bot.logs import get_logger
 from storage.models import utcnow
 
@@ -61,4 +62,8 @@ async def readyz(request: Request) -> JSONResponse:
 
 
 async def metrics(request: Request) -> Response:
+    try:
+        await process_metrics.count_prs(request.app.state.runtime.db)
+    except Exception as e:  # the process's own metrics are still worth serving
+        log.warning("metrics.prs_not_counted", error=type(e).__name__, detail=str(e)[:300])
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -136,6 +136,7 @@ async def receive_webhook(request: Request) -> JSONResponse:
         return JSONResponse({"delivery_id": delivery_id, "outcome": "duplicate"}, status_code=200)
     bound.info("webhook.accepted", outcome=routed.outcome, reason=routed.reason, jobs=len(routed.wakes))
     metrics.WEBHOOKS.labels(label, routed.outcome).inc()
+    metrics.webhook_woke(w.pr_key for w in routed.wakes)
     return JSONResponse(
         {"delivery_id": delivery_id, "outcome": routed.outcome, "reason": routed.reason}, status_code=202
     )
