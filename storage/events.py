@@ -27,6 +27,11 @@ def listen(fn: Callable[[str, str], None]) -> None:
         _listeners.append(fn)
 
 
+def unlisten(fn: Callable[[str, str], None]) -> None:
+    if fn in _listeners:
+        _listeners.remove(fn)
+
+
 @event.listens_for(Session, "after_commit")
 def _deliver(session: Session) -> None:
     for name, label in session.info.pop(_KEY, ()):
