@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import os
 import signal
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -130,17 +131,35 @@ async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime,
 
     `fixer` overrides the configured one (the demo and tests hand in a scripted fixer).
     """
-    fixer = fixer or build_fixer(config)
-    jc = config.jobs
-    # On PostgreSQL each step holds a connection for its PR's turn besides its sessions'.
-    db = Database(config.database.url, pool_size=max(10, 2 * jc.workers + jc.fixer_workers + 4))
-    with sole_server(db):
-        async with _running(config, db, fixer) as both:
-            yield both
+    listening = _listen(config.server.host, config.server.port)
+    with contextlib.closing(listening):
+        fixer = fixer or build_fixer(config)
+        jc = config.jobs
+        # On PostgreSQL each step holds a connection for its PR's turn besides its sessions'.
+        db = Database(config.database.url, pool_size=max(10, 2 * jc.workers + jc.fixer_workers + 4))
+        with sole_server(db):
+            async with _running(config, db, fixer, listening) as both:
+                yield both
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before anything starts. uvicorn binds its own late and, when the
+    port is taken, ends the process with SystemExit from inside a task; here a taken port is one
+    ConfigError the command line prints."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"server: cannot listen on {host}:{port} (server.host, server.port): "
+                          f"{e.strerror or e}") from None
+    return sock
 
 
 @asynccontextmanager
-async def _running(config: Config, db: Database, fixer) -> AsyncIterator[tuple[Runtime, _Server]]:
+async def _running(config: Config, db: Database, fixer,
+                   listening: socket.socket) -> AsyncIterator[tuple[Runtime, _Server]]:
     await migrate(db)
     # One GitHub client for the whole process, opened before the server and the scheduler.
     async with connect(config) as github:
@@ -163,7 +182,7 @@ async def _running(config: Config, db: Database, fixer) -> AsyncIterator[tuple[R
             build_app(rt), host=config.server.host, port=config.server.port, log_config=None,
             lifespan="off", access_log=False,
         ))
-        server_task = asyncio.create_task(server.serve())
+        server_task = asyncio.create_task(server.serve(sockets=[listening]))
         try:
             while not server.started:
                 if server_task.done():
