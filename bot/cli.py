@@ -8,22 +8,36 @@ import json
 import sys
 from collections.abc import Sequence
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+
 from storage import prs, runs
-from storage.database import Database
-from storage.migrate import migrate
+from storage.database import Database, NoDatabase, UnsupportedURL, connect_failure, normalize_url
+from storage.migrate import current_revision, head_revision, migrate
 
 from . import __version__
 from .config import MAX_ROUNDS, Config, ConfigError, load_config
 from .enrollment import Outcome, SubmitOptions, abandon_pr, submit_pr
 from .logs import configure_logging
-from .prkey import PrKeyError, parse_pr_key
+from .prkey import PrKey, PrKeyError, parse_pr_key
 from .views import dependencies_text, prs_json
 
 EXIT_USAGE = 2
+EXIT_FAILED = 1
+# Commands that only read: they never create a database (nor migrate one).
+READ_ONLY = ("status", "doctor")
 
 
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
+
+
+class DatabaseUnreachable(Exception):
+    """The configured database refused or did not answer the first connection: one line, exit 1."""
+
+
+class NoSuchPr(Exception):
+    """GitHub answered 404 for the PR given to `submit`: one line, exit 1."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,41 +45,44 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"convergebot {__version__}")
     p.add_argument("--config", help="TOML config file (default: $CONVERGEBOT_CONFIG or ./convergebot.toml)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # --config after the command as well as before it; SUPPRESS keeps one given before it.
+    config_too = argparse.ArgumentParser(add_help=False)
+    config_too.add_argument("--config", default=argparse.SUPPRESS, help="TOML config file (as before the command)")
 
-    sub.add_parser("migrate", help="apply database migrations")
+    sub.add_parser("migrate", parents=[config_too], help="apply database migrations")
 
-    s = sub.add_parser("submit", help="enroll or resubmit a PR")
+    s = sub.add_parser("submit", parents=[config_too], help="enroll or resubmit a PR")
     s.add_argument("pr", metavar="OWNER/REPO#N")
     s.add_argument("--max-rounds", type=int, help="round cap for this run")
     s.add_argument("--no-merge", action="store_true", help="stop at converged; do not merge")
 
-    st = sub.add_parser("status", help="show enrolled PRs")
+    st = sub.add_parser("status", parents=[config_too], help="show enrolled PRs")
     st.add_argument("pr", nargs="?", metavar="OWNER/REPO#N")
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
-    sv = sub.add_parser("serve", help="run the bot: webhooks, poller, job workers")
+    sv = sub.add_parser("serve", parents=[config_too], help="run the bot: webhooks, poller, job workers")
     sv.add_argument("--insecure-no-webhook-secret", action="store_true",
                     help="start without github.webhook_secret (every webhook is refused; "
                          "polling alone finds the work)")
 
-    an = sub.add_parser("answer", help="answer a PR's open escalation, as a maintainer comment would")
+    an = sub.add_parser("answer", parents=[config_too], help="answer a PR's open escalation, as a maintainer comment would")
     an.add_argument("pr", metavar="OWNER/REPO#N")
     an.add_argument("text", help="the answer (start with 'decline' to decline the finding)")
     an.add_argument("--by", default="cli", help="who answers (recorded and attributed)")
 
-    sub.add_parser("doctor", help="check the database, GitHub access and the fixer set-up")
+    sub.add_parser("doctor", parents=[config_too], help="check the database, GitHub access and the fixer set-up")
 
-    demo = sub.add_parser("demo", help="run the bot against the built-in simulator, scripted")
+    demo = sub.add_parser("demo", parents=[config_too], help="run the bot against the built-in simulator, scripted")
     demo.add_argument("--json", action="store_true", help="print one JSON array of the PRs at the end")
 
-    sim = sub.add_parser("simulator", help="run the built-in GitHub simulator alone")
+    sim = sub.add_parser("simulator", parents=[config_too], help="run the built-in GitHub simulator alone")
     sim.add_argument("--port", type=int, default=8765)
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--scenario", help="scenario TOML file (see docs/simulator.md)")
     sim.add_argument("--webhook-url", help="deliver signed webhooks here")
     sim.add_argument("--webhook-secret", help="secret for X-Hub-Signature-256")
 
-    a = sub.add_parser("abandon", help="abandon a PR's active run")
+    a = sub.add_parser("abandon", parents=[config_too], help="abandon a PR's active run")
     a.add_argument("pr", metavar="OWNER/REPO#N")
     a.add_argument("--reason", default="abandoned from the command line")
     return p
@@ -79,12 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         rounds = getattr(args, "max_rounds", None)
         if rounds is not None and not 1 <= rounds <= MAX_ROUNDS:
             raise UsageError(f"--max-rounds must be from 1 to {MAX_ROUNDS}")
-        config = load_config(args.config)
+        config = load_config(getattr(args, "config", None))
+        if args.command not in ("demo", "simulator"):
+            normalize_url(config.database.url)
         configure_logging(config.logging.level, config.logging.format)
         return asyncio.run(_dispatch(args, config))
-    except (ConfigError, UsageError, PrKeyError) as e:
+    except (ConfigError, UsageError, PrKeyError, UnsupportedURL) as e:
         print(f"convergebot: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except (NoDatabase, DatabaseUnreachable, NoSuchPr) as e:
+        print(f"convergebot: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
 
@@ -113,9 +135,15 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         except (ScenarioError, FileNotFoundError) as e:
             raise UsageError(str(e)) from None
         return 0
-    db = Database(config.database.url)
+    if args.command == "submit":
+        await _check_pr_exists(config, parse_pr_key(args.key))
+    read_only = args.command in READ_ONLY
+    db, revision = await _open(config, create=not read_only)
     try:
-        await migrate(db)
+        if read_only:
+            _require_schema(db, revision)
+        else:
+            await migrate(db)
         handler = {"migrate": _migrate, "submit": _submit, "status": _status, "abandon": _abandon,
                    "answer": _answer}
         return await handler[args.command](args, config, db)
@@ -123,9 +151,47 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         await db.dispose()
 
 
-async def _migrate(args, config: Config, db: Database) -> int:
-    from storage.migrate import current_revision
+async def _open(config: Config, *, create: bool) -> tuple[Database, str | None]:
+    """The configured database and its schema revision; reaching it is the operator's concern, so
+    a refusal is one line (`DatabaseUnreachable`), not the driver's traceback."""
+    db = Database(config.database.url, create=create)
+    try:
+        return db, await current_revision(db)
+    except (OSError, DBAPIError) as e:
+        await db.dispose()
+        raise DatabaseUnreachable(f"database {_where(db)}: cannot connect: {connect_failure(e)}") from None
 
+
+def _require_schema(db: Database, revision: str | None) -> None:
+    """A read-only command reads the schema it finds; it neither creates nor migrates one."""
+    head = head_revision()
+    if revision != head:
+        found = f"is at schema {revision}" if revision else "has no schema"
+        raise NoDatabase(f"database {_where(db)} {found}, newest is {head}: run `convergebot migrate`")
+
+
+def _where(db: Database) -> str:
+    return str(db.sqlite_file) if db.sqlite_file else make_url(db.url).render_as_string(hide_password=True)
+
+
+async def _check_pr_exists(config: Config, key: PrKey) -> None:
+    """One GET of the PR before enrolling it. A 404 is a typo to report now; when GitHub cannot
+    be asked, the PR is enrolled unchecked and the run's first step ends it if it is not there."""
+    from .github.client import connect
+    from .github.errors import GitHubError, NotFound
+
+    try:
+        async with connect(config) as github:
+            await github.pull(key.owner, key.repo, key.number)
+    except NotFound:
+        raise NoSuchPr(f"{key}: GitHub at {config.github.api_url} has no such pull request "
+                       "(or the credentials cannot see it)") from None
+    except (GitHubError, OSError) as e:
+        print(f"convergebot: could not check {key} on GitHub ({e}); submitting it unchecked: "
+              "the run's first step ends it if it does not exist", file=sys.stderr)
+
+
+async def _migrate(args, config: Config, db: Database) -> int:
     print(f"database at revision {await current_revision(db)}")
     return 0
 

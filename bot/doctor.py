@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 
-from storage.database import Database
+from storage.database import Database, NoDatabase, connect_failure
 from storage.migrate import current_revision, head_revision
 
 from .config import Config
@@ -23,15 +23,19 @@ async def run_doctor(config: Config, say: Callable[[str], None] = print) -> int:
         failures += 0 if ok or warn else 1
         say(f"[{mark}] {what}{': ' + detail if detail else ''}")
 
-    db = Database(config.database.url)
     try:
-        revision, head = await current_revision(db), head_revision()
-        check(revision == head, f"database {db.backend}", f"schema {revision or 'empty'}, newest {head}"
-              + ("" if revision == head else " (run `convergebot migrate`)"))
-    except Exception as e:
-        check(False, f"database {db.backend}", f"{type(e).__name__}: {e}")
-    finally:
-        await db.dispose()
+        db = Database(config.database.url, create=False)  # the doctor looks; it creates nothing
+    except NoDatabase as e:
+        check(False, "database sqlite", str(e))
+    else:
+        try:
+            revision, head = await current_revision(db), head_revision()
+            check(revision == head, f"database {db.backend}", f"schema {revision or 'empty'}, newest {head}"
+                  + ("" if revision == head else " (run `convergebot migrate`)"))
+        except Exception as e:
+            check(False, f"database {db.backend}", f"{type(e).__name__}: {connect_failure(e)}")
+        finally:
+            await db.dispose()
 
     gh_cfg = config.github
     private_key = None

@@ -52,6 +52,10 @@ def configure_logging(level: str = "info", fmt: str = "json", stream=None) -> No
     root.setLevel(max(getattr(logging, level.upper()), logging.INFO))
     for noisy in ("alembic", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # httpx logs every request at info ("HTTP Request: GET …"): that is debug detail here, and
+    # the command line's output would carry it.
+    for http in ("httpx", "httpcore"):
+        logging.getLogger(http).setLevel(logging.DEBUG if level.lower() == "debug" else logging.WARNING)
 
 
 def get_logger(name: str | None = None):

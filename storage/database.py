@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import aiosqlite
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel import Session, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -42,20 +42,44 @@ class ReadOnlyViolation(RuntimeError):
     """A statement other than a read was sent through a read session."""
 
 
+class UnsupportedURL(ValueError):
+    """`database.url` names no backend this project runs on, or does not parse."""
+
+
+class NoDatabase(LookupError):
+    """Opened with `create=False` and the SQLite file is not there."""
+
+
 def normalize_url(url: str) -> str:
     """Accept the URLs people paste (`sqlite:///x.db`, `postgresql://…`) and pick the async driver."""
-    u = make_url(url)
+    try:
+        u = make_url(url)
+    except ArgumentError:
+        raise UnsupportedURL(f"database.url: cannot parse {url!r} (e.g. sqlite:///convergebot.db)") from None
     if u.get_backend_name() == "sqlite":
         return u.set(drivername="sqlite+aiosqlite").render_as_string(hide_password=False)
     if u.get_backend_name() == "postgresql":
         return u.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
-    raise ValueError(f"database.url: unsupported backend {u.get_backend_name()!r} (use sqlite or postgresql)")
+    raise UnsupportedURL(f"database.url: unsupported backend {u.get_backend_name()!r} (use sqlite or postgresql)")
+
+
+def connect_failure(e: BaseException) -> str:
+    """Why a first connection failed, in one line: the driver's own message without the
+    statement and the link SQLAlchemy appends."""
+    cause = getattr(e, "orig", None) or e
+    text_ = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    if text_.startswith("<class '") and ">: " in text_:  # asyncpg through SQLAlchemy's adapter
+        text_ = text_.split(">: ", 1)[1]
+    return text_
 
 
 class Database:
     """One engine per process. Sessions are short: never hold one across a GitHub call."""
 
-    def __init__(self, url: str, *, echo: bool = False, read_sessions: bool = True, pool_size: int = 10) -> None:
+    def __init__(self, url: str, *, echo: bool = False, read_sessions: bool = True, pool_size: int = 10,
+                 create: bool = True) -> None:
+        """`create=False` (the read-only commands): a SQLite file that is not there is `NoDatabase`,
+        not a new empty file."""
         self.url = normalize_url(url)
         # False: `read_session` is a plain `session` (a write transaction), as before read
         # sessions existed; the benchmarks flip it to compare.
@@ -69,6 +93,8 @@ class Database:
         if self.backend == "sqlite":
             if parsed.database and parsed.database != ":memory:":
                 path = self.sqlite_file = Path(parsed.database).expanduser().resolve()
+                if not create and not path.is_file():
+                    raise NoDatabase(f"database {path} does not exist: create it with `convergebot migrate`")
                 path.parent.mkdir(parents=True, exist_ok=True)
                 _ensure_wal(path)
                 # No busy wait at all: if another process holds the write lock, `write` goes
