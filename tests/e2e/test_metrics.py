@@ -13,6 +13,7 @@ from bot.outbox import CHECK_RUN_SETTLE_SECONDS
 
 from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
 from .test_converge import FIXER_SCRIPT
+from .test_merge_queue import _queued
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -88,3 +89,23 @@ async def test_metrics_count_one_pr_from_enrollment_to_merged(tmp_path, db_url):
             assert key not in value and f"#{number}" not in value and f"/{number}" not in value
             assert not re.search(r"\b[0-9a-f]{7,40}\b", value), value
             assert not any(sha[:7] in value for sha in heads), value
+
+
+async def test_a_merge_by_the_merge_queue_counts_as_merge_queue(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url) as h:
+        await h.sim.require_merge_queue(REPO, checks=["ci"])
+        h.sim.set_reviewer(REPO, steps(0))
+        before = await scrape(h)
+        key, _ = await open_and_enroll(h)
+        group = await _queued(h, key)
+        await h.sim.set_check_run(REPO, group, "ci")
+        await h.wait_status(key, "merged", timeout=60)
+        await quiesce(h)
+        after = await scrape(h)
+
+        assert moved(before, after, "convergebot_merges_total", how="merge_queue") == 1
+        assert moved(before, after, "convergebot_merges_total") == 1
+        # The REST merge GitHub refused for the queue is counted with its status.
+        merge = "/repos/{owner}/{repo}/pulls/{number}/merge"
+        assert moved(before, after, "convergebot_github_requests_total", route=merge, status="405") == 1
+        assert moved(before, after, "convergebot_github_requests_total", route=merge) == 1
