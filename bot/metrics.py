@@ -145,6 +145,9 @@ def merged(how: str, won: bool) -> None:
 
 # PR → when a webhook delivery that woke it was recorded (monotonic), until a job acts on it.
 _woken: dict[str, float] = {}
+# A PR woken here whose job runs elsewhere (another replica) or never (not enrolled) is never
+# observed: the oldest are dropped past this many, so the dict stays bounded.
+WOKEN_MAX = 10_000
 
 
 def webhook_woke(pr_keys: Iterable[str | None]) -> None:
@@ -152,6 +155,9 @@ def webhook_woke(pr_keys: Iterable[str | None]) -> None:
     for key in pr_keys:
         if key is not None:
             _woken.setdefault(key, now)
+    if len(_woken) > WOKEN_MAX:
+        for key in sorted(_woken, key=_woken.__getitem__)[:len(_woken) - WOKEN_MAX]:
+            del _woken[key]
 
 
 def job_done(pr_key: str | None, started: float) -> None:
