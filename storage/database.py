@@ -47,7 +47,8 @@ class UnsupportedURL(ValueError):
 
 
 class NoDatabase(LookupError):
-    """Opened with `create=False` and the SQLite file is not there."""
+    """No database to read: the SQLite file is not there (opened with `create=False`), or, as the
+    read-only commands say it, the schema is not."""
 
 
 def normalize_url(url: str) -> str:

@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from storage.migrate import head_revision
 from tests.simulator_fixtures import sim, simulator  # noqa: F401
 
+from ..conftest import BACKENDS
 from .test_cli import cli_env
 
 REPO = "acme/widgets"
@@ -67,6 +69,17 @@ async def test_an_unreachable_postgresql_is_one_line_naming_it_without_its_passw
     line = one_line(err)
     assert line.startswith("convergebot: error: database postgresql+asyncpg://bot:***@127.0.0.1:")
     assert "cannot connect" in line and "hunter2" not in line
+
+
+@pytest.mark.skipif("postgres" not in BACKENDS, reason="PostgreSQL is not among the test backends")
+async def test_a_postgresql_database_that_does_not_exist_is_one_line(request):
+    admin = request.getfixturevalue("pg_admin_url")
+    url = make_url(admin).set(database="no_such_database").render_as_string(hide_password=False)
+    code, _, err = await convergebot("status", env=cli_env(url))
+    assert code == 1
+    line = one_line(err)
+    assert line.startswith("convergebot: error: database postgresql+asyncpg://")
+    assert line.endswith('cannot connect: database "no_such_database" does not exist'), line
 
 
 async def test_serve_on_a_port_in_use_is_one_line(tmp_path):
