@@ -27,11 +27,16 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # A merge group's branch names its PR: gh-readonly-queue/<base>/pr-<number>-<head sha>.
 _QUEUE_REF = re.compile(r"^(?:refs/heads/)?gh-readonly-queue/.+/pr-(\d{1,19})-[0-9a-f]{40,64}$")
 
-KNOWN_EVENTS = frozenset({
-    "ping", "pull_request", "pull_request_review", "pull_request_review_comment",
+# The events a GitHub App (or a repository webhook) subscribes to: each wakes work below. The App
+# manifest's `default_events` must equal this set (tests/unit/test_github_app_manifest.py).
+SUBSCRIBED_EVENTS = frozenset({
+    "pull_request", "pull_request_review", "pull_request_review_comment",
     "pull_request_review_thread", "issue_comment", "check_suite", "check_run", "status", "push",
-    "installation", "installation_repositories", "installation_target", "merge_group",
+    "merge_group",
 })
+# Sent to every App or hook whatever it subscribes to; accepted, and nothing to do.
+UNSUBSCRIBED_EVENTS = frozenset({"ping", "installation", "installation_repositories", "installation_target"})
+KNOWN_EVENTS = SUBSCRIBED_EVENTS | UNSUBSCRIBED_EVENTS
 
 
 # A PR's webhooks come in bursts (a review, then each of its comments; a push, then its checks):
@@ -251,7 +256,7 @@ def queued_pr(head_ref: str | None) -> int | None:
 def route(event: str, payload: dict, delivery_id: str, rules: EnrollRules = EnrollRules()) -> Routed:
     if event not in KNOWN_EVENTS:
         return Routed("ignored", f"unhandled event {event!r}")
-    if event in ("ping", "installation", "installation_repositories", "installation_target"):
+    if event in UNSUBSCRIBED_EVENTS:
         return Routed("ignored", f"{event}: nothing to do")
     repo, action = _repo(payload), _text(payload, "action")
     if (why := echo(event, payload, repo, action, rules)) is not None:
