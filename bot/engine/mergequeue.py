@@ -164,8 +164,10 @@ async def settle(rt: Runtime, pr: PullRequest, bound) -> bool:
     if step.kind == "queued" and (step.reason, q.group) != (pr.last_action, pr.merge_group):
         await _say(rt, pr.pr_key, pr.process_key, step.reason, q.group)
     elif step.kind == "back":
-        # The group the row kept (GitHub deletes its branch once it is done with it).
-        group = pr.merge_group
+        # The group the row kept (GitHub deletes its branch once it is done with it), read now:
+        # the merge effect may have recorded it after this step read the row.
+        fresh = await prs.get(rt.db, pr.pr_key)
+        group = fresh.pr.merge_group if fresh is not None else pr.merge_group
         failing = await _failing(rt, key, group) if group else ()
         reason = removal_reason(group, failing)
         if failing:
