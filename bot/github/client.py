@@ -9,6 +9,7 @@ re-scheduled. Concurrency is bounded, and mutations on one PR are serialized.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -519,6 +520,18 @@ class GitHubClient:
 
     async def pull(self, owner: str, repo: str, number: int) -> dict:
         return await self._json("GET", f"/repos/{owner}/{repo}/pulls/{number}")
+
+    async def file_text(self, owner: str, repo: str, path: str) -> tuple[str, str] | None:
+        """`(text, blob sha)` of a file on the repository's default branch, None when there is
+        none (404). Conditional like every read: an unchanged file is a 304, free of rate limit."""
+        try:
+            data = await self._json("GET", f"/repos/{owner}/{repo}/contents/{quote(path)}")
+        except NotFound:
+            return None
+        if not isinstance(data, dict) or data.get("type") != "file":
+            return None  # a directory of that name: no file
+        raw = base64.b64decode(data.get("content") or "")
+        return raw.decode("utf-8", errors="replace"), str(data.get("sha") or "")
 
     async def branch_head(self, owner: str, repo: str, branch: str) -> str:
         """The head from the branch ref: the PR object's head.sha lags after a push."""
