@@ -170,6 +170,9 @@ class FixerConfig(_Section):
     # Whether the fixer runs on a PR from a fork, and pushes there where its author lets
     # maintainers edit it; off, such a PR is reviewed and escalated, never fixed here.
     allow_forks: bool = False
+    # Text added at the end of every fixer prompt (a repository's `.github/convergebot.toml`
+    # may set its own: its conventions, how to run its tests).
+    prompt_append: str = Field("", max_length=4000)
 
 
 class Config(_Section):
