@@ -64,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--insecure-no-webhook-secret", action="store_true",
                     help="start without github.webhook_secret (every webhook is refused; "
                          "polling alone finds the work)")
+    sv.add_argument("--dry-run", action="store_true",
+                    help="read and decide everything, write nothing to GitHub (sets github.dry_run)")
 
     an = sub.add_parser("answer", parents=[config_too], help="answer a PR's open escalation, as a maintainer comment would")
     an.add_argument("pr", metavar="OWNER/REPO#N")
@@ -115,6 +117,8 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
     if args.command == "serve":
         from .serve import serve
 
+        if args.dry_run:
+            config = config.model_copy(update={"github": config.github.model_copy(update={"dry_run": True})})
         return await serve(config, insecure_no_webhook_secret=args.insecure_no_webhook_secret)
     if args.command == "doctor":
         from .doctor import run_doctor
