@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -300,6 +301,16 @@ def _changed_paths(comparison: dict) -> set[str]:
                                              if f.get("previous_filename")}
 
 
+class DryRunRefused(GitHubError):
+    """A write asked of the client while `github.dry_run` is on: a write path the dry run missed."""
+
+
+# What the dry run lets through besides reads: a GraphQL document without a mutation, and the
+# App minting its installation token.
+_GRAPHQL_WRITE = re.compile(r"(?:^|})\s*(?:mutation|subscription)\b")
+_TOKEN_MINT = re.compile(r"POST /app/installations/\d+/access_tokens")
+
+
 SECONDARY_BACKOFF_START = 60.0
 SECONDARY_BACKOFF_CAP = 900.0
 
@@ -356,11 +367,33 @@ class GitHubClient:
                            f"{bucket.remaining} left, {self._in_flight[resource]} in flight)",
                            datetime.fromtimestamp(bucket.reset, UTC), False)
 
+    # -- dry run: the last line of defence against a write nobody meant to make -----------------
+
+    # Set by the Runtime from `[github] dry_run`. Every write should have stopped at the outbox
+    # or the fixer already; one that did not fails here, loudly, instead of reaching GitHub.
+    dry_run = False
+
+    def _refuse_in_dry_run(self, what: str, query: str | None = None) -> None:
+        """Raise DryRunRefused for a write: any method but GET/HEAD, except the App's token
+        minting (a read's credentials), and a GraphQL document with a mutation in it."""
+        if not self.dry_run:
+            return
+        method = what.partition(" ")[0]
+        if query is not None:
+            if _GRAPHQL_WRITE.search(re.sub(r"#[^\n]*", "", query)) is None:
+                return
+        elif method in ("GET", "HEAD") or _TOKEN_MINT.fullmatch(what):
+            return
+        log.warning("dry_run.refused", request=what)
+        raise DryRunRefused(f"dry run: refused to send {what} (github.dry_run is on; no GitHub writes)")
+
     async def _call(self, what: str, send, *, parse=None, metered: bool = True,
                     resource: str = "core") -> Any:
         """`send()`'s answer (or `parse(answer)`); `metered=False` for calls made with another
         identity's budget (the App's own JWT), which the installation's budget must not record.
         `resource`: the rate-limit bucket the call is charged to (GraphQL has its own)."""
+        if not what.startswith("graphql "):
+            self._refuse_in_dry_run(what)  # GraphQL is looked at in `_graphql`, with its document
         if self._exhausted_until is not None:
             if datetime.now(UTC) < self._exhausted_until:
                 raise RateLimited(f"{what}: rate limit exhausted", self._exhausted_until, False)
@@ -430,6 +463,7 @@ class GitHubClient:
         # The answer itself (not githubkit's parsed data) so its rate-limit headers are seen;
         # `_arequest` + `parse_graphql_response` is what `async_graphql` does (githubkit 0.16).
         gql = self.gh.graphql
+        self._refuse_in_dry_run(f"graphql {what}", query)
         return await self._call(f"graphql {what}", lambda: gql._arequest(query, variables),
                                 parse=gql.parse_graphql_response, resource="graphql")
 
