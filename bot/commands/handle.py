@@ -7,7 +7,7 @@ import json
 
 import structlog
 
-from bot import outbox
+from bot import outbox, repoconfig
 from bot.engine.dispatch import queue_fixer, requeue
 from bot.engine.findings import attribution
 from bot.engine.model import Adjudication
@@ -79,6 +79,7 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[b
     pr_key = str(key)
     cfg = rt.config.convergence
     if cmd.verb == "start":
+        cfg = (await repoconfig.effective_config(rt, key.full_repo)).convergence  # the rounds, if not given
         result = await submit_pr(rt.db, key, SubmitOptions(
             max_rounds=cmd.rounds or cfg.max_rounds, converge_only=cmd.no_merge or not cfg.merge,
             submitted_by=author))

@@ -9,7 +9,7 @@ from datetime import timedelta
 import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from bot import outbox
+from bot import outbox, repoconfig
 from bot.fixers.base import FixRequest
 from bot.runtime import Runtime
 from storage import jobs
@@ -64,7 +64,8 @@ async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round
             pr_key=pr.pr_key, round_no=round_no, attempt=attempt, title=pr.title, description="",
             head_branch=pr.head_branch or "", entry_head=pr.last_round_head or "", clone_url="", token=None,
             findings=findings_of(findings_text) or (), instructions=tuple(instructions), pr_author=pr.author,
-            kind=kind, base_branch=base_branch))
+            kind=kind, base_branch=base_branch,
+            prompt_append=repoconfig.current(rt, pr.repo).config.fixer.prompt_append))
         await outbox.comment(session, pr.pr_key, f"convergebot:fix:{pr.process_key}:{round_no}:{attempt}",
                              verdict.comment or "Please address the review findings.",
                              process_key=pr.process_key)

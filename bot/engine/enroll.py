@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from bot import repoconfig
 from bot.config import ConvergenceConfig
 from bot.enrollment import SubmitOptions, submit_pr
 from bot.prkey import parse_pr_key
@@ -30,6 +31,9 @@ async def enroll(rt: Runtime, job: Job) -> None:
     rule = enroll_rule(pr, cfg)
     if rule is None:
         return
+    # The enroll label and authors are the global ones (webhooks are routed on them before any
+    # repository file is read); the run's settings are the repository's.
+    cfg = (await repoconfig.effective_config(rt, key.full_repo)).convergence
     author = ((pr.get("user") or {}).get("login") or "").lower()
     result = await submit_pr(rt.db, key, SubmitOptions(
         max_rounds=cfg.max_rounds, converge_only=not cfg.merge, submitted_by=rule,

@@ -9,7 +9,8 @@ from typing import Any
 import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from bot import outbox
+from bot import outbox, repoconfig
+from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import escalations, prs
 from storage.models import Escalation, PullRequest, utcnow
@@ -48,9 +49,14 @@ def render(esc: Escalation, maintainers: list[str]) -> str:
     )
 
 
+def _maintainers(rt: Runtime, pr_key: str) -> list[str]:
+    # Inside the caller's transaction: the repository's settings as the step read them, no read.
+    return repoconfig.current(rt, parse_pr_key(pr_key).full_repo).config.convergence.maintainers
+
+
 async def queue_comment(session: AsyncSession, rt: Runtime, esc: Escalation) -> None:
     """The escalation's comment, as an effect keyed on the escalation: posted once."""
-    await outbox.comment(session, esc.pr_key, marker(esc.id), render(esc, rt.config.convergence.maintainers),
+    await outbox.comment(session, esc.pr_key, marker(esc.id), render(esc, _maintainers(rt, esc.pr_key)),
                          process_key=esc.process_key, escalation_id=esc.id)
 
 

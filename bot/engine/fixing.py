@@ -13,7 +13,7 @@ import json
 
 import structlog
 
-from bot import metrics, outbox
+from bot import metrics, outbox, repoconfig
 from bot.fixers.base import FixRequest, Verdict
 from bot.github.errors import NotFound
 from bot.prkey import parse_pr_key
@@ -79,6 +79,7 @@ async def fix(rt: Runtime, job: Job) -> None:
             findings=findings, instructions=tuple(json.loads(rnd.instructions or "[]")),
             kind=rnd.kind, base_branch=(gh_pr.get("base") or {}).get("ref"),
             base_clone_url=_base_clone_url(gh_pr, head_repo),
+            prompt_append=(await repoconfig.effective_config(rt, key.full_repo)).fixer.prompt_append,
             still_current=still_current,
             pushing=lambda sha: _pushing(rt, (key.full_repo, head_repo.get("full_name")), sha),
         )

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import structlog
 
-from bot import metrics, outbox
+from bot import metrics, outbox, repoconfig
 from bot.fixers.base import Finding
 from bot.github.errors import Conflict, GitHubError, NotFound, RateLimited
 from bot.prkey import parse_pr_key
@@ -147,7 +147,7 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
     the fix rounds the run already spent on either."""
     key = parse_pr_key(pr.pr_key)
     state, head = view.mergeable_state, pr.head_sha or ""
-    required = rt.config.convergence.required_checks
+    required = (await repoconfig.effective_config(rt, pr.repo)).convergence.required_checks
     since = pr.merge_budget_since
     if state == "blocked" or (state == "unstable" and required):
         runs_, status = await asyncio.gather(rt.github.check_runs(key.owner, key.repo, head),
@@ -323,7 +323,7 @@ async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> str | None:
     queue (the caller queues the PR instead)."""
     key = parse_pr_key(pr_key)
     bound = log.bind(pr_key=pr_key, process_key=pk)
-    method = rt.config.merge.method
+    method = (await repoconfig.effective_config(rt, key.full_repo)).merge.method
     # Re-read before every try: a try whose answer was lost (GitHub merged, then answered 502)
     # is retried, and a blind second PUT would be refused (405) and taken for a refusal.
     gh_pr = await rt.github.pull(key.owner, key.repo, key.number)

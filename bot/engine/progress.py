@@ -6,7 +6,7 @@ import json
 
 import structlog
 
-from bot import outbox
+from bot import outbox, repoconfig
 from bot.github.errors import GitHubError, RateLimited, Unavailable
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
@@ -76,7 +76,8 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
         raise Unavailable(f"progress-check: head unreadable ({e})") from e
     history = tuple(round_state(r) for r in await rounds.history(rt.db, pr.pr_key, pk) if r.round_no < n)
     memory = await memory_of(rt, pr.pr_key)
-    outcome = decide_progress(pr_state(pr), round_state(rnd), head, history, settings_of(rt), memory)
+    settings = settings_of(rt, await repoconfig.effective_config(rt, pr.repo))
+    outcome = decide_progress(pr_state(pr), round_state(rnd), head, history, settings, memory)
 
     now = utcnow()
     stamp = {"last_progress_job_key": job.key,

@@ -6,7 +6,8 @@ import json
 from dataclasses import replace
 from datetime import timedelta
 
-from bot import outbox
+from bot import outbox, repoconfig
+from bot.config import Config
 from bot.fixers.base import Finding
 from bot.github.client import THREAD_COMMENTS_READ
 from bot.github.stamps import github_id, parse_time
@@ -22,8 +23,9 @@ CHECK_RUN_NAME = "convergebot"
 FAILED_CONCLUSIONS = {"failure", "timed_out", "cancelled", "action_required", "startup_failure", "stale"}
 
 
-def settings_of(rt: Runtime) -> Settings:
-    c = rt.config.convergence
+def settings_of(rt: Runtime, config: Config | None = None) -> Settings:
+    """The decision's settings; `config`: the PR's repository's (`repoconfig`), else the global."""
+    c = (config or rt.config).convergence
     return Settings(
         reviewers=tuple(c.reviewers),
         review_wait_timeout=timedelta(seconds=c.review_wait_timeout_seconds),
@@ -126,7 +128,8 @@ async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_revi
     key = parse_pr_key(pr.pr_key)
     history = await rounds.history(rt.db, pr.pr_key, pr.process_key)
     current = next((r for r in history if r.round_no == pr.current_round), None)
-    settings = settings_of(rt)
+    config = await repoconfig.effective_config(rt, pr.repo)
+    settings = settings_of(rt, config)
     reviews = tuple(review_of(r) for r in raw_reviews if isinstance(r.get("id"), int))
     snap = Snapshot(
         pr=pr_state(pr), round=round_state(current), head=head, reviews=reviews, threads=None,
@@ -144,5 +147,5 @@ async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_revi
         return replace(snap, replies_due=due)
     # Only a fresh review needs threads and checks: that keeps the unchanged-PR poll free.
     raw_threads, runs, status = await rt.github.review_state(key.owner, key.repo, key.number, head)
-    checks = checks_of(runs, status, rt.config.convergence.required_checks)
+    checks = checks_of(runs, status, config.convergence.required_checks)
     return replace(snap, threads=tuple(thread_of(t) for t in raw_threads), checks=checks)

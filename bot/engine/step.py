@@ -6,7 +6,7 @@ import json
 
 import structlog
 
-from bot import metrics, outbox
+from bot import metrics, outbox, repoconfig
 from bot.commands.recover import recover_commands
 from bot.github.errors import NotFound
 from bot.runtime import Runtime
@@ -134,7 +134,7 @@ async def _nothing_due(rt: Runtime, view: PrView, observed: Observed, seen: Obse
     reviews = tuple(review_of(r) for r in seen.reviews if isinstance(r.get("id"), int))
     snap = Snapshot(pr=pr_state(pr), round=round_state(rnd), head=seen.head_sha, reviews=reviews,
                     threads=None, checks=Checks("success"), open_escalations=0, adjudications={},
-                    now=utcnow(), settings=settings_of(rt))
+                    now=utcnow(), settings=settings_of(rt, await repoconfig.effective_config(rt, pr.repo)))
     if fresh_review(snap) is not None or not all(isinstance(a, Wait) for a in decide_step(snap).actions):
         return False
     return checkrun.says(rt, view, rnd)

@@ -30,6 +30,8 @@ def render_request(req: FixRequest, addressee: str) -> str:
     if req.instructions:
         lines += ["**Maintainer answers to apply:**", ""]
         lines += [_indent(fenced(_defuse(t)), "- ", "  ") + "\n" for t in req.instructions]
+    if req.prompt_append.strip():
+        lines += ["**Notes from the repository:**", "", _defuse(req.prompt_append.strip()), ""]
     lines.append(
         "Reply on a thread if you disagree with a finding instead of changing the code for it."
     )

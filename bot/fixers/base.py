@@ -55,6 +55,8 @@ class FixRequest:
     # The base repository's clone URL where it is not `clone_url`'s (a PR from a fork): a
     # conflict round's `origin/<base>` is fetched from there, not from the fork's namesake.
     base_clone_url: str | None = None
+    # `[fixer] prompt_append` for the PR's repository: its own notes, added to the prompt.
+    prompt_append: str = ""
     # Asked right before a push: does this run still own the PR, with this attempt still the
     # round's? None: nobody to ask (a fixer run by hand), the push goes ahead.
     still_current: Callable[[], Awaitable[bool]] | None = field(default=None, repr=False, compare=False)

@@ -94,6 +94,9 @@ def render_prompt(req: FixRequest) -> str:
     if req.instructions:
         parts += ["## Maintainer answers to apply", ""]
         parts += [fenced(text) + "\n" for text in req.instructions]
+    if req.prompt_append.strip():
+        # The repository's own notes (`[fixer] prompt_append`): its conventions, its test command.
+        parts += ["## Notes from the repository", "", req.prompt_append.strip(), ""]
     parts += [
         "## Your verdict",
         "",
