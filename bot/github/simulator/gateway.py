@@ -146,6 +146,12 @@ class Gateway:
             sim.counters.add(method, template, 401, request.url.path)
             return self._json(401, {"message": "Bad credentials",
                                     "documentation_url": "https://docs.github.com/rest"})
+        if not app_jwt and not sim.installations.admits(token, request.path_params.get("owner", "")):
+            # An installation token on a repository its installation does not reach: GitHub
+            # answers 404, as for a repository that does not exist.
+            sim.counters.add(method, template, 404, request.url.path)
+            return self._json(404, {"message": "Not Found",
+                                    "documentation_url": "https://docs.github.com/rest"})
         key = token or "anonymous"
         bucket = sim.rate_limits.bucket(resource, key)
         if counted and bucket.remaining == 0:

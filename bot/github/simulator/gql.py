@@ -283,6 +283,8 @@ class QueryRoot:
     def repository(self, info, owner: str, name: str, followRenames=None) -> RepositoryNode:
         sim = info.context["sim"]
         try:
+            if not sim.installations.admits(info.context["token"], owner):
+                raise NotFound(f"{owner}/{name}")  # another installation's repository
             return RepositoryNode(sim, sim.state.repo(owner, name))
         except NotFound:
             raise NotFoundError(f"Could not resolve to a Repository with the name '{owner}/{name}'.") from None
@@ -299,10 +301,18 @@ class QueryRoot:
         return ActorNode(info.context["sim"], info.context["actor"])
 
 
+def _admitted(info, repo: str) -> bool:
+    """Whether the request's installation token (if it is one) reaches `repo`: a node of
+    another installation's repository does not resolve, as on GitHub."""
+    return info.context["sim"].installations.admits(info.context.get("token"), repo.split("/")[0])
+
+
 class MutationRoot:
     async def _thread(self, info, thread_id: str, resolved: bool) -> dict:
         sim = info.context["sim"]
         try:
+            if not _admitted(info, sim.state.thread_by_node(thread_id).repo):
+                raise NotFound(thread_id)
             thread = await sim.resolve_thread(thread_id, user=info.context["actor"],
                                               resolved=resolved)
         except NotFound:
@@ -327,6 +337,8 @@ class MutationRoot:
         node = input["pullRequestReviewThreadId"]
         try:
             thread = sim.state.thread_by_node(node)
+            if not _admitted(info, thread.repo):
+                raise NotFound(node)
         except NotFound:
             raise NotFoundError(f"Could not resolve to a node with the global id of '{node}'.") from None
         c = await sim.reply(thread.repo, thread.number, thread.comment_ids[0],
@@ -346,6 +358,8 @@ class MutationRoot:
         node, expected = input["pullRequestId"], input.get("expectedHeadOid")
         try:
             repo, pr = sim.queued_pr(node)
+            if not _admitted(info, repo.full_name):
+                raise NotFound(node)
         except NotFound:
             raise NotFoundError(f"Could not resolve to a node with the global id of '{node}'.") from None
         try:
@@ -381,7 +395,7 @@ async def endpoint(sim, req: ApiRequest) -> Reply:
     if not isinstance(query, str) or not query.strip():
         return Reply({"errors": [{"message": "A query attribute must be specified and must be a string."}]})
     key = token_of(req.request) or "anonymous"
-    context = {"sim": sim, "actor": req.actor,
+    context = {"sim": sim, "actor": req.actor, "token": token_of(req.request),
                "bucket": sim.rate_limits.bucket("graphql", key)}
     result = await graphql(SCHEMA, query, root_value=_Root(), context_value=context,
                            variable_values=body.get("variables"),

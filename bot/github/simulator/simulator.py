@@ -14,6 +14,7 @@ from .duplicates import duplicate_effects
 from .faults import Fault, Faults
 from .headlag import HeadLag
 from .ids import iso
+from .installations import Installation, Installations
 from .ops.checks import CheckOps
 from .ops.comments import CommentOps
 from .ops.merges import MergeOps
@@ -48,7 +49,10 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps, Que
                          token_user=token_user, cache_heads=cache_heads)
         self.scenario = scenario
         self.tokens = tokens
-        self.issued_tokens: set[str] = set()  # installation tokens handed to App-auth clients
+        # The App's installations (one reaching every repository unless a test adds some), and
+        # the installation tokens handed to App-auth clients (token -> installation id).
+        self.installations = Installations()
+        self.issued_tokens: dict[str, int] = self.installations.tokens
         self.faults = Faults()
         self.request_chaos = RequestChaos()
         self.counters = Counters()
@@ -89,6 +93,12 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps, Que
         if isinstance(self.tokens, Mapping):
             return self.tokens.get(token) if token else None
         return self.token_user if token in self.tokens else None
+
+    def add_installation(self, owner: str, installation_id: int | None = None) -> Installation:
+        """Install the App on `owner` (an org or user): its tokens then reach that owner's
+        repositories only, and each installation added reaches its own owner's (see
+        installations.py). Returns it, with its id."""
+        return self.installations.add(owner, installation_id)
 
     # -- faults, webhooks, observation -----------------------------------------------------
 
