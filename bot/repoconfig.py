@@ -36,6 +36,7 @@ from .runtime import Runtime
 log = structlog.get_logger(__name__)
 
 PATH = ".github/convergebot.toml"
+PROBLEM_CAP = 1000  # characters of the problem kept: it goes into every PR's check run
 
 # What a repository may set, by section: its PRs' settings, never the bot's.
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -111,7 +112,7 @@ def load(found: tuple[str, str] | None, base: Config) -> RepoConfig:
     try:
         return RepoConfig(parse(text, base), sha)
     except RepoConfigError as e:
-        return RepoConfig(base, sha, str(e))
+        return RepoConfig(base, sha, str(e)[:PROBLEM_CAP])
 
 
 @dataclass

@@ -8,10 +8,11 @@ GitHub, finding the run a lost answer may already have created before creating o
 from __future__ import annotations
 
 import json
+import re
 
 import structlog
 
-from bot import outbox
+from bot import outbox, repoconfig
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import prs, rounds
@@ -25,7 +26,8 @@ log = structlog.get_logger(__name__)
 _CONCLUSION = {"converged": "success", "merged": "success", "abandoned": "cancelled", "escalated": "neutral"}
 
 
-def render(status: str, round_no: int, max_rounds: int, findings_left: int | None, last_action: str | None) -> dict:
+def render(status: str, round_no: int, max_rounds: int, findings_left: int | None, last_action: str | None,
+           config_problem: str | None = None) -> dict:
     title = f"{status.replace('_', ' ')} · round {round_no}/{max_rounds}"
     if findings_left is not None:
         title += f" · {findings_left} finding(s) left"
@@ -34,23 +36,29 @@ def render(status: str, round_no: int, max_rounds: int, findings_left: int | Non
         f"**Findings left:** {'unknown' if findings_left is None else findings_left}\n\n"
         f"**Last action:** {last_action or '-'}"
     )
+    if config_problem:
+        # The repository's own file was refused: said on every PR of it until it is mended.
+        fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", config_problem)), default=0))
+        summary += (f"\n\n**Repository configuration ignored** (the global settings apply):\n\n"
+                    f"{fence}text\n{config_problem}\n{fence}")
     fields: dict = {"status": "in_progress", "output": {"title": title, "summary": summary}}
     if status in _CONCLUSION:
         fields = {"status": "completed", "conclusion": _CONCLUSION[status], "output": fields["output"]}
     return fields
 
 
-def fields_of(view: PrView, rnd: Round | None) -> dict:
-    """What the check run says for this row and its current round."""
+def fields_of(view: PrView, rnd: Round | None, config_problem: str | None = None) -> dict:
+    """What the check run says for this row and its current round (and why its repository's
+    `.github/convergebot.toml` was ignored, if it was)."""
     pr = view.pr
     left = len(json.loads(rnd.findings)) if rnd is not None and rnd.findings is not None else None
-    return render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action)
+    return render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action, config_problem)
 
 
 async def _fields(rt: Runtime, view: PrView) -> dict:
     pr = view.pr
     rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, pr.current_round) if pr.process_key else None
-    return fields_of(view, rnd)
+    return fields_of(view, rnd, (await repoconfig.repo_config(rt, pr.repo)).problem)
 
 
 def _said(rt: Runtime) -> dict:
@@ -62,7 +70,8 @@ def _said(rt: Runtime) -> dict:
 def says(rt: Runtime, view: PrView, rnd: Round | None) -> bool:
     """Whether this process last wrote, on the row's head, what the row now says: a `publish`
     would queue nothing."""
-    return _said(rt).get(view.pr.pr_key) == (view.pr.head_sha, fields_of(view, rnd))
+    problem = repoconfig.current(rt, view.pr.repo).problem
+    return _said(rt).get(view.pr.pr_key) == (view.pr.head_sha, fields_of(view, rnd, problem))
 
 
 async def publish(rt: Runtime, pr_key: str) -> None:
