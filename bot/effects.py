@@ -20,7 +20,7 @@ from bot.runtime import Runtime
 from storage import escalations, rounds
 from storage.models import Job, utcnow
 
-from . import metrics, outbox
+from . import metrics, outbox, repoconfig
 from .budget import over_budget, pause_runaway
 from .engine import checkrun
 from .engine.model import Review
@@ -80,7 +80,8 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
         raw = await rt.github.reviews(key.owner, key.repo, key.number)
         reviewed = {r.user.lower() for r in (review_of(x) for x in raw if isinstance(x.get("id"), int))
                     if answers(r)}
-    wanted = [r for r in rt.config.convergence.reviewers if r.lower() not in reviewed]
+    reviewers = (await repoconfig.effective_config(rt, key.full_repo)).convergence.reviewers
+    wanted = [r for r in reviewers if r.lower() not in reviewed]
     asked = await rt.github.request_review(key.owner, key.repo, key.number, wanted) if wanted else []
     log.info("review.requested", pr_key=job.pr_key, asked=asked, already_reviewed=sorted(reviewed))
 
