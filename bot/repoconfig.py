@@ -199,8 +199,9 @@ def touched(payload: dict) -> str | None:
     branch, name = repo.get("default_branch"), repo.get("full_name")
     if not isinstance(name, str) or payload.get("ref") != f"refs/heads/{branch}":
         return None
-    for commit in payload.get("commits") or []:
-        if isinstance(commit, dict) and any(
-                PATH in (commit.get(kind) or []) for kind in ("added", "modified", "removed")):
+    commits = payload.get("commits")
+    for commit in commits if isinstance(commits, list) else []:
+        if isinstance(commit, dict) and any(isinstance(paths := commit.get(kind), list) and PATH in paths
+                                            for kind in ("added", "modified", "removed")):
             return name
     return None

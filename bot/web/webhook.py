@@ -20,7 +20,7 @@ from githubkit.webhooks import verify
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
-from bot import metrics
+from bot import metrics, repoconfig
 from bot.runtime import Runtime
 from bot.web.intake import BatchFailed, Intake
 from bot.webhooks.routing import KNOWN_EVENTS, EnrollRules, Routed, own_pushes, route, storable
@@ -120,6 +120,8 @@ async def receive_webhook(request: Request) -> JSONResponse:
         # ignored all the same, since GitHub would send the same payload again after a 500.
         bound.exception("webhook.unroutable")
         routed, error = Routed("ignored", "the payload could not be routed"), repr(e)[:1000]
+    if event == "push" and (changed := repoconfig.touched(payload)) is not None:
+        repoconfig.forget(rt, changed)  # its .github/convergebot.toml changed: read it at next use
     label = event if event in KNOWN_EVENTS else "other"  # a sender cannot grow the metric's series
     try:
         new = await intake(rt).submit(Delivery(
