@@ -59,6 +59,10 @@ async def run_doctor(config: Config, say: Callable[[str], None] = print) -> int:
     except OSError:
         pass  # the unreadable private key was reported above
 
+    if gh_cfg.dry_run:
+        # Not a failure: said so that nobody takes a quiet bot for a broken one, or the reverse.
+        check(False, "dry run", "on (github.dry_run): serve reads and decides, and writes nothing to GitHub",
+              warn=True)
     check(bool(gh_cfg.webhook_secret.get_secret_value()), "webhook secret",
           "" if gh_cfg.webhook_secret.get_secret_value() else "not set: every webhook will be refused (401)",
           warn=True)

@@ -42,6 +42,9 @@ async def run_effect(rt: Runtime, job: Job) -> None:
     handler = HANDLERS.get(effect)
     if handler is None:
         raise ValueError(f"unknown effect {effect!r}")
+    if rt.config.github.dry_run:
+        await _dry_run(rt, job, effect, payload)
+        return
     if job.process_key is not None and not _exempt(effect, payload):
         why = await over_budget(rt, job.pr_key, effect)
         if why is not None:
@@ -51,6 +54,17 @@ async def run_effect(rt: Runtime, job: Job) -> None:
             return
     await handler(rt, job, payload)
     metrics.EFFECTS.labels(effect, "done").inc()
+
+
+async def _dry_run(rt: Runtime, job: Job, effect: str, payload: dict) -> None:
+    """Record the effect as decided and not performed: no GitHub request, not even the look an
+    effect makes before its write, and no write budget spent (nothing was written). What waits on
+    it sees it settled (`outbox.pending`)."""
+    summary = outbox.describe(effect, payload, rt.config.convergence.reviewers)
+    if await outbox.record_dry_run(rt.db, job, summary):
+        metrics.DRY_RUN_SUPPRESSED.labels(effect).inc()
+        log.info("dry_run.would", kind=effect, pr_key=job.pr_key, process_key=job.process_key,
+                 job_id=job.id, summary=summary)
 
 
 async def _request_review(rt: Runtime, job: Job, p: dict) -> None:

@@ -38,6 +38,9 @@ GITHUB_RATE_LIMITED = Counter("convergebot_github_rate_limited_total", "Jobs re-
 LIVENESS_HEALED = Counter(
     "convergebot_liveness_healed_total", "Active PRs the watchdog found with nothing to move them, and healed")
 EFFECTS = Counter("convergebot_effects_total", "GitHub writes of the outbox by effect and result", ["effect", "result"])
+DRY_RUN_SUPPRESSED = Counter(
+    "convergebot_dry_run_suppressed_total",
+    "GitHub writes decided but not made because github.dry_run is on, by kind (an effect, or fix)", ["kind"])
 RUNAWAY_PRS = Gauge("convergebot_runaway_prs", "PRs paused at their write budget at the last poll")
 IDLE_POLLS_DEFERRED = Counter(
     "convergebot_idle_polls_deferred_total", "Idle PR re-reads the poller put off to keep the rate-limit budget")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import func, update
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -33,6 +33,10 @@ CHECK_RUN_SETTLE_SECONDS = 1.0
 
 # Effects that write comments (the per-PR comment budget counts these).
 COMMENT_EFFECTS = frozenset({"comment", "reply"})
+
+# The state of an effect (or a fix job) recorded in a dry run and not performed: terminal, like
+# `done`, so nothing waits on it, but never counted as a write made.
+DRY_RUN = "dry_run"
 
 
 def _is_postgres(session: AsyncSession) -> bool:
@@ -89,8 +93,51 @@ async def queued_since(db, pr_key: str, effect: str, since: datetime, *, besides
 
 
 async def pending(db, pr_key: str, effect: str) -> bool:
-    """Whether an effect of this kind is still to be done (queued or running) for the PR."""
-    return await next_due(db, pr_key, effect) is not None
+    """Whether an effect of this kind is still to be done (queued or running) for the PR, or
+    was recorded in a dry run: a dry-run merge holds `merging` ("would merge"), where a step
+    finding no merge pending would decide the merge again, and again."""
+    if await next_due(db, pr_key, effect) is not None:
+        return True
+    async with db.read_session() as s:
+        return (await s.exec(select(Job.id).where(
+            *_effects(pr_key, effect), Job.status == DRY_RUN).limit(1))).first() is not None
+
+
+async def record_dry_run(db, job: Job, summary: str) -> bool:
+    """Settle a claimed job as `dry_run`, with what it would have done, instead of running it.
+
+    Fenced like every transition after a claim (the worker's lease): a worker whose lease was
+    lost records nothing. The worker's own `complete` after it then matches no row.
+    """
+    async with db.session() as s:
+        return (await s.exec(update(Job).where(
+            Job.id == job.id, Job.lease_owner == job.lease_owner, Job.status == jobs.JobStatus.RUNNING,
+        ).values(status=DRY_RUN, finished_at=utcnow(), lease_until=None,
+                 last_error=f"dry run: would have {summary}"))).rowcount == 1
+
+
+def describe(effect: str, payload: dict, reviewers: Sequence[str] = ()) -> str:
+    """What an effect would do, in a few words for people (the dry run's record and log)."""
+    p = payload
+    if effect == "request_review":
+        head = (p.get("head") or "")[:7] or "the head"
+        return f"requested a review of {head} from {', '.join(reviewers) or 'the configured reviewers'}"
+    if effect == "comment":
+        first = (p.get("body") or "").strip().splitlines()[:1]
+        return f"posted a comment: {first[0][:120] if first else '(empty)'}"
+    if effect == "reply":
+        items = p["replies"] if "replies" in p else [p]
+        resolved = sum(1 for i in items if i.get("resolve"))
+        return f"replied on {len(items)} review thread(s), resolving {resolved}"
+    if effect == "react":
+        return f"reacted {p.get('content')} to comment {p.get('comment_id')}"
+    if effect == "check_run":
+        return "updated the convergebot check run"
+    if effect == "update_branch":
+        return f"updated the branch from its base (head {(p.get('expected_head') or '')[:7]})"
+    if effect == "merge":
+        return f"merged at {(p.get('sha') or '')[:7]}"
+    return f"made the {effect} write"
 
 
 # -- the effects, one builder each ----------------------------------------------------------

@@ -49,6 +49,9 @@ class Runtime:
     leadership: Leadership = None  # type: ignore[assignment]  # set in __post_init__
 
     def __post_init__(self) -> None:
+        if self.config.github.dry_run:
+            # The client's own refusal of writes: a write path the dry run missed fails loudly.
+            self.github.dry_run = True
         if self.rate_budget is None:
             self.rate_budget = getattr(self.github, "rate_budget", None) or RateBudget()
         self.rate_budget.configure(reserve_fraction=self.config.github.reserve_fraction,

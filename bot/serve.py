@@ -161,6 +161,7 @@ def _listen(host: str, port: int) -> socket.socket:
 async def _running(config: Config, db: Database, fixer,
                    listening: socket.socket) -> AsyncIterator[tuple[Runtime, _Server]]:
     await migrate(db)
+    await _say_dry_run(config, db)
     # One GitHub client for the whole process, opened before the server and the scheduler.
     async with connect(config) as github:
         rt = Runtime(config, db, github)
@@ -212,6 +213,26 @@ async def _running(config: Config, db: Database, fixer,
             await rt.leadership.release()
             await db.dispose()
             log.info("server.stopped")
+
+
+async def _say_dry_run(config: Config, db: Database) -> None:
+    """Log the dry run at start; or, serving for real, that the database holds a dry run's
+    decisions: they were never made on GitHub (a dry-run merge holds its PR at `merging`), so a
+    dry run belongs in a database of its own (docs/architecture.md, "Dry run")."""
+    if config.github.dry_run:
+        log.warning("server.dry_run", consequence="reads and decides everything; no GitHub write is made")
+        return
+    from sqlmodel import select
+
+    from storage.models import Job
+
+    from .outbox import DRY_RUN
+
+    async with db.read_session() as s:
+        left = (await s.exec(select(Job.id).where(Job.status == DRY_RUN).limit(1))).first()
+    if left is not None:
+        log.warning("server.dry_run_rows_left", consequence="this database holds decisions a dry run recorded "
+                    "and never made on GitHub; serve a real run from a database of its own")
 
 
 async def serve(config: Config, *, insecure_no_webhook_secret: bool = False) -> int:

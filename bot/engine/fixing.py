@@ -10,8 +10,10 @@ A PR from a fork the fixer may not touch (forks.py) is escalated instead, before
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import structlog
+from sqlalchemy import update
 
 from bot import metrics, outbox, repoconfig
 from bot.fixers.base import FixRequest, Verdict
@@ -20,6 +22,7 @@ from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from bot.webhooks.routing import own_pushes
 from storage import prs, rounds
+from storage.jobs import JobStatus
 from storage.models import Job, PullRequest, utcnow
 from storage.statuses import Status
 
@@ -47,6 +50,9 @@ async def fix(rt: Runtime, job: Job) -> None:
         bound.info("fix.not_applicable")
         return
     pr = view.pr
+    if rt.config.github.dry_run:
+        await _dry_run(rt, job, pr, rnd, bound)
+        return
     key = parse_pr_key(pr.pr_key)
     gh_pr = await rt.github.pull(key.owner, key.repo, key.number)
     head_repo = (gh_pr.get("head") or {}).get("repo") or {}  # a fork's, for a PR from a fork
@@ -89,6 +95,39 @@ async def fix(rt: Runtime, job: Job) -> None:
                push_rejected=verdict.push_rejected, detail=verdict.detail)
     if not await _record(rt, pr.pr_key, pk, n, attempt, findings, verdict):
         bound.info("fix.stale")
+
+
+# How long a dry run holds the round's deadline check: the fixer never ran, so the check would
+# only find the branch unmoved and call the round a husk (and the watchdog would heal a round
+# with no check left). Held, the PR stays at "would run the fixer".
+DRY_RUN_HOLD = timedelta(days=30)
+
+
+async def _dry_run(rt: Runtime, job: Job, pr: PullRequest, rnd, bound) -> None:
+    """Record that the fixer would run now, and with what, and stop: it would push. Nothing is
+    cloned either: a clone is a read, but it costs the disk and minutes a dry run has no use for,
+    and the agent's inputs are all in the round already."""
+    n, pk = rnd.round_no, pr.process_key
+    findings = findings_of(rnd.findings) or ()
+    instructions = json.loads(rnd.instructions or "[]")
+    summary = (f"run the {rt.config.fixer.kind} fixer on round {n} ({rnd.kind}) at "
+               f"{(rnd.entry_head or '')[:7]} with {len(findings)} finding(s) and "
+               f"{len(instructions)} instruction(s)")
+    async with rt.db.session() as s:
+        await prs.fenced_update(None, pr.pr_key, pk, {"last_action": f"dry run: would {summary}"},
+                                expect_status=Status.CONVERGING, expect_round=n, session=s)
+        # The round keeps its findings and instructions (the agent's prompt inputs) and says why
+        # no verdict follows; it stays open, as the fixer's round would while it worked.
+        await rounds.update_round(s, pr.pr_key, pk, n, {"summary": f"dry run: the fixer did not run; it would {summary}"},
+                                  expect_attempt=rnd.attempt, open_only=True)
+        await s.exec(update(Job).where(
+            Job.kind == "progress_check", Job.pr_key == pr.pr_key, Job.process_key == pk, Job.round_no == n,
+            Job.status == JobStatus.QUEUED,
+        ).values(run_at=utcnow() + DRY_RUN_HOLD, last_error="dry run: held, the fixer did not run"))
+    if await outbox.record_dry_run(rt.db, job, summary):
+        metrics.DRY_RUN_SUPPRESSED.labels("fix").inc()
+        bound.info("dry_run.would", kind="fix", summary=summary,
+                   findings=[f"{f.path}:{f.line}" for f in findings][:20])
 
 
 def _base_clone_url(gh_pr: dict, head_repo: dict) -> str | None:
