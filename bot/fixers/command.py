@@ -7,6 +7,7 @@ runs outside it, in a repository the agent never touched (bot/fixers/workspace.p
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -53,6 +54,9 @@ class CommandFixer:
         if not timeout_seconds > 0 or not git_timeout_seconds > 0:
             raise ValueError("command fixer: timeouts must be positive")
         self.argv = list(argv)
+        if os.sep in self.argv[0] and not os.path.isabs(self.argv[0]):
+            # The command runs in the clone; a relative program path means where the bot runs.
+            self.argv[0] = os.path.abspath(self.argv[0])
         self.timeout_seconds = float(timeout_seconds)
         self.identity = GitIdentity(git_author_name, git_author_email)
         self.workdir_root = Path(workdir_root) if workdir_root is not None else None
