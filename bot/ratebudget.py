@@ -1,4 +1,5 @@
-"""The GitHub rate-limit budget of one client (one token, or one App installation).
+"""The GitHub rate-limit budget of one client (one token, or one App installation), and of an App
+serving several installations (`InstallationBudgets`: one budget each, paced by the tightest).
 
 Every GitHub answer carries the balance of the bucket it was charged to (`x-ratelimit-limit`,
 `-remaining`, `-used`, `-reset`, `-resource`: core, graphql, search, ...). The client hands each
@@ -151,7 +152,7 @@ class RateBudget:
         """Every resource seen: limit, remaining, used, reset (epoch), reset_in_seconds, reserve."""
         at = self._now(now)
         out: dict[str, dict] = {}
-        for resource in sorted(self._buckets):
+        for resource in sorted(self._resources()):
             b = self.bucket(resource, at)
             assert b is not None
             out[resource] = {
@@ -208,6 +209,67 @@ class RateBudget:
         b = self.bucket(resource, at)
         return b.seconds_left(at) if b is not None else 0.0
 
+    def _resources(self) -> set[str]:
+        return set(self._buckets)
+
     def clear(self) -> None:
         self._buckets.clear()
         self.unmetered = False
+
+
+class InstallationBudgets(RateBudget):
+    """An App on several installations: each installation has its own 5,000 an hour, so the
+    client records each answer in the budget of the installation it came from (`of`), and
+    refuses a request only when that installation's balance is spent.
+
+    Pacing reads this object as one budget, and it answers for the tightest installation (the
+    least remaining of a resource): the poller and the scan then spend at most what the
+    installation closest to its limit could afford, across all installations. That holds back
+    idle re-reads on the others when one runs low; it never spends past any one's reserve, since
+    each re-read goes to a single installation.
+    """
+
+    def __init__(self, **kw) -> None:
+        self._parts: dict[int, RateBudget] = {}
+        super().__init__(**kw)
+
+    def of(self, installation_id: int) -> RateBudget:
+        part = self._parts.get(installation_id)
+        if part is None:
+            part = self._parts[installation_id] = RateBudget(
+                reserve_fraction=self.reserve_fraction, slice_seconds=self.slice_seconds, clock=self.clock)
+        return part
+
+    @property  # type: ignore[override]
+    def unmetered(self) -> bool:
+        """GitHub meters none of the installations (GHES with rate limiting off)."""
+        parts = getattr(self, "_parts", {})
+        return self._unmetered or (bool(parts) and all(p.unmetered for p in parts.values()))
+
+    @unmetered.setter
+    def unmetered(self, value: bool) -> None:
+        self._unmetered = value
+
+    def installations(self) -> dict[int, RateBudget]:
+        return dict(self._parts)
+
+    def configure(self, *, reserve_fraction: float | None = None, slice_seconds: float | None = None) -> None:
+        super().configure(reserve_fraction=reserve_fraction, slice_seconds=slice_seconds)
+        for part in getattr(self, "_parts", {}).values():
+            part.configure(reserve_fraction=reserve_fraction, slice_seconds=slice_seconds)
+
+    def bucket(self, resource: str = "core", now: Now = None) -> Bucket | None:
+        """The tightest installation's balance (the App's own answers, unassigned, count too)."""
+        at = self._now(now)
+        found = [b for part in self._parts.values() if (b := part.bucket(resource, at)) is not None]
+        if (own := super().bucket(resource, at)) is not None:
+            found.append(own)
+        return min(found, key=lambda b: (b.remaining, b.reset), default=None)
+
+    def _resources(self) -> set[str]:
+        return super()._resources().union(*(p._resources() for p in self._parts.values()))
+
+    def clear(self) -> None:
+        super().clear()
+        for part in self._parts.values():
+            part.clear()

@@ -36,11 +36,18 @@ from githubkit.exception import (
 )
 
 from bot import metrics
-from bot.ratebudget import RateBudget
+from bot.ratebudget import InstallationBudgets, RateBudget
 from storage.locks import KeyedLocks
 
 from .errors import Conflict, GitHubError, NotFound, RateLimited, Unavailable
 from .httpcache import NewestAnswerStorage
+from .installations import (
+    InstallationMap,
+    InstallationsAuthStrategy,
+    NotInstalled,
+    chosen,
+    repo_of_path,
+)
 from .reach import GitHubReach
 from .stamps import parse_time
 
@@ -189,11 +196,14 @@ def open_github(
     timeout: float = 10.0,
     read_timeout: float = 30.0,
 ) -> GitHub:
-    """Build the process's one githubkit client; use it as `async with open_github(...) as gh`."""
+    """Build the process's one githubkit client; use it as `async with open_github(...) as gh`.
+    A GitHub App with no `installation_id` serves every installation (see installations.py)."""
     if app_id and private_key and installation_id:
         from githubkit import AppInstallationAuthStrategy
 
         auth: Any = AppInstallationAuthStrategy(app_id, private_key, installation_id)
+    elif app_id and private_key:
+        auth = InstallationsAuthStrategy(app_id, private_key)
     else:
         from githubkit import TokenAuthStrategy, UnauthAuthStrategy
 
@@ -311,6 +321,10 @@ _GRAPHQL_WRITE = re.compile(r"(?:^|})\s*(?:mutation|subscription)\b")
 _TOKEN_MINT = re.compile(r"POST /app/installations/\d+/access_tokens")
 
 
+def _flight(installation: int | None, resource: str) -> str:
+    return resource if installation is None else f"{installation}:{resource}"
+
+
 SECONDARY_BACKOFF_START = 60.0
 SECONDARY_BACKOFF_CAP = 900.0
 
@@ -319,17 +333,25 @@ class GitHubClient:
     def __init__(self, gh: GitHub, *, max_concurrency: int = 8, bot_login: str | None = None,
                  call_timeout: float = 40.0, rate_budget: RateBudget | None = None):
         self.gh = gh
-        # The installation's (token's) budget per resource, from every answer's x-ratelimit-*.
-        self.rate_budget = rate_budget or RateBudget()
+        # The installation's (token's) budget per resource, from every answer's x-ratelimit-*;
+        # an App on several installations keeps one per installation (see ratebudget.py).
+        self.rate_budget = rate_budget or (InstallationBudgets() if self.per_installation else RateBudget())
+        self.installations = InstallationMap()  # repository -> installation, when per_installation
+        self.installation_lookups = 0  # GET /repos/{o}/{r}/installation made
+        self._lookups = KeyedLocks()
         self.call_timeout = call_timeout
         self.bot_login = bot_login
         self._slots = asyncio.Semaphore(max_concurrency)
         self._pr_mutations = KeyedLocks()
         self._permissions: dict[tuple[str, str, str], tuple[float, str]] = {}
+        # Until when the credential's primary budget is spent; an App serving several
+        # installations keeps it per installation (each has its own limit).
         self._exhausted_until: datetime | None = None
+        self._installation_exhausted: dict[int, datetime] = {}
         self._secondary_strikes = 0
-        self._clone_token: tuple[str, datetime] | None = None
-        self._in_flight: Counter[str] = Counter()  # metered requests sent and not yet answered, per bucket
+        self._clone_tokens: dict[int | None, tuple[str, datetime]] = {}
+        # metered requests sent and not yet answered, per bucket (an installation's: "id:bucket")
+        self._in_flight: Counter[str] = Counter()
         self.gets = 0  # every GET this client made, and those answered 304 (from the cache)
         self.gets_not_modified = 0
         self.reach = GitHubReach()  # answered? credentials taken? (for /readyz)
@@ -342,7 +364,10 @@ class GitHubClient:
             # The primary budget is the token's: no call can succeed before the reset, so
             # further calls fail fast here instead of spending requests on certain 403s.
             err.retry_at = err.retry_at or datetime.now(UTC) + timedelta(seconds=60)
-            self._exhausted_until = err.retry_at
+            if (installation := chosen.get()) is None:
+                self._exhausted_until = err.retry_at
+            else:
+                self._installation_exhausted[installation] = err.retry_at
         elif err.retry_at is None:
             wait = min(SECONDARY_BACKOFF_CAP, SECONDARY_BACKOFF_START * 2**self._secondary_strikes)
             self._secondary_strikes += 1
@@ -353,18 +378,26 @@ class GitHubClient:
         """Record the rate-limit balance an answer reports (no request of its own)."""
         raw = getattr(response, "raw_response", None)
         if isinstance(raw, httpx.Response):
-            self.rate_budget.observe_headers(raw.headers, status=raw.status_code)
+            self._budget().observe_headers(raw.headers, status=raw.status_code)
+
+    def _budget(self) -> RateBudget:
+        """The budget of the installation the request in this task goes to."""
+        budget, installation = self.rate_budget, chosen.get()
+        if isinstance(budget, InstallationBudgets) and installation is not None:
+            return budget.of(installation)
+        return budget
 
     def _spent(self, what: str, resource: str) -> RateLimited | None:
         """The refusal GitHub would answer, when the balance its last answer reported is already
         spent by the requests in flight: the call then waits for the reset without being sent (a
         refused request is one more strike against the token, and each is a 403 to log). Near
         zero this may hold back a conditional read GitHub would have answered 304, for free."""
-        bucket = self.rate_budget.bucket(resource)
-        if bucket is None or bucket.assumed or bucket.remaining - self._in_flight[resource] > 0:
+        bucket = self._budget().bucket(resource)
+        flying = self._in_flight[_flight(chosen.get(), resource)]
+        if bucket is None or bucket.assumed or bucket.remaining - flying > 0:
             return None
         return RateLimited(f"{what}: rate limit spent ({resource} bucket, "
-                           f"{bucket.remaining} left, {self._in_flight[resource]} in flight)",
+                           f"{bucket.remaining} left, {flying} in flight)",
                            datetime.fromtimestamp(bucket.reset, UTC), False)
 
     # -- dry run: the last line of defence against a write nobody meant to make -----------------
@@ -394,14 +427,19 @@ class GitHubClient:
         `resource`: the rate-limit bucket the call is charged to (GraphQL has its own)."""
         if not what.startswith("graphql "):
             self._refuse_in_dry_run(what)  # GraphQL is looked at in `_graphql`, with its document
-        if self._exhausted_until is not None:
-            if datetime.now(UTC) < self._exhausted_until:
-                raise RateLimited(f"{what}: rate limit exhausted", self._exhausted_until, False)
-            self._exhausted_until = None
+        installation = chosen.get()
+        until = self._exhausted_until if installation is None else self._installation_exhausted.get(installation)
+        if until is not None:
+            if datetime.now(UTC) < until:
+                raise RateLimited(f"{what}: rate limit exhausted", until, False)
+            if installation is None:
+                self._exhausted_until = None
+            else:
+                del self._installation_exhausted[installation]
         async with self._slots:
             if metered and (refusal := self._spent(what, resource)) is not None:
                 raise refusal
-            self._in_flight[resource] += metered
+            self._in_flight[_flight(installation, resource)] += metered
             try:
                 # Our own deadline: githubkit's HTTP cache layer (hishel) drops httpx's
                 # per-request timeout, and a GitHub that never answers would hold a worker forever.
@@ -431,7 +469,7 @@ class GitHubClient:
                     err = self._rate_limited(err)
                 raise err from exc
             finally:
-                self._in_flight[resource] -= metered
+                self._in_flight[_flight(installation, resource)] -= metered
         self._secondary_strikes = 0
         return result
 
@@ -445,11 +483,87 @@ class GitHubClient:
         finally:
             _read_log.reset(token)
 
+    # -- installations (an App configured without installation_id) ---------------------------
+
+    @property
+    def per_installation(self) -> bool:
+        """A GitHub App with no installation configured: each repository's installation is
+        looked up, and each request sent with that installation's token."""
+        return isinstance(self.gh.auth, InstallationsAuthStrategy)
+
+    async def installation_for(self, owner: str, repo: str) -> int:
+        """The id of the App's installation on the repository: looked up once as the App, then
+        kept (a 401/404 from it makes the next request look again). NotInstalled when the App is
+        not installed there."""
+        full = f"{owner}/{repo}"
+        if (found := self.installations.get(full)) is not None:
+            return found
+        async with self._lookups.hold(full.lower()):  # concurrent first requests: one lookup
+            if (found := self.installations.get(full)) is not None:
+                return found
+            try:
+                raw = await self._as_app("GET", f"/repos/{owner}/{repo}/installation")
+            except NotFound:
+                raise NotInstalled(full) from None
+            self.installation_lookups += 1
+            found = int(raw.json()["id"])
+            self.installations.learn(full, found)
+            log.info("github.installation", repo=full, installation_id=found)
+            return found
+
+    @contextmanager
+    def for_installation(self, installation_id: int | None) -> Iterator[None]:
+        """Send the requests made inside (in this task) that name no repository (GET
+        /installation/repositories, /rate_limit) with this installation's token."""
+        token = chosen.set(installation_id)
+        try:
+            yield
+        finally:
+            chosen.reset(token)
+
+    async def _choose(self, what: str, repo: str | None) -> int | None:
+        """The installation a request for `repo` goes to (None: the one configured credential)."""
+        if not self.per_installation:
+            return None
+        if repo is None:
+            if (current := chosen.get()) is None:
+                raise GitHubError(f"{what}: names no repository, and the App serves several installations")
+            return current
+        owner, _, name = repo.partition("/")
+        return await self.installation_for(owner, name)
+
+    async def _as_installation_of(self, what: str, repo: str | None, send, **kw: Any) -> Any:
+        """`self._call(what, send, ...)` with the token of `repo`'s installation."""
+        installation = await self._choose(what, repo)
+        if installation is None:
+            return await self._call(what, send, **kw)
+        token = chosen.set(installation)
+        try:
+            return await self._call(what, send, **kw)
+        except GitHubError as e:
+            if repo is not None and (isinstance(e, NotFound) or e.status == 401) and self.installations.doubt(repo):
+                log.info("github.installation_doubted", repo=repo, installation_id=installation, status=e.status)
+            raise
+        finally:
+            chosen.reset(token)
+
+    async def app_installations(self) -> list[dict]:
+        """GET /app/installations as the App (every page): the accounts the App is installed on."""
+        found: list[dict] = []
+        url: str | None = "/app/installations"
+        params: dict | None = {"per_page": 100}
+        while url:
+            raw = await self._as_app("GET", url, params=params)
+            found.extend(raw.json())
+            url, params = raw.links.get("next", {}).get("url"), None
+        return found
+
     async def _request(self, method: str, url: str, **kw: Any) -> httpx.Response:
         reads = _read_log.get() if method == "GET" else None
         if reads is not None:
             reads.reads += 1  # counted before the call: a read that fails is no "unchanged"
-        resp = await self._call(f"{method} {url}", lambda: self.gh.arequest(method, url, **kw))
+        resp = await self._as_installation_of(f"{method} {url}", repo_of_path(url),
+                                              lambda: self.gh.arequest(method, url, **kw))
         raw = resp.raw_response
         if method == "GET":
             cached = not_modified(raw)
@@ -459,13 +573,17 @@ class GitHubClient:
                 reads.unchanged += cached
         return raw
 
-    async def _graphql(self, what: str, query: str, variables: dict) -> dict:
+    async def _graphql(self, what: str, query: str, variables: dict, *, repo: str | None = None) -> dict:
+        """`repo`: the repository the request is for (its installation's token is sent), when
+        the variables do not name it as `owner` and `name`."""
         # The answer itself (not githubkit's parsed data) so its rate-limit headers are seen;
         # `_arequest` + `parse_graphql_response` is what `async_graphql` does (githubkit 0.16).
         gql = self.gh.graphql
         self._refuse_in_dry_run(f"graphql {what}", query)
-        return await self._call(f"graphql {what}", lambda: gql._arequest(query, variables),
-                                parse=gql.parse_graphql_response, resource="graphql")
+        if repo is None and "owner" in variables and "name" in variables:
+            repo = f"{variables['owner']}/{variables['name']}"
+        return await self._as_installation_of(f"graphql {what}", repo, lambda: gql._arequest(query, variables),
+                                              parse=gql.parse_graphql_response, resource="graphql")
 
     async def _json(self, method: str, url: str, **kw: Any) -> Any:
         raw = await self._request(method, url, **kw)
@@ -495,35 +613,44 @@ class GitHubClient:
 
     # -- reads ----------------------------------------------------------------------------------
 
-    async def clone_token(self) -> str | None:
+    async def clone_token(self, owner: str | None = None, repo: str | None = None) -> str | None:
         """A token git can clone and push with: the configured one, or for a GitHub App a
-        fresh installation token (minted once, reused until ten minutes before it expires)."""
+        fresh token of the installation (the one on `owner/repo` when the App serves several;
+        minted once per installation, reused until ten minutes before it expires)."""
         from githubkit import AppInstallationAuthStrategy, TokenAuthStrategy
 
         auth = self.gh.auth
         if isinstance(auth, TokenAuthStrategy):
             return auth.token
-        if not isinstance(auth, AppInstallationAuthStrategy):
+        if isinstance(auth, AppInstallationAuthStrategy):
+            installation = auth.installation_id
+        elif isinstance(auth, InstallationsAuthStrategy):
+            if not owner or not repo:
+                raise GitHubError("clone_token: name the repository: the App serves several installations")
+            installation = await self.installation_for(owner, repo)
+        else:
             return None
         now = datetime.now(UTC)
-        if self._clone_token and self._clone_token[1] - timedelta(minutes=10) > now:
-            return self._clone_token[0]
-        url = f"/app/installations/{auth.installation_id}/access_tokens"
+        cached = self._clone_tokens.get(installation)
+        if cached and cached[1] - timedelta(minutes=10) > now:
+            return cached[0]
+        url = f"/app/installations/{installation}/access_tokens"
         async with self.gh.with_auth(auth.as_app()) as app:
             data = await self._call(f"POST {url}", lambda: app.arequest("POST", url), metered=False)
         body = data.json()
         expires = datetime.fromisoformat(body.get("expires_at", "").replace("Z", "+00:00") or now.isoformat())
-        self._clone_token = (body["token"], expires)
+        self._clone_tokens[installation] = (body["token"], expires)
         return body["token"]
 
     # -- the App's webhook delivery log: as the App (its JWT), not on the installation's budget --
 
     @property
     def is_app(self) -> bool:
-        """Authenticated as a GitHub App installation; only an App can read its delivery log."""
+        """Authenticated as a GitHub App (one installation or several); only an App can read its
+        delivery log."""
         from githubkit import AppInstallationAuthStrategy
 
-        return isinstance(self.gh.auth, AppInstallationAuthStrategy)
+        return isinstance(self.gh.auth, AppInstallationAuthStrategy | InstallationsAuthStrategy)
 
     async def _as_app(self, method: str, url: str, **kw: Any) -> httpx.Response:
         async with self.gh.with_auth(self.gh.auth.as_app()) as app:
@@ -700,9 +827,20 @@ class GitHubClient:
         return await self._pages(f"/repos/{owner}/{repo}/pulls", {"state": "open"})
 
     async def installation_repositories(self) -> list[str]:
-        """Full names of the repositories the App installation reaches (every page)."""
-        pages = await self._pages("/installation/repositories")
-        return [r["full_name"] for page in pages for r in page.get("repositories") or []]
+        """Full names of the repositories the App installation reaches (every page); for an App
+        serving several installations, those of every installation (GET /app/installations as
+        the App), whose installation is then known without a lookup."""
+        if not self.per_installation:
+            pages = await self._pages("/installation/repositories")
+            return [r["full_name"] for page in pages for r in page.get("repositories") or []]
+        names: list[str] = []
+        for installation in await self.app_installations():
+            with self.for_installation(int(installation["id"])):
+                pages = await self._pages("/installation/repositories")
+            for name in (r["full_name"] for page in pages for r in page.get("repositories") or []):
+                self.installations.learn(name, int(installation["id"]))
+                names.append(name)
+        return names
 
     async def permission(self, owner: str, repo: str, user: str, *, fresh: bool = False) -> str:
         """The user's permission on the repo (`admin`/`maintain`/`write`/...), cached briefly.
@@ -776,12 +914,13 @@ class GitHubClient:
                 )
             return wanted
 
-    async def write_threads(self, writes: Sequence[ThreadWrite]) -> None:
-        """Every reply and resolve of `writes` in one GraphQL request (nothing when empty)."""
+    async def write_threads(self, writes: Sequence[ThreadWrite], *, repo: str | None = None) -> None:
+        """Every reply and resolve of `writes` in one GraphQL request (nothing when empty).
+        `repo` (owner/repo): the threads' repository, whose installation the request goes to."""
         writes = [w for w in writes if w.body is not None or w.resolve]
         if writes:
             query, variables = threads_mutation(writes)
-            await self._graphql("writeThreads", query, variables)
+            await self._graphql("writeThreads", query, variables, repo=repo)
 
     async def create_check_run(self, owner: str, repo: str, **fields: Any) -> dict:
         return await self._json("POST", f"/repos/{owner}/{repo}/check-runs", json=fields)
@@ -817,7 +956,7 @@ class GitHubClient:
         async with self.mutating(f"{owner}/{repo}#{number}"):
             try:
                 data = await self._graphql("enqueuePullRequest", _ENQUEUE_MUTATION,
-                                           {"id": node_id, "head": expected_head})
+                                           {"id": node_id, "head": expected_head}, repo=f"{owner}/{repo}")
             except GitHubError as e:
                 if isinstance(e.__cause__, GraphQLFailed):
                     raise Conflict(str(e)) from e

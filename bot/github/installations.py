@@ -1,0 +1,134 @@
+"""One GitHub App on several accounts: which installation each request goes to.
+
+Configured without an `installation_id`, the App serves every account it is installed on. Each
+repository's installation is looked up once (`GET /repos/{o}/{r}/installation`, as the App) and
+kept in process: it changes only when the App is uninstalled and installed again, and a 401 or 404
+from that installation then makes the next request look again (at most once a minute per
+repository, so a resource that really is missing does not cost a lookup per read).
+
+The client says which installation a request is for through a context variable (`chosen`), read
+by the auth flow of the one githubkit client: requests share its connection pool and HTTP cache,
+and each installation's token is githubkit's own (`AppAuth`), minted once and cached until a
+minute before it expires.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncGenerator, Generator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import httpx
+from githubkit import AppAuthStrategy, AppInstallationAuthStrategy
+from githubkit.auth.app import AppAuth
+from githubkit.auth.base import BaseAuthStrategy
+
+from .errors import NotFound
+
+if TYPE_CHECKING:
+    from githubkit import GitHubCore
+
+REVERIFY_SECONDS = 60.0
+
+# The installation the request being sent in this task goes to (None: the App itself, or the
+# one configured installation).
+chosen: ContextVar[int | None] = ContextVar("convergebot_installation", default=None)
+
+_REPO_PATH = re.compile(r"^/repos/([^/?#]+)/([^/?#]+)")
+
+
+class NotInstalled(NotFound):
+    """The App has no installation on the repository's account (a 404 from its lookup)."""
+
+    def __init__(self, repo: str) -> None:
+        super().__init__(f"the GitHub App is not installed on {repo}", 404)
+        self.repo = repo
+
+
+def repo_of_path(path: str) -> str | None:
+    """`owner/repo` for a REST path under /repos/ (an absolute URL's path too), else None."""
+    if "://" in path:
+        path = httpx.URL(path).path
+    m = _REPO_PATH.match(path)
+    return f"{m[1]}/{m[2]}" if m else None
+
+
+@dataclass
+class InstallationsAuthStrategy(BaseAuthStrategy):
+    """A GitHub App with no installation fixed: each request is sent with the token of the
+    installation `chosen` names, or as the App (its JWT) when none is chosen."""
+
+    app_id: str | int
+    private_key: str
+
+    def as_app(self) -> AppAuthStrategy:
+        return AppAuthStrategy(self.app_id, self.private_key)
+
+    def as_installation(self, installation_id: int) -> AppInstallationAuthStrategy:
+        return AppInstallationAuthStrategy(self.app_id, self.private_key, installation_id)
+
+    def get_auth_flow(self, github: GitHubCore) -> httpx.Auth:
+        return _ChosenInstallationAuth(github, self)
+
+
+class _ChosenInstallationAuth(httpx.Auth):
+    def __init__(self, github: GitHubCore, strategy: InstallationsAuthStrategy) -> None:
+        self._github = github
+        self._strategy = strategy
+        self._app = AppAuth(github, strategy.app_id, strategy.private_key)
+        self._installations: dict[int, AppAuth] = {}
+
+    def _auth(self) -> AppAuth:
+        installation_id = chosen.get()
+        if installation_id is None:
+            return self._app
+        auth = self._installations.get(installation_id)
+        if auth is None:
+            auth = self._installations[installation_id] = AppAuth(
+                self._github, self._strategy.app_id, self._strategy.private_key,
+                installation_id=installation_id)
+        return auth
+
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        return (yield from self._auth().sync_auth_flow(request))
+
+    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        flow = self._auth().async_auth_flow(request)
+        outgoing = await flow.__anext__()
+        while True:
+            response = yield outgoing
+            try:
+                outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                return
+
+
+class InstallationMap:
+    """Repository -> installation id, as looked up or learnt (webhooks, installation listings)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, tuple[int, float]] = {}  # lower-cased owner/repo -> (id, learnt at)
+
+    def get(self, repo: str) -> int | None:
+        found = self._ids.get(repo.lower())
+        return found[0] if found else None
+
+    def learn(self, repo: str, installation_id: int) -> None:
+        known = self._ids.get(repo.lower())
+        if known is None or known[0] != installation_id:
+            self._ids[repo.lower()] = (installation_id, time.monotonic())
+
+    def doubt(self, repo: str) -> bool:
+        """A 401/404 came from the repository's installation: forget it, unless it was learnt in
+        the last minute (a resource that is really missing must not cost a lookup per read)."""
+        known = self._ids.get(repo.lower())
+        if known is None or time.monotonic() - known[1] < REVERIFY_SECONDS:
+            return False
+        del self._ids[repo.lower()]
+        return True
+
+    def __len__(self) -> int:
+        return len(self._ids)
