@@ -81,7 +81,7 @@ async def fix(rt: Runtime, job: Job) -> None:
         request = FixRequest(
             pr_key=pr.pr_key, round_no=n, attempt=attempt, title=gh_pr.get("title") or pr.title,
             description=gh_pr.get("body") or "", head_branch=branch, entry_head=rnd.entry_head,
-            clone_url=head_repo.get("clone_url") or "", token=await rt.github.clone_token(),
+            clone_url=head_repo.get("clone_url") or "", token=await rt.github.clone_token(key.owner, key.repo),
             findings=findings, instructions=tuple(json.loads(rnd.instructions or "[]")),
             kind=rnd.kind, base_branch=(gh_pr.get("base") or {}).get("ref"),
             base_clone_url=_base_clone_url(gh_pr, head_repo),

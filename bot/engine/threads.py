@@ -71,4 +71,4 @@ async def reply_and_resolve(rt: Runtime, pr_key: str, replies: Sequence[Reply],
             current = as_read(answered)
         else:
             current = {t["id"]: t for t in await rt.github.review_threads(key.owner, key.repo, key.number)}
-        await rt.github.write_threads(writes_for(current, replies))
+        await rt.github.write_threads(writes_for(current, replies), repo=key.full_repo)
