@@ -9,9 +9,11 @@ from .state import Repo
 
 
 def push_fields(ctx: RenderContext, repo: Repo, *, ref: str, before: str, after: str,
-                commits: list[CommitInfo], forced: bool, pusher: str) -> dict:
-    """The body of a `push` event, minus repository and sender."""
-    listed = [push_commit(ctx, repo, c) for c in commits]
+                commits: list[CommitInfo], forced: bool, pusher: str,
+                files: dict[str, dict[str, list[str]]] | None = None) -> dict:
+    """The body of a `push` event, minus repository and sender; `files`: by commit sha, what
+    each added, removed and modified."""
+    listed = [push_commit(ctx, repo, c, (files or {}).get(c.sha)) for c in commits]
     return {
         "ref": ref,
         "before": before,

@@ -363,6 +363,21 @@ class GitStore:
         out = await self.run(git_dir, "log", "--reverse", "-z", _LOG_FORMAT, *spec)
         return [_commit(record) for record in filter(None, out.split("\0"))]
 
+    async def files_by_commit(self, git_dir: Path, base: str, head: str) -> dict[str, dict[str, list[str]]]:
+        """What each commit `commits_between` lists changed, as a push event's commit lists it:
+        `{sha: {"added": [...], "removed": [...], "modified": [...]}}` (one git call)."""
+        spec = [head, "--max-count=20"] if base == ZERO_SHA else [f"{base}..{head}"]
+        out = await self.run(git_dir, "-c", "core.quotePath=false", "log", "--no-renames",
+                             "--name-status", "--format=%x1e%H", *spec)
+        files: dict[str, dict[str, list[str]]] = {}
+        for chunk in filter(None, out.split("\x1e")):
+            sha, *lines = chunk.strip("\n").split("\n")
+            lists = files[sha] = {"added": [], "removed": [], "modified": []}
+            for line in filter(None, lines):
+                code, _, path = line.partition("\t")
+                lists[{"A": "added", "D": "removed"}.get(code[:1], "modified")].append(path)
+        return files
+
     async def commit_info(self, git_dir: Path, sha: str) -> CommitInfo:
         out = await self.run(git_dir, "log", "-1", "-z", _LOG_FORMAT, sha)
         return _commit(out.rstrip("\0"))

@@ -124,12 +124,13 @@ class RepoOps(SimulatorCore):
 
     async def _emit_push(self, repo: Repo, ref: str, old: str, new: str, pusher: str,
                          via: str = "control") -> None:
-        commits, forced = [], False
+        commits, files, forced = [], {}, False
         if new != ZERO_SHA:
             since = old
             if old == ZERO_SHA and ref != f"refs/heads/{repo.default_branch}":
                 since = await self.git.branch_sha(repo.git_dir, repo.default_branch) or ZERO_SHA
             commits = await self.git.commits_between(repo.git_dir, since, new)
+            files = await self.git.files_by_commit(repo.git_dir, since, new)
             forced = old != ZERO_SHA and not await self.git.is_ancestor(repo.git_dir, old, new)
         # The same one merge-base call decides the webhook's `forced` and this record.
         self.ref_updates.append({"kind": "ref_update", "repo": repo.full_name, "ref": ref,
@@ -138,4 +139,4 @@ class RepoOps(SimulatorCore):
                                  "pusher": pusher, "via": via, "at": iso(now())})
         self.emit("push", repo, pusher, **push_fields(
             self.ctx, repo, ref=ref, before=old, after=new, commits=commits, forced=forced,
-            pusher=pusher))
+            pusher=pusher, files=files))

@@ -12,11 +12,13 @@ def _person(c: CommitInfo) -> dict:
     return {"name": c.author.name, "email": c.author.email}
 
 
-def push_commit(ctx: RenderContext, repo: Repo, c: CommitInfo) -> dict:
+def push_commit(ctx: RenderContext, repo: Repo, c: CommitInfo, files: dict[str, list[str]] | None = None) -> dict:
+    """`files`: the paths it added, removed and modified (GitHub lists them in a push event)."""
     person = {**_person(c), "username": c.author.name}
     return {"id": c.sha, "tree_id": c.tree, "distinct": True, "message": c.message,
             "timestamp": c.timestamp, "url": ctx.html(f"{repo.full_name}/commit/{c.sha}"),
-            "author": person, "committer": person, "added": [], "removed": [], "modified": []}
+            "author": person, "committer": person,
+            "added": [], "removed": [], "modified": [], **(files or {})}
 
 
 def head_commit(c: CommitInfo) -> dict:
