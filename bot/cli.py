@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from storage import prs, runs
+from storage import prs
 from storage.database import Database, NoDatabase, UnsupportedURL, connect_failure, normalize_url
 from storage.migrate import current_revision, head_revision, migrate
 
@@ -20,7 +20,7 @@ from .config import MAX_ROUNDS, Config, ConfigError, load_config
 from .enrollment import Outcome, SubmitOptions, abandon_pr, submit_pr
 from .logs import configure_logging
 from .prkey import PrKey, PrKeyError, parse_pr_key
-from .views import dependencies_text, prs_json
+from .views import dependencies_text, pr_detail, prs_json
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -225,15 +225,13 @@ async def _status(args, config: Config, db: Database) -> int:
         views = [view]
     else:
         views = await prs.list_all(db)
+    if args.json and args.key:
+        # One PR: its full detail, the shape GET /api/prs/{owner}/{repo}/{number} answers.
+        print(json.dumps(await pr_detail(db, views[0], config.budget), indent=2))
+        return 0
     rows = await prs_json(db, views)
     if args.json:
-        if args.key:
-            rows[0]["runs"] = [
-                {"process_key": r.process_key, "state": r.state, "reason": r.reason,
-                 "started_at": r.started_at.isoformat()}
-                for r in await runs.runs_for(db, rows[0]["pr_key"])
-            ]
-        print(json.dumps(rows[0] if args.key else rows, indent=2))
+        print(json.dumps(rows, indent=2))
         return 0
     if not rows:
         print("no PRs enrolled")

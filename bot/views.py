@@ -3,14 +3,22 @@ and the demo."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
 
+from bot import outbox
 from bot.prkey import try_parse_pr_key
-from storage import dependencies
+from storage import commands, dependencies, escalations, jobs, rounds, runs
 from storage.database import Database
+from storage.models import Command, Escalation, Job, Round, utcnow
 from storage.prs import PrView
-from storage.statuses import Status
+from storage.statuses import ACTIVE, Status
+
+if TYPE_CHECKING:
+    from bot.config import BudgetConfig
 
 
 @dataclass(frozen=True)
@@ -75,8 +83,197 @@ def pr_json(view: PrView, deps: Dependencies) -> dict:
     }
 
 
+def needs_attention(row: dict) -> bool:
+    """Whether a `pr_json` row waits on a person: escalated (a question is open), or its run
+    ended out of band while the row still reads active (a crash clean-up, a lost race: stuck,
+    with nobody told). A PR abandoned on purpose, merged or converged needs no one; one
+    waiting for a review, its dependencies or the merge is the bot's to wait for."""
+    if row["status"] == Status.ESCALATED:
+        return True
+    return row["status"] == Status.ABANDONED and row["stored_status"] in ACTIVE
+
+
 def dependencies_text(row: dict) -> str:
     """A `pr_json` row's dependencies in one line for people, those not merged yet marked."""
     if not row["depends_on"]:
         return "-"
     return ", ".join(k + (" (not merged)" if k in row["unmerged_deps"] else "") for k in row["depends_on"])
+
+
+# -- a PR's full detail: its run's rounds, escalations, jobs and effects, as stored -----------
+
+# Job states an effect can be in (storage.jobs.JobStatus); a state not listed here (a newer
+# one) is shown as it is stored. One whose name says "dry" was recorded but not performed.
+EFFECT_DONE = "done"
+DETAIL_JOBS = 200  # newest jobs and effects shown; a long-lived PR may have thousands
+
+
+def is_dry_run_state(state: str) -> bool:
+    """Whether an effect's state says it was recorded in a dry run and not performed."""
+    return "dry" in state.lower()
+
+
+def comment_url(pr_url: str | None, comment_id: int | None) -> str | None:
+    """Where an issue comment of the PR is on GitHub (the PR page's anchor for it)."""
+    if not pr_url or not comment_id:
+        return None
+    return f"{pr_url}#issuecomment-{comment_id}"
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.isoformat() if t else None
+
+
+def findings_list(text: str | None) -> list[dict]:
+    """A round's stored findings as `{body, path, line, author}` (what a person reads of them)."""
+    try:
+        items = json.loads(text or "[]")
+    except ValueError:
+        return [{"body": text, "path": None, "line": None, "author": None}]
+    out = []
+    for item in items if isinstance(items, list) else [items]:
+        if isinstance(item, dict):
+            out.append({"body": str(item.get("body") or ""), "path": item.get("path"),
+                        "line": item.get("line") if isinstance(item.get("line"), int) else None,
+                        "author": item.get("author")})
+        else:
+            out.append({"body": str(item), "path": None, "line": None, "author": None})
+    return out
+
+
+def _payload(job: Job) -> dict:
+    try:
+        p = json.loads(job.payload)
+    except ValueError:
+        return {}
+    return p if isinstance(p, dict) else {}
+
+
+def _replies_of(effects: list[Job], process_key: str | None, round_no: int) -> dict:
+    """The reply effects the run queued in this round: how many replies, and their states."""
+    posted, states = 0, []
+    for job in effects:
+        p = _payload(job)
+        if p.get("effect") == "reply" and job.process_key == process_key and p.get("round") == round_no:
+            posted += len(p.get("replies") or [p])
+            states.append(job.status)
+    return {"count": posted, "states": states}
+
+
+def round_json(r: Round, effects: list[Job]) -> dict:
+    findings = findings_list(r.findings)
+    return {
+        "round": r.round_no,
+        "kind": r.kind,
+        "status": r.status or "in progress",
+        "in_progress": r.status is None,
+        "entry_head": r.entry_head,
+        "exit_head": r.exit_head,
+        "review_id": r.review_id,
+        "findings_count": len(findings),
+        "findings": findings,
+        "summary": r.summary,
+        "fixer": r.fixer,
+        "verdict": r.verdict,
+        "question": r.question,
+        # `attempt` numbers the fixer dispatches of the round from 0 (-1: none yet).
+        "attempts": max(0, r.attempt + 1),
+        "reruns": max(0, r.attempt),
+        "replies": _replies_of(effects, r.process_key, r.round_no),
+        "started_at": _iso(r.started_at),
+        "ended_at": _iso(r.ended_at),
+        "fixer_started_at": _iso(r.fixer_started_at),
+        "fixer_finished_at": _iso(r.fixer_finished_at),
+    }
+
+
+def escalation_json(e: Escalation, pr_url: str | None, answer_comment_id: int | None) -> dict:
+    return {
+        "id": e.id,
+        "kind": e.kind,
+        "round": e.round_no,
+        "status": e.status,
+        "question": e.question,
+        "asked_at": _iso(e.asked_at),
+        "answered": e.status == "answered",
+        "answer": e.answer,
+        "answered_by": e.answered_by,
+        "answered_at": _iso(e.answered_at),
+        "comment_id": e.comment_id,
+        "comment_url": comment_url(pr_url, e.comment_id),
+        "answer_comment_id": answer_comment_id,
+        "answer_url": comment_url(pr_url, answer_comment_id),
+    }
+
+
+def _answer_comment(e: Escalation, answers: list[Command]) -> int | None:
+    """The maintainer comment that answered `e`: the latest accepted `answer` command by its
+    author made before the answer was written (None: answered from the CLI, or not answered)."""
+    if e.answered_at is None:
+        return None
+    fitting = [c for c in answers if c.author == e.answered_by and c.created_at <= e.answered_at]
+    return fitting[-1].comment_id if fitting else None
+
+
+def job_json(job: Job) -> dict:
+    return {"id": job.id, "kind": job.kind, "status": job.status, "round": job.round_no,
+            "attempts": job.attempts, "max_attempts": job.max_attempts, "created_at": _iso(job.created_at),
+            "run_at": _iso(job.run_at), "finished_at": _iso(job.finished_at), "last_error": job.last_error}
+
+
+def effect_json(job: Job) -> dict:
+    p = _payload(job)
+    return {**job_json(job), "effect": str(p.get("effect") or "?"),
+            "dry_run": is_dry_run_state(job.status), "escalation_id": p.get("escalation_id")}
+
+
+def effect_budget(effects: list[Job], escalation_rows: list[Escalation], cfg: BudgetConfig | None) -> dict:
+    """The PR's writes and comments within the budget's window, counted as bot/budget.py counts
+    them: the runs' done effects of the last hour, or since a maintainer answered a runaway pause."""
+    # Imported here: bot.budget imports the engine, which imports these views.
+    from bot import budget
+    since = max([utcnow() - budget.WINDOW, *[e.answered_at for e in escalation_rows
+                                             if e.kind == budget.RUNAWAY and e.answered_at is not None]])
+    done = [j for j in effects if j.process_key is not None and j.status == EFFECT_DONE
+            and j.finished_at is not None and j.finished_at >= since]
+    comments = sum(budget._comments(j.payload) for j in done
+                   if _payload(j).get("effect") in outbox.COMMENT_EFFECTS)
+    return {"since": _iso(since), "writes": len(done), "comments": comments,
+            "writes_per_hour": cfg.writes_per_hour if cfg else None,
+            "comments_per_hour": cfg.comments_per_hour if cfg else None,
+            "paused": any(e.kind == budget.RUNAWAY and e.status == "open" for e in escalation_rows)}
+
+
+async def pr_detail(db: Database, view: PrView, budget_cfg: BudgetConfig | None = None) -> dict:
+    """Everything stored about one PR, for people (the dashboard's PR page) and programs (the
+    API, `status --json`): `pr_json`, its run's rounds as a timeline, its escalations with
+    links to their comments, its runs, its job history and its effects with the write budget.
+    Only the database is read: showing a PR costs no GitHub request."""
+    pr = view.pr
+    deps = (await dependencies_of(db, [pr.pr_key])).get(pr.pr_key, NONE)
+    all_jobs = await jobs.list_jobs(db, pr.pr_key)
+    effects = [j for j in all_jobs if j.kind == outbox.KIND]
+    other = [j for j in all_jobs if j.kind != outbox.KIND]
+    history = [r for r in await rounds.for_pr(db, pr.pr_key) if r.process_key == pr.process_key]
+    esc = await escalations.for_pr(db, pr.pr_key)
+    answers = [c for c in await commands.for_pr(db, pr.pr_key) if c.verb == "answer" and c.accepted]
+    run_rows = await runs.runs_for(db, pr.pr_key)
+    current = next((r for r in run_rows if r.process_key == pr.process_key), None)
+    return {
+        **pr_json(view, deps),
+        "author": pr.author,
+        "head_branch": pr.head_branch,
+        "last_action": pr.last_action,
+        "escalated_at": _iso(pr.escalated_at),
+        "abandon_reason": current.reason if current and view.derived_status == Status.ABANDONED else None,
+        "run_reason": current.reason if current else None,
+        "rounds": sorted((round_json(r, effects) for r in history), key=lambda r: r["round"]),
+        "escalations": [escalation_json(e, pr.url, _answer_comment(e, answers)) for e in esc],
+        "runs": [{"process_key": r.process_key, "kind": r.kind, "state": r.state, "reason": r.reason,
+                  "started_at": _iso(r.started_at), "ended_at": _iso(r.ended_at)} for r in run_rows],
+        "jobs": [job_json(j) for j in other[-DETAIL_JOBS:]],
+        "jobs_total": len(other),
+        "effects": [effect_json(j) for j in effects[-DETAIL_JOBS:]],
+        "effects_total": len(effects),
+        "effect_budget": effect_budget(effects, esc, budget_cfg),
+    }

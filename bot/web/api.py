@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse
 from bot.config import MAX_ROUNDS, ConvergenceConfig
 from bot.enrollment import SubmitOptions, submit_pr
 from bot.prkey import PrKey, PrKeyError, parse_pr_key
-from bot.views import prs_json
+from bot.views import pr_detail, prs_json
 from storage import jobs, prs
 
 SUBMISSION_FIELDS = frozenset({"pr", "max_rounds", "no_merge"})
@@ -25,17 +25,26 @@ async def list_prs(request: Request) -> JSONResponse:
     return JSONResponse(await prs_json(db, await prs.list_all(db)))
 
 
-async def get_pr(request: Request) -> JSONResponse:
+def path_key(request: Request) -> PrKey:
+    """The PR a `/{owner}/{repo}/{number}` path names; PrKeyError says why it names none. The
+    number is matched as text, so `x` or `0` get this one-line error rather than the router's."""
     p = request.path_params
+    if not p["number"].isdigit():
+        raise PrKeyError(f"malformed PR number {p['number']!r}: expected a number from 1")
+    return parse_pr_key(f"{p['owner']}/{p['repo']}#{p['number']}")
+
+
+async def get_pr(request: Request) -> JSONResponse:
+    """The PR's full detail (`pr_detail`); the list keeps the summary shape."""
     try:
-        key = parse_pr_key(f"{p['owner']}/{p['repo']}#{p['number']}")
+        key = path_key(request)
     except PrKeyError as e:
         return JSONResponse({"error": str(e)}, status_code=400)
-    db = request.app.state.runtime.db
-    view = await prs.get(db, str(key))
+    rt = request.app.state.runtime
+    view = await prs.get(rt.db, str(key))
     if view is None:
         return JSONResponse({"error": f"{key} is not enrolled"}, status_code=404)
-    return JSONResponse((await prs_json(db, [view]))[0])
+    return JSONResponse(await pr_detail(rt.db, view, rt.config.budget))
 
 
 async def post_pr(request: Request) -> JSONResponse:

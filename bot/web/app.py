@@ -7,21 +7,24 @@ from starlette.routing import Route
 
 from bot.runtime import Runtime
 
-from . import api, health
-from .dashboard import dashboard
+from . import api, health, openapi
+from .dashboard import dashboard, pr_page
 from .webhook import receive_webhook
 
 
 def build_app(rt: Runtime) -> Starlette:
     app = Starlette(routes=[
         Route("/", dashboard),
+        Route("/prs/{owner}/{repo}/{number}", pr_page),
         Route("/webhook", receive_webhook, methods=["POST"]),
         Route("/livez", health.livez),
         Route("/readyz", health.readyz),
         Route("/metrics", health.metrics),
         Route("/api/prs", api.list_prs, methods=["GET"]),
         Route("/api/prs", api.post_pr, methods=["POST"]),
-        Route("/api/prs/{owner}/{repo}/{number:int}", api.get_pr),
+        # The number is matched as text: `x` or `0` get the handler's one-line 400, not a 404.
+        Route("/api/prs/{owner}/{repo}/{number}", api.get_pr),
+        Route("/api/openapi.json", openapi.openapi),
     ])
     app.state.runtime = rt
     return app

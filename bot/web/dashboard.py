@@ -1,72 +1,118 @@
-"""`/`: one page for people: the enrolled PRs, their rounds and the open escalations."""
+"""`/` and `/prs/{owner}/{repo}/{number}`: the pages for people, rendered on the server.
+
+Jinja2 templates (bot/web/templates/) with autoescape on; stored Markdown goes through
+`bot.web.markdown`. The list filters with a plain GET form, so a filtered view is a URL one
+can share and the 15 s refresh keeps it. The PR page shows `pr_detail`, the API's shape: what
+a person sees and what a program reads cannot drift apart.
+"""
 
 from __future__ import annotations
 
-from html import escape
+from datetime import UTC, datetime
+from pathlib import Path
 
+from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from bot.views import Dependencies, dependencies_of
+from bot.prkey import PrKeyError, try_parse_pr_key
+from bot.views import comment_url, needs_attention, pr_detail, prs_json
 from storage import escalations, prs, rounds
+from storage.statuses import Status
 
-_STYLE = """
-body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{padding:.3em .7em;border-bottom:1px solid #ddd;
-text-align:left;vertical-align:top}th{background:#f4f4f4}.s{font-weight:600}
-.escalated{color:#b35900}.merged,.converged{color:#1a7f37}.abandoned{color:#888}
-details{margin:.2em 0}code{font-size:12px}.waiting{color:#b35900}
-"""
+from . import markdown
+from .api import path_key
 
+REFRESH_SECONDS = 15
 
-def _dependencies(deps: Dependencies | None) -> str:
-    if deps is None:
-        return "-"
-    return "<br>".join(escape(k) + (' <span class="waiting">not merged</span>' if k in deps.unmerged
-                                    else ' <span class="merged">merged</span>') for k in deps.depends_on)
+_env = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
+                   autoescape=select_autoescape(default=True, default_for_string=True))
 
 
-def _row(cells: list[str]) -> str:
-    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+def _when(value: datetime | str | None) -> datetime | None:
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.astimezone(UTC) if value else None
+
+
+def utc_text(value: datetime | str | None) -> str:
+    """`2026-11-30 19:10 UTC`: every time on the pages is UTC, and says so."""
+    t = _when(value)
+    return t.strftime("%Y-%m-%d %H:%M UTC") if t else "-"
+
+
+def utc_iso(value: datetime | str | None) -> str:
+    t = _when(value)
+    return t.isoformat() if t else ""
+
+
+def web_url(url: str | None) -> str:
+    """A stored URL fit for an href: http(s) only (a row's URL came from outside)."""
+    return url if url and url.lower().startswith(("https://", "http://")) else "#"
+
+
+_env.filters.update(markdown=markdown.render, web_url=web_url, utc=utc_text, utc_iso=utc_iso, short=lambda s: (s or "")[:7])
+_env.globals.update(comment_url=comment_url)
+
+
+def _dry_run(request: Request) -> bool:
+    return bool(getattr(request.app.state.runtime.config.github, "dry_run", False))
+
+
+def _page(request: Request, template: str, status_code: int = 200, **context) -> HTMLResponse:
+    html = _env.get_template(template).render(dry_run=_dry_run(request), **context)
+    return HTMLResponse(html, status_code=status_code)
+
+
+def _repo_of(pr_key: str) -> str:
+    return pr_key.rsplit("#", 1)[0]
 
 
 async def dashboard(request: Request) -> HTMLResponse:
     db = request.app.state.runtime.db
+    q = request.query_params
+    wanted_status, wanted_repo = q.get("status", ""), q.get("repo", "").lower()
+    attention = q.get("attention") in ("1", "on", "true")
     views = await prs.list_all(db)
-    deps = await dependencies_of(db)
-    body = [f"<h1>convergebot</h1><p>{len(views)} PR(s) enrolled · refreshes every 15 s</p>"]
-    open_esc = []
-    table = ["<table><tr><th>PR</th><th>title</th><th>status</th><th>round</th>"
-             "<th>depends on</th><th>last action</th><th>updated</th></tr>"]
-    for v in views:
-        pr = v.pr
-        status = escape(v.derived_status)
-        history = [r for r in await rounds.for_pr(db, pr.pr_key) if r.process_key == pr.process_key]
-        detail = "".join(
-            f"<div>round {r.round_no}: {escape(r.status or 'in progress')} · "
-            f"<code>{escape((r.entry_head or '')[:7])}</code>→<code>{escape((r.exit_head or '')[:7])}</code>"
-            f"{' · ' + escape(r.summary[:120]) if r.summary else ''}</div>" for r in history)
-        table.append(_row([
-            f'<a href="{escape(pr.url)}">{escape(pr.pr_key)}</a>',
-            escape(pr.title) + (f"<details><summary>{len(history)} round(s)</summary>{detail}</details>"
-                                if history else ""),
-            f'<span class="s {status}">{status}</span>',
-            f"{pr.current_round}/{pr.max_rounds}",
-            _dependencies(deps.get(pr.pr_key)),
-            escape(pr.last_action or "-"),
-            escape(pr.updated_at.strftime("%Y-%m-%d %H:%M:%S")),
-        ]))
-        open_esc += [(pr, e) for e in await escalations.open_for(db, pr.pr_key)]
-    table.append("</table>")
-    body += table
-    body.append(f"<h2>Open escalations ({len(open_esc)})</h2>")
-    if open_esc:
-        body.append("<table><tr><th>PR</th><th>#</th><th>kind</th><th>question</th><th>asked</th></tr>")
-        body += [_row([escape(pr.pr_key), str(e.id), escape(e.kind), escape(e.question).replace("\n", "<br>"),
-                       escape(e.asked_at.strftime("%Y-%m-%d %H:%M"))]) for pr, e in open_esc]
-        body.append("</table>")
-    else:
-        body.append("<p>None.</p>")
-    page = (f'<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="15">'
-            f"<title>convergebot</title><style>{_STYLE}</style></head><body>{''.join(body)}</body></html>")
-    return HTMLResponse(page)
+    rows = await prs_json(db, views) if views else []
+    repos = sorted({_repo_of(r["pr_key"]) for r in rows})
+    shown = [r for r in rows
+             if (not wanted_status or r["status"] == wanted_status)
+             and (not wanted_repo or _repo_of(r["pr_key"]) == wanted_repo)
+             and (not attention or needs_attention(r))]
+    by_key = {v.pr.pr_key: v.pr for v in views}
+    for r in shown:
+        pr = by_key[r["pr_key"]]
+        r["last_action"] = pr.last_action
+        r["path"] = _path(r["pr_key"])
+        now = [x for x in await rounds.for_pr(db, pr.pr_key)
+               if x.process_key == pr.process_key and x.round_no == pr.current_round]
+        r["attempts"] = max(0, now[-1].attempt + 1) if now else 0
+        r["reruns"] = max(0, now[-1].attempt) if now else 0
+        r["attention"] = needs_attention(r)
+    open_escalations = [(r, e) for r in shown for e in await escalations.open_for(db, r["pr_key"])]
+    statuses = [s.value for s in Status]
+    return _page(request, "list.html", rows=shown, open_escalations=open_escalations, total=len(rows), repos=repos, statuses=statuses,
+                 wanted_status=wanted_status, wanted_repo=wanted_repo, attention=attention,
+                 filtered=bool(wanted_status or wanted_repo or attention), refresh=REFRESH_SECONDS)
+
+
+def _path(pr_key: str) -> str:
+    key = try_parse_pr_key(pr_key)
+    return f"/prs/{key.owner}/{key.repo}/{key.number}" if key else "/"
+
+
+async def pr_page(request: Request) -> HTMLResponse:
+    try:
+        key = path_key(request)
+    except PrKeyError as e:
+        return _page(request, "error.html", 400, title="Not a pull request", message=str(e))
+    rt = request.app.state.runtime
+    view = await prs.get(rt.db, str(key))
+    if view is None:
+        return _page(request, "error.html", 404, title="Not enrolled", message=f"{key} is not enrolled.")
+    detail = await pr_detail(rt.db, view, rt.config.budget)
+    detail["dependency_paths"] = {k: _path(k) for k in detail["depends_on"]}
+    detail["dependency_statuses"] = {k: ("not merged" if k in detail["unmerged_deps"] else "merged")
+                                     for k in detail["depends_on"]}
+    return _page(request, "pr.html", pr=detail)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from storage import jobs, prs
+
 from ..serving import make_config, serving
 
 
@@ -47,7 +49,10 @@ async def test_api_enrolls_with_a_bearer_token_and_reads_back(db_url):
     async with serving(make_config(db_url)) as (rt, http):
         assert (await http.post("/api/prs", json={"pr": "octo/repo#3"})).status_code == 401
         bad_token = {"Authorization": "Bearer nope"}
-        assert (await http.post("/api/prs", json={"pr": "octo/repo#3"}, headers=bad_token)).status_code == 401
+        for headers in (bad_token, {"Authorization": "api-token"}, {"Authorization": "Bearer api-tokenX"}):
+            refused = await http.post("/api/prs", json={"pr": "octo/repo#3"}, headers=headers)
+            assert refused.status_code == 401 and refused.json() == {"error": "a valid bearer token is required"}
+        assert (await http.get("/api/prs")).json() == [] and await jobs.list_jobs(rt.db) == []
         auth = {"Authorization": "Bearer api-token"}
         r = await http.post("/api/prs", json={"pr": "octo/repo"}, headers=auth)
         assert r.status_code == 400 and "malformed PR key" in r.json()["error"]
@@ -68,6 +73,22 @@ async def test_api_enrolls_with_a_bearer_token_and_reads_back(db_url):
         assert (await http.get("/api/prs/octo/repo/4")).status_code == 404
         assert (await http.get("/api/prs/-bad-/repo/4")).status_code == 400
         assert [p["pr_key"] for p in (await http.get("/api/prs")).json()] == ["octo/repo#3"]
+
+
+async def test_api_refuses_malformed_keys_with_a_json_error_and_creates_nothing(db_url):
+    async with serving(make_config(db_url)) as (rt, http):
+        for path, why in (("/api/prs/a/b/x", "malformed PR number 'x'"),
+                          ("/api/prs/bad!owner/repo/1", "malformed PR key"),
+                          ("/api/prs/-bad-/repo/4", "malformed PR key"),
+                          ("/api/prs/octo/repo/0", "malformed PR key 'octo/repo#0'"),
+                          ("/api/prs/octo/repo/-1", "malformed PR number")):
+            r = await http.get(path)
+            assert r.status_code == 400 and r.headers["content-type"] == "application/json", path
+            assert why in r.json()["error"], (path, r.json())
+        r = await http.get("/api/prs/octo/repo/12")
+        assert r.status_code == 404 and r.json() == {"error": "octo/repo#12 is not enrolled"}
+        assert (await http.get("/api/prs")).json() == []
+        assert await prs.list_all(rt.db) == [] and await jobs.list_jobs(rt.db) == []
 
 
 async def test_dashboard_lists_prs_rounds_and_open_escalations_escaped(db_url):

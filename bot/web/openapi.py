@@ -1,0 +1,227 @@
+"""/api/openapi.json: the API described as OpenAPI 3.1, kept next to the handlers it describes.
+
+The response schemas are closed (`additionalProperties: false`): a field added to `pr_json` or
+`pr_detail` without being described here fails the tests that validate real answers against
+this document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from bot import __version__
+from bot.config import MAX_ROUNDS
+
+
+def _nullable(type_: str, **kw: Any) -> dict:
+    return {"type": [type_, "null"], **kw}
+
+
+TIME = _nullable("string", format="date-time")
+STR = _nullable("string")
+INT = _nullable("integer")
+
+
+def _obj(props: dict[str, Any], *, description: str | None = None) -> dict:
+    out: dict[str, Any] = {"type": "object", "required": sorted(props), "properties": props,
+                           "additionalProperties": False}
+    if description:
+        out["description"] = description
+    return out
+
+
+SUMMARY = {
+    "pr_key": {"type": "string", "examples": ["octo-org/widgets#12"]},
+    "title": {"type": "string"},
+    "url": {"type": "string"},
+    "status": {"type": "string", "description": "What the PR is, its run taken into account "
+                                                "(an ended run reads `abandoned`)."},
+    "stored_status": {"type": "string"},
+    "round": {"type": "integer"},
+    "max_rounds": {"type": "integer"},
+    "process_key": STR,
+    "run_state": STR,
+    "converge_only": {"type": "boolean"},
+    "head_sha": STR,
+    "latest_review_id": INT,
+    "gh_state": STR,
+    "outcome": STR,
+    "depends_on": {"type": "array", "items": {"type": "string"}},
+    "unmerged_deps": {"type": "array", "items": {"type": "string"}},
+    "synced_at": TIME,
+    "updated_at": TIME,
+    "converged_at": TIME,
+    "merged_at": TIME,
+}
+
+FINDING = _obj({"body": {"type": "string"}, "path": STR, "line": INT, "author": STR})
+
+ROUND = _obj({
+    "round": {"type": "integer"},
+    "kind": {"type": "string", "enum": ["review", "conflict", "ci"]},
+    "status": {"type": "string", "description": "The round's result, or `in progress`."},
+    "in_progress": {"type": "boolean"},
+    "entry_head": STR,
+    "exit_head": STR,
+    "review_id": INT,
+    "findings_count": {"type": "integer"},
+    "findings": {"type": "array", "items": {"$ref": "#/components/schemas/Finding"}},
+    "summary": STR,
+    "fixer": STR,
+    "verdict": STR,
+    "question": STR,
+    "attempts": {"type": "integer", "description": "Fixer dispatches of the round."},
+    "reruns": {"type": "integer", "description": "Dispatches after the first (husks, retries, answers)."},
+    "replies": _obj({"count": {"type": "integer"}, "states": {"type": "array", "items": {"type": "string"}}}),
+    "started_at": TIME,
+    "ended_at": TIME,
+    "fixer_started_at": TIME,
+    "fixer_finished_at": TIME,
+})
+
+ESCALATION = _obj({
+    "id": {"type": "integer"},
+    "kind": {"type": "string"},
+    "round": {"type": "integer"},
+    "status": {"type": "string", "enum": ["open", "answered", "stale"]},
+    "question": {"type": "string", "description": "Markdown."},
+    "asked_at": TIME,
+    "answered": {"type": "boolean"},
+    "answer": STR,
+    "answered_by": STR,
+    "answered_at": TIME,
+    "comment_id": INT,
+    "comment_url": _nullable("string", description="The escalation's comment on GitHub."),
+    "answer_comment_id": INT,
+    "answer_url": _nullable("string", description="The maintainer's answering comment on GitHub "
+                                                  "(null when answered from the CLI)."),
+})
+
+RUN = _obj({"process_key": {"type": "string"}, "kind": {"type": "string"}, "state": {"type": "string"},
+            "reason": STR, "started_at": TIME, "ended_at": TIME})
+
+JOB_FIELDS = {"id": {"type": "integer"}, "kind": {"type": "string"},
+              "status": {"type": "string", "description": "queued, running, done, failed, dropped, or a "
+                                                          "newer state, given as stored."},
+              "round": INT, "attempts": {"type": "integer"}, "max_attempts": {"type": "integer"},
+              "created_at": TIME, "run_at": TIME, "finished_at": TIME, "last_error": STR}
+JOB = _obj(JOB_FIELDS)
+EFFECT = _obj({**JOB_FIELDS, "effect": {"type": "string"},
+               "dry_run": {"type": "boolean", "description": "Recorded in a dry run, not performed."},
+               "escalation_id": INT})
+
+BUDGET = _obj({"since": TIME, "writes": {"type": "integer"}, "comments": {"type": "integer"},
+               "writes_per_hour": INT, "comments_per_hour": INT, "paused": {"type": "boolean"}},
+              description="The PR's GitHub writes and comments counted against `[budget]`.")
+
+
+def _array(ref: str) -> dict:
+    return {"type": "array", "items": {"$ref": f"#/components/schemas/{ref}"}}
+
+
+DETAIL = _obj({
+    **SUMMARY,
+    "author": STR, "head_branch": STR, "last_action": STR, "escalated_at": TIME,
+    "abandon_reason": STR, "run_reason": STR,
+    "rounds": _array("Round"),
+    "escalations": _array("Escalation"),
+    "runs": _array("Run"),
+    "jobs": _array("Job"),
+    "jobs_total": {"type": "integer"},
+    "effects": _array("Effect"),
+    "effects_total": {"type": "integer"},
+    "effect_budget": {"$ref": "#/components/schemas/EffectBudget"},
+}, description="A PR's full detail: the summary fields plus its current run's rounds, its "
+               "escalations, runs, newest jobs and effects, and its write budget.")
+
+ERROR = _obj({"error": {"type": "string", "description": "One line saying what was wrong."}})
+
+
+def _json(ref: str, description: str) -> dict:
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}}
+
+
+PR_PARAMS = [
+    {"name": "owner", "in": "path", "required": True, "schema": {"type": "string"}},
+    {"name": "repo", "in": "path", "required": True, "schema": {"type": "string"}},
+    {"name": "number", "in": "path", "required": True,
+     "schema": {"type": "string", "description": "The PR number, from 1; anything else is a 400."}},
+]
+
+DOCUMENT: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "convergebot API", "version": __version__,
+             "description": "The PRs convergebot is converging: read them, and enroll one."},
+    "paths": {
+        "/api/prs": {
+            "get": {
+                "operationId": "listPrs",
+                "summary": "Every enrolled PR, in the summary shape (no rounds or escalations: "
+                           "ask a PR's own URL for those).",
+                "responses": {"200": {"description": "The enrolled PRs, oldest first.",
+                                      "content": {"application/json": {"schema": _array("PrSummary")}}}},
+            },
+            "post": {
+                "operationId": "enrollPr",
+                "summary": "Enroll a PR (or resubmit one whose run ended), as `convergebot submit` does.",
+                "security": [{"bearer": []}],
+                "requestBody": {"required": True, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/Submission"}}}},
+                "responses": {
+                    "201": _json("SubmissionResult", "A run was started."),
+                    "200": _json("SubmissionResult", "A run is already going; nothing changed."),
+                    "400": _json("Error", "The body is not a valid submission."),
+                    "401": _json("Error", "No bearer token, or not `server.api_token`."),
+                },
+            },
+        },
+        "/api/prs/{owner}/{repo}/{number}": {
+            "parameters": PR_PARAMS,
+            "get": {
+                "operationId": "getPr",
+                "summary": "One PR's full detail, read from the database only.",
+                "responses": {
+                    "200": _json("PrDetail", "The PR's detail."),
+                    "400": _json("Error", "Not a well-formed owner/repo/number."),
+                    "404": _json("Error", "The PR is not enrolled."),
+                },
+            },
+        },
+        "/api/openapi.json": {
+            "get": {"operationId": "openapi", "summary": "This document.",
+                    "responses": {"200": {"description": "OpenAPI 3.1",
+                                          "content": {"application/json": {"schema": {"type": "object"}}}}}},
+        },
+    },
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                       "description": "`server.api_token` from the configuration."}},
+        "schemas": {
+            "PrSummary": _obj(SUMMARY, description="A PR as the list and `status --json` show it."),
+            "PrDetail": DETAIL,
+            "Finding": FINDING,
+            "Round": ROUND,
+            "Escalation": ESCALATION,
+            "Run": RUN,
+            "Job": JOB,
+            "Effect": EFFECT,
+            "EffectBudget": BUDGET,
+            "Submission": {"type": "object", "required": ["pr"], "additionalProperties": False, "properties": {
+                "pr": {"type": "string", "description": "owner/repo#N or the PR's URL"},
+                "max_rounds": {"type": "integer", "minimum": 1, "maximum": MAX_ROUNDS},
+                "no_merge": {"type": "boolean"}}},
+            "SubmissionResult": _obj({"pr_key": {"type": "string"},
+                                      "outcome": {"type": "string", "enum": ["started", "already_running"]},
+                                      "process_key": STR}),
+            "Error": ERROR,
+        },
+    },
+}
+
+
+async def openapi(request: Request) -> JSONResponse:
+    return JSONResponse(DOCUMENT)
