@@ -183,10 +183,13 @@ async def _check_pr_exists(config: Config, key: PrKey) -> None:
     be asked, the PR is enrolled unchecked and the run's first step ends it if it is not there."""
     from .github.client import connect
     from .github.errors import GitHubError, NotFound
+    from .github.installations import NotInstalled
 
     try:
         async with connect(config) as github:
             await github.pull(key.owner, key.repo, key.number)
+    except NotInstalled as e:
+        raise NoSuchPr(f"{key}: {e} (install it there, or check the repository's name)") from None
     except NotFound:
         raise NoSuchPr(f"{key}: GitHub at {config.github.api_url} has no such pull request "
                        "(or the credentials cannot see it)") from None

@@ -17,7 +17,7 @@ import structlog
 from bot.github.errors import Conflict
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
-from storage import escalations, rounds
+from storage import escalations, prs, rounds
 from storage.models import Job, utcnow
 
 from . import metrics, outbox, repoconfig
@@ -61,10 +61,24 @@ async def _dry_run(rt: Runtime, job: Job, effect: str, payload: dict) -> None:
     effect makes before its write, and no write budget spent (nothing was written). What waits on
     it sees it settled (`outbox.pending`)."""
     summary = outbox.describe(effect, payload, rt.config.convergence.reviewers)
+    if effect == "check_run":
+        summary = await _check_run_said(rt, job.pr_key) or summary
     if await outbox.record_dry_run(rt.db, job, summary):
         metrics.DRY_RUN_SUPPRESSED.labels(effect).inc()
         log.info("dry_run.would", kind=effect, pr_key=job.pr_key, process_key=job.process_key,
                  job_id=job.id, summary=summary)
+
+
+async def _check_run_said(rt: Runtime, pr_key: str) -> str | None:
+    """Take the check run as said, in this process, as it would have been written: `publish`
+    then queues no update until the row changes again (else every step of an unchanged PR
+    would queue one, never written). What it would say, for the record; None: nothing to say."""
+    view = await prs.get(rt.db, pr_key)
+    if view is None or not view.pr.head_sha:
+        return None
+    fields = await checkrun._fields(rt, view)
+    checkrun._said(rt)[pr_key] = (view.pr.head_sha, fields)
+    return f"set the convergebot check run on {view.pr.head_sha[:7]} to {fields['output']['title']!r}"
 
 
 async def _request_review(rt: Runtime, job: Job, p: dict) -> None:

@@ -1,0 +1,148 @@
+"""Dry run: the real bot reads and decides on the simulator, and writes nothing to GitHub."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlmodel import select
+
+from bot import metrics
+from bot.github.simulator import ThreadSpec
+from bot.outbox import DRY_RUN
+from storage.models import Job
+
+from .harness import COPILOT, REPO, bot_on_simulator, quiesce
+
+READS = ("GET", "HEAD")
+
+
+def github_writes(sim) -> list:
+    """Every request that could have changed GitHub: any method but GET/HEAD (a POST /graphql
+    may be a query: its mutations are the simulator's side effects), and every side effect the
+    bot's identity made."""
+    sent = [(m, r, s) for (m, r, s) in sim.counters._counts if m not in READS and r != "/graphql"]
+    return sent + [e for e in sim.effects() if e.get("actor") == sim.token_user]
+
+
+async def _effects(h, key: str) -> list[Job]:
+    async with h.rt.db.session() as s:
+        return list((await s.exec(select(Job).where(Job.pr_key == key, Job.kind.in_(("effect", "fix")))
+                                  .order_by(Job.id))).all())
+
+
+def _kinds(jobs: list[Job], status: str) -> set[str]:
+    return {json.loads(j.payload).get("effect", j.kind) for j in jobs if j.status == status}
+
+
+async def _two_prs(h, dry_run: bool) -> tuple[str, str]:
+    """A PR whose review will have findings (a fix round) and one whose review is clean (a
+    merge), both enrolled by a maintainer. In a dry run no review request reaches the reviewer:
+    once the bot decided to ask, Copilot reviews by itself, as an automatic review would."""
+    fix = await h.sim.open_pr(REPO, title="Needs work", head="work", author="dev",
+                              files={"app/core.py": "def f():\n    return 2\n"})
+    clean = await h.sim.open_pr(REPO, title="Ready", head="ready", author="dev",
+                                files={"app/util.py": "X = 2\n"})
+    await h.sim.settle()
+    # What the test itself did on the simulator is not the bot's: count from here.
+    h.sim.counters.reset()
+    h.sim.side_effects.clear()
+    keys = f"{REPO}#{fix.number}", f"{REPO}#{clean.number}"
+    for pr in (fix, clean):
+        await h.sim.comment(REPO, pr.number, "/converge", user="maint")
+
+    async def asked():
+        jobs = [j for k in keys for j in await _effects(h, k)]
+        done = [j for j in jobs if json.loads(j.payload)["effect"] == "request_review"
+                and j.status == (DRY_RUN if dry_run else "done")]
+        return len({j.pr_key for j in done}) == 2
+
+    await h.wait_for("both review requests decided", asked, timeout=30)
+    threads = [ThreadSpec(path="app/core.py", line=1, body="finding one"),
+               ThreadSpec(path="app/core.py", line=2, body="finding two")]
+    await h.sim.submit_review(REPO, fix.number, user=COPILOT, body="Copilot reviewed and generated 2 comments.",
+                              threads=threads)
+    await h.sim.submit_review(REPO, clean.number, user=COPILOT, body="Copilot reviewed and generated no comments.")
+    return keys
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry_run", "for_real"])
+async def test_a_dry_run_reads_and_decides_everything_and_writes_nothing(tmp_path, db_url, dry_run):
+    suppressed = {k: metrics.DRY_RUN_SUPPRESSED.labels(k)._value.get() for k in ("merge", "fix", "react")}
+    async with bot_on_simulator(tmp_path, db_url, github={"dry_run": dry_run}) as h:
+        fix_key, merge_key = await _two_prs(h, dry_run)
+        if not dry_run:
+            # The same set-up without the dry run writes: the acknowledgement, review requests,
+            # check runs and the merge reach GitHub (so the 0 below measures something).
+            await h.wait_status(merge_key, "merged", timeout=60)
+            kinds = {e["kind"] for e in github_writes(h.sim) if isinstance(e, dict)}
+            assert {"reaction", "copilot_review_requested", "check_run_created", "merge"} <= kinds
+            return
+
+        # Decided: the clean PR would be merged, the other's round would go to the fixer.
+        await h.wait_status(merge_key, "merging", timeout=60)
+
+        async def fix_decided():
+            jobs = await _effects(h, fix_key)
+            return jobs if "fix" in _kinds(jobs, DRY_RUN) else None
+
+        await h.wait_for("the fix round's dry-run record", fix_decided, timeout=60)
+
+        async def effects_settled():
+            # Each decided effect is claimed and recorded as dry_run: none waits or retries.
+            jobs = await _effects(h, merge_key) + await _effects(h, fix_key)
+            return jobs if jobs and all(j.status == DRY_RUN for j in jobs) else None
+
+        jobs = await h.wait_for("every effect recorded as a dry run", effects_settled, timeout=30)
+
+        # Nothing was written to GitHub: no request but reads, no mutation, no side effect.
+        assert github_writes(h.sim) == []
+        assert h.sim.counters.get(method="GET") > 0  # it did read
+
+        merge_jobs, fix_jobs = await _effects(h, merge_key), await _effects(h, fix_key)
+        assert {"react", "check_run", "merge"} <= _kinds(merge_jobs, DRY_RUN)
+        assert {"react", "fix"} <= _kinds(fix_jobs, DRY_RUN)
+        (merge,) = [j for j in merge_jobs if json.loads(j.payload).get("effect") == "merge"]
+        assert merge.last_error.startswith("dry run: would have merged at ")
+        assert all(j.attempts == 1 and j.last_error.startswith("dry run: would") for j in jobs)
+
+        # The PR pages and the API show the decisions.
+        merging = await h.view(merge_key)
+        assert merging.pr.status == "merging" and merging.pr.outcome is None
+        fixing = await h.view(fix_key)
+        assert fixing.pr.last_action.startswith("dry run: would run the fake fixer on round 1")
+        assert "2 finding(s)" in fixing.pr.last_action
+        (rnd,) = await h.rounds(fix_key)
+        assert len(json.loads(rnd.findings)) == 2 and rnd.summary.startswith("dry run: the fixer did not run")
+        assert rnd.fixer_finished_at is None and rnd.status is None
+        # The round's deadline check is held, so it does not call the round a husk.
+        async with h.rt.db.session() as s:
+            (check,) = (await s.exec(select(Job).where(Job.pr_key == fix_key, Job.kind == "progress_check"))).all()
+        assert check.status == "queued" and check.last_error.startswith("dry run: held")
+
+        headers = {"Authorization": "Bearer api-token"}
+        api = (await h.http.get("/api/prs", headers=headers)).json()
+        shown = {row["pr_key"]: row for row in (api if isinstance(api, list) else api.get("prs", []))}
+        assert (shown[merge_key]["status"], shown[fix_key]["status"]) == ("merging", "converging")
+        page = await h.http.get("/", headers=headers)
+        assert page.status_code == 200 and "dry run: would run the fake fixer" in page.text
+
+        # Counted by kind.
+        for kind in ("merge", "fix", "react"):
+            assert metrics.DRY_RUN_SUPPRESSED.labels(kind)._value.get() > suppressed[kind]
+
+        # Settled: two polls (each re-steps both PRs) later, no new effect was decided, none
+        # is waiting or retrying, and still nothing was written.
+        before = {j.id for j in await _effects(h, merge_key) + await _effects(h, fix_key)}
+        for _ in range(2):
+            seen = h.rt.health.last_poll_at
+
+            async def polled(seen=seen):
+                return h.rt.health.last_poll_at != seen
+
+            await h.wait_for("a poll", polled, timeout=15)
+        await quiesce(h)
+        after = await _effects(h, merge_key) + await _effects(h, fix_key)
+        assert {j.id for j in after} == before
+        assert all(j.status == DRY_RUN for j in after)
+        assert github_writes(h.sim) == []
