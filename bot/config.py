@@ -62,7 +62,7 @@ class GitHubConfig(_Section):
     token_file: str = ""
     app_id: str = ""
     private_key_path: str = ""
-    installation_id: int = 0
+    installation_id: int = 0  # 0: an App serves every installation (looked up per repository)
     webhook_secret: SecretStr = SecretStr("")
     webhook_secret_file: str = ""
     bot_login: str = "convergebot[bot]"

@@ -45,15 +45,20 @@ async def run_doctor(config: Config, say: Callable[[str], None] = print) -> int:
                 private_key = f.read()
         except OSError as e:
             check(False, "GitHub App private key", str(e))
-    app = bool(gh_cfg.app_id and private_key and gh_cfg.installation_id)
+    app = bool(gh_cfg.app_id and private_key)
+    kind = ("GitHub App, installation " + str(gh_cfg.installation_id) if gh_cfg.installation_id
+            else "GitHub App, every installation")
     check(app or bool(gh_cfg.token.get_secret_value()), "GitHub credentials",
-          "GitHub App" if app else ("token" if gh_cfg.token.get_secret_value() else "none configured"))
+          kind if app else ("token" if gh_cfg.token.get_secret_value() else "none configured"))
     try:
         async with connect(config) as client:
             try:
-                core = (await client.rate_limit()).get("resources", {}).get("core", {})
-                check(True, f"GitHub API at {gh_cfg.api_url}",
-                      f"rate limit {core.get('remaining', '?')}/{core.get('limit', '?')}")
+                if client.per_installation:
+                    await _installations(client, gh_cfg.api_url, check)
+                else:
+                    core = (await client.rate_limit()).get("resources", {}).get("core", {})
+                    check(True, f"GitHub API at {gh_cfg.api_url}",
+                          f"rate limit {core.get('remaining', '?')}/{core.get('limit', '?')}")
             except GitHubError as e:
                 check(False, f"GitHub API at {gh_cfg.api_url}", str(e))
     except OSError:
@@ -80,3 +85,17 @@ async def run_doctor(config: Config, say: Callable[[str], None] = print) -> int:
     check(bool(git), "git", version or "not found (the command fixer needs it)", warn=fixer.kind != "command")
     say("all checks passed" if not failures else f"{failures} check(s) failed")
     return 0 if not failures else 1
+
+
+async def _installations(client, api_url: str, check) -> None:
+    """An App serving every installation: the accounts it is installed on, each with its own
+    rate limit (one line each)."""
+    found = await client.app_installations()
+    check(bool(found), f"GitHub App installations at {api_url}",
+          f"{len(found)}" if found else "none: install the App on an organisation or account")
+    for installation in found:
+        account = (installation.get("account") or {}).get("login", "?")
+        with client.for_installation(int(installation["id"])):
+            core = (await client.rate_limit()).get("resources", {}).get("core", {})
+        check(True, f"installation {installation['id']} on {account}",
+              f"rate limit {core.get('remaining', '?')}/{core.get('limit', '?')}")

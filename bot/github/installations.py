@@ -37,7 +37,8 @@ REVERIFY_SECONDS = 60.0
 # one configured installation).
 chosen: ContextVar[int | None] = ContextVar("convergebot_installation", default=None)
 
-_REPO_PATH = re.compile(r"^/repos/([^/?#]+)/([^/?#]+)")
+# The first /repos/{owner}/{repo} of a path (GitHub Enterprise serves the API under /api/v3).
+_REPO_PATH = re.compile(r"/repos/([^/?#]+)/([^/?#]+)")
 
 
 class NotInstalled(NotFound):
@@ -52,7 +53,7 @@ def repo_of_path(path: str) -> str | None:
     """`owner/repo` for a REST path under /repos/ (an absolute URL's path too), else None."""
     if "://" in path:
         path = httpx.URL(path).path
-    m = _REPO_PATH.match(path)
+    m = _REPO_PATH.search(path.partition("?")[0])
     return f"{m[1]}/{m[2]}" if m else None
 
 
@@ -132,3 +133,18 @@ class InstallationMap:
 
     def __len__(self) -> int:
         return len(self._ids)
+
+
+def learn_from_payload(github: object, payload: dict) -> None:
+    """A signed webhook names the installation it came through (`installation.id`) and its
+    repository: an App serving several installations then knows that repository's without a
+    lookup. Fields of the wrong type are skipped."""
+    if not getattr(github, "per_installation", False):
+        return
+    installation, repository = payload.get("installation"), payload.get("repository")
+    if not isinstance(installation, dict) or not isinstance(repository, dict):
+        return
+    found, name = installation.get("id"), repository.get("full_name")
+    if (isinstance(found, int) and not isinstance(found, bool) and found > 0 and isinstance(name, str)
+            and name.count("/") == 1 and len(name) <= 300 and name.isprintable()):
+        github.installations.learn(name, found)  # type: ignore[attr-defined]

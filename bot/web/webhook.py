@@ -21,6 +21,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from bot import metrics, repoconfig
+from bot.github.installations import learn_from_payload
 from bot.runtime import Runtime
 from bot.web.intake import BatchFailed, Intake
 from bot.webhooks.routing import KNOWN_EVENTS, EnrollRules, Routed, own_pushes, route, storable
@@ -106,6 +107,7 @@ async def receive_webhook(request: Request) -> JSONResponse:
     if action is not None and not (isinstance(action, str) and storable(action, MAX_EVENT)):
         return _error(400, f"action is not a string of at most {MAX_EVENT} storable characters")
 
+    learn_from_payload(rt.github, payload)  # which installation the repository is on: no lookup
     cfg = rt.config.convergence
     rules = EnrollRules(cfg.label, frozenset(a.lower() for a in cfg.auto_enroll_authors),
                         bot_login=rt.config.github.bot_login, own_pushes=own_pushes(rt),
