@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
+import sys
+import time
 
+import httpx
 import pytest
 from sqlmodel import select
 
 from bot import metrics
-from bot.github.simulator import ThreadSpec
+from bot.github.simulator import Simulator, SimulatorServer, ThreadSpec
 from bot.outbox import DRY_RUN
+from storage import jobs
+from storage.database import Database
 from storage.models import Job
 
+from ..chaos.bot_process import free_port, to_toml
+from ..serving import WEBHOOK_SECRET
 from .harness import COPILOT, REPO, bot_on_simulator, quiesce
 
 READS = ("GET", "HEAD")
@@ -146,3 +156,94 @@ async def test_a_dry_run_reads_and_decides_everything_and_writes_nothing(tmp_pat
         assert {j.id for j in after} == before
         assert all(j.status == DRY_RUN for j in after)
         assert github_writes(h.sim) == []
+
+
+async def test_the_serve_dry_run_process_decides_a_merge_and_writes_nothing(tmp_path, db_url):
+    """The real `convergebot serve --dry-run` as a child process, the simulator in this one."""
+    sim = Simulator(root=tmp_path / "github")
+    async with SimulatorServer(sim) as server:
+        await sim.create_repo(REPO, files={"README.md": "# app\n"}, collaborators={"maint": "write"})
+        port = free_port()
+        config = tmp_path / "convergebot.toml"
+        config.write_text(to_toml({
+            "database": {"url": db_url},
+            "github": {"api_url": server.url, "token": "t", "webhook_secret": WEBHOOK_SECRET},
+            "server": {"port": port, "shutdown_grace_seconds": 2},
+            "poller": {"interval_seconds": 2, "jitter_seconds": 0},
+            "jobs": {"idle_poll_seconds": 0.05},
+            "fixer": {"kind": "author"},
+        }))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONVERGEBOT_")}
+        argv = [sys.executable, "-m", "bot", "--config", str(config)]
+        migrated = await asyncio.create_subprocess_exec(*argv, "migrate", env=env)
+        assert await asyncio.wait_for(migrated.wait(), 60) == 0
+        proc = await asyncio.create_subprocess_exec(*argv, "serve", "--dry-run", env=env,
+                                                    stdout=asyncio.subprocess.DEVNULL,
+                                                    stderr=asyncio.subprocess.PIPE)
+        logged: list[dict] = []
+
+        async def read_log() -> None:
+            async for line in proc.stderr:
+                try:
+                    logged.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+
+        reader = asyncio.create_task(read_log())
+        db = Database(db_url)
+        try:
+            async def listening():
+                return any(e.get("event") == "server.listening" for e in logged) or proc.returncode is not None
+
+            await _until("serve to listen", listening, 30)
+            assert proc.returncode is None, logged[-5:]
+            assert any(e.get("event") == "server.dry_run" for e in logged)
+            sim.configure_webhooks(f"http://127.0.0.1:{port}/webhook", WEBHOOK_SECRET)
+
+            pr = await sim.open_pr(REPO, title="Ready", head="ready", author="dev", files={"README.md": "# app!\n"})
+            await sim.settle()
+            sim.counters.reset()
+            sim.side_effects.clear()
+            key = f"{REPO}#{pr.number}"
+            await sim.comment(REPO, pr.number, "/converge", user="maint")
+
+            async def effect(kind: str):
+                return [j for j in await jobs.list_jobs(db, key) if j.kind == "effect"
+                        and json.loads(j.payload)["effect"] == kind and j.status == DRY_RUN]
+
+            await _until("the review request decided", lambda: effect("request_review"), 30)
+            await sim.submit_review(REPO, pr.number, user=COPILOT, body="Copilot reviewed and generated no comments.")
+            (merge,) = await _until("the merge decided", lambda: effect("merge"), 30)
+            assert merge.last_error.startswith("dry run: would have merged at ")
+
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+                (row,) = (await http.get("/api/prs")).json()
+                assert (row["pr_key"], row["status"]) == (key, "merging")
+                assert "convergebot_dry_run_suppressed_total" in (await http.get("/metrics")).text
+            assert github_writes(sim) == []
+            assert sim.counters.get(method="GET") > 0
+            would = [e for e in logged if e.get("event") == "dry_run.would"]
+            assert {"react", "request_review", "merge"} <= {e["kind"] for e in would}
+            assert all(e.get("pr_key") == key and e.get("summary") for e in would)
+        finally:
+            await db.dispose()
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(proc.wait(), 15)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+            await reader
+        assert proc.returncode == 0
+
+
+async def _until(what: str, check, timeout: float):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
