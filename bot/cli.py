@@ -140,7 +140,7 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
             raise UsageError(str(e)) from None
         return 0
     if args.command == "submit":
-        await _check_pr_exists(config, parse_pr_key(args.key))
+        args.repo_config = await _check_pr_exists(config, parse_pr_key(args.key), args.max_rounds is None)
     read_only = args.command in READ_ONLY
     db, revision = await _open(config, create=not read_only)
     try:
@@ -178,9 +178,13 @@ def _where(db: Database) -> str:
     return str(db.sqlite_file) if db.sqlite_file else make_url(db.url).render_as_string(hide_password=True)
 
 
-async def _check_pr_exists(config: Config, key: PrKey) -> None:
+async def _check_pr_exists(config: Config, key: PrKey, repo_settings: bool = False) -> Config:
     """One GET of the PR before enrolling it. A 404 is a typo to report now; when GitHub cannot
-    be asked, the PR is enrolled unchecked and the run's first step ends it if it is not there."""
+    be asked, the PR is enrolled unchecked and the run's first step ends it if it is not there.
+
+    `repo_settings`: also read the repository's `.github/convergebot.toml` (for its max_rounds)
+    and return the settings for its PRs; otherwise, or when it cannot be read, `config`."""
+    from . import repoconfig
     from .github.client import connect
     from .github.errors import GitHubError, NotFound
     from .github.installations import NotInstalled
@@ -188,6 +192,17 @@ async def _check_pr_exists(config: Config, key: PrKey) -> None:
     try:
         async with connect(config) as github:
             await github.pull(key.owner, key.repo, key.number)
+            if not repo_settings:
+                return config
+            try:
+                found = repoconfig.load(await github.file_text(key.owner, key.repo, repoconfig.PATH), config)
+            except GitHubError as e:
+                print(f"convergebot: could not read {repoconfig.PATH} of {key.full_repo} ({e}); "
+                      "the global settings apply", file=sys.stderr)
+                return config
+            if found.problem:
+                print(f"convergebot: {key.full_repo}: {found.problem}; the global settings apply", file=sys.stderr)
+            return found.config
     except NotInstalled as e:
         raise NoSuchPr(f"{key}: {e} (install it there, or check the repository's name)") from None
     except NotFound:
@@ -196,6 +211,7 @@ async def _check_pr_exists(config: Config, key: PrKey) -> None:
     except (GitHubError, OSError) as e:
         print(f"convergebot: could not check {key} on GitHub ({e}); submitting it unchecked: "
               "the run's first step ends it if it does not exist", file=sys.stderr)
+    return config
 
 
 async def _migrate(args, config: Config, db: Database) -> int:
@@ -204,7 +220,8 @@ async def _migrate(args, config: Config, db: Database) -> int:
 
 
 async def _submit(args, config: Config, db: Database) -> int:
-    max_rounds = args.max_rounds if args.max_rounds is not None else config.convergence.max_rounds
+    # Without --max-rounds, the repository's (`.github/convergebot.toml`), else the global one.
+    max_rounds = args.max_rounds if args.max_rounds is not None else args.repo_config.convergence.max_rounds
     opts = SubmitOptions(
         max_rounds=max_rounds,
         converge_only=args.no_merge or not config.convergence.merge,
