@@ -83,3 +83,16 @@ async def test_without_dry_run_the_same_write_reaches_github(client, sim):  # no
     await client.comment_once("acme", "lib", pr.number, "convergebot:x", "hello")
     assert [e["body"].split("\n")[0] for e in sim.effects("issue_comment")] == ["hello"]
     assert writes_sent(sim) > 0  # the measure the dry-run test holds at 0 does see a write
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+async def test_doctor_says_when_the_dry_run_is_on(tmp_path, simulator, dry_run):  # noqa: F811
+    from bot.doctor import run_doctor
+    from tests.serving import make_config
+
+    lines: list[str] = []
+    config = make_config(f"sqlite:///{tmp_path / 'd.db'}", api_url=simulator.url, github={"dry_run": dry_run})
+    await run_doctor(config, say=lines.append)
+    said = [line for line in lines if "dry run" in line]
+    assert said == (["[warn] dry run: on (github.dry_run): serve reads and decides, and writes nothing to GitHub"]
+                    if dry_run else [])
