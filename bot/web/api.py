@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
+from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from bot import repoconfig
 from bot.config import MAX_ROUNDS, ConvergenceConfig
 from bot.enrollment import SubmitOptions, submit_pr
+from bot.github.errors import GitHubError
 from bot.prkey import PrKey, PrKeyError, parse_pr_key
 from bot.views import pr_detail, prs_json
 from storage import jobs, prs
@@ -61,6 +65,12 @@ async def post_pr(request: Request) -> JSONResponse:
         key, opts = submission(body, rt.config.convergence)
     except SubmissionError as e:
         return JSONResponse({"error": str(e)}, status_code=400)
+    if "max_rounds" not in body:
+        # No count given: the repository's (`.github/convergebot.toml`), as `/converge` takes it;
+        # the global one when GitHub cannot be asked now.
+        with contextlib.suppress(GitHubError):
+            repo = await repoconfig.effective_config(rt, key.full_repo)
+            opts = replace(opts, max_rounds=repo.convergence.max_rounds)
     result = await submit_pr(rt.db, key, opts)
     if result.outcome == "started":
         await jobs.enqueue(rt.db, "sync", f"sync:{key}:api:{result.process_key}", pr_key=str(key))
