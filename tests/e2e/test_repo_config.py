@@ -7,6 +7,8 @@ import json
 from structlog.testing import capture_logs
 
 from bot import repoconfig
+from bot.cli import _check_pr_exists
+from bot.prkey import parse_pr_key
 
 from .harness import FILES, REPO, bot_on_simulator, quiesce, steps
 
@@ -73,6 +75,17 @@ async def test_a_repository_max_rounds_and_merge_method_apply_to_its_prs_only(tm
         run = await _check_run(h, explicit, view.pr.converged_head)
         assert "round 2/3" in run["output"]["title"]
         assert "Repository configuration" not in run["output"]["summary"]
+        await quiesce(h)
+
+        # The API and the CLI take the repository's count too, when none is given.
+        h.sim.set_reviewer(strict, steps(0))
+        by_api = await _open(h, strict, "api", command=None)
+        r = await h.http.post("/api/prs", json={"pr": by_api}, headers={"Authorization": "Bearer api-token"})
+        assert r.status_code == 201, r.text
+        assert (await h.view(by_api)).pr.max_rounds == 1
+        by_cli = await _open(h, strict, "cli", command=None)
+        assert (await _check_pr_exists(h.rt.config, parse_pr_key(by_cli), True)).convergence.max_rounds == 1
+        assert (await _check_pr_exists(h.rt.config, parse_pr_key(f"{REPO}#1"), True)).convergence.max_rounds == 8
         await quiesce(h)
 
 
