@@ -102,15 +102,14 @@ def dependencies_text(row: dict) -> str:
 
 # -- a PR's full detail: its run's rounds, escalations, jobs and effects, as stored -----------
 
-# Job states an effect can be in (storage.jobs.JobStatus); a state not listed here (a newer
-# one) is shown as it is stored. One whose name says "dry" was recorded but not performed.
 EFFECT_DONE = "done"
 DETAIL_JOBS = 200  # newest jobs and effects shown; a long-lived PR may have thousands
 
 
 def is_dry_run_state(state: str) -> bool:
-    """Whether an effect's state says it was recorded in a dry run and not performed."""
-    return "dry" in state.lower()
+    """Whether a job's state says it was recorded in a dry run and not performed (any other
+    state, one added later included, is shown as it is stored)."""
+    return state == outbox.DRY_RUN
 
 
 def comment_url(pr_url: str | None, comment_id: int | None) -> str | None:

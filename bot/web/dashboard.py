@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from bot.prkey import PrKeyError, try_parse_pr_key
-from bot.views import comment_url, needs_attention, pr_detail, prs_json
+from bot.views import comment_url, is_dry_run_state, needs_attention, pr_detail, prs_json
 from storage import escalations, prs, rounds
 from storage.statuses import Status
 
@@ -51,8 +51,19 @@ def web_url(url: str | None) -> str:
     return url if url and url.lower().startswith(("https://", "http://")) else "#"
 
 
-_env.filters.update(markdown=markdown.render, web_url=web_url, utc=utc_text, utc_iso=utc_iso, short=lambda s: (s or "")[:7])
-_env.globals.update(comment_url=comment_url)
+def would_text(job: dict) -> str:
+    """What a job recorded in a dry run would have done: the summary the dry run wrote in its
+    `last_error` ("dry run: would have merged at 3c0007f"), or else its effect or kind."""
+    said = job.get("last_error") or ""
+    if said.startswith("dry run: "):
+        said = said.removeprefix("dry run: ")
+    if said.startswith("would"):
+        return said
+    return "would have " + str(job.get("effect") or job["kind"]).replace("_", " ")
+
+
+_env.filters.update(markdown=markdown.render, web_url=web_url, would=would_text, utc=utc_text, utc_iso=utc_iso, short=lambda s: (s or "")[:7])
+_env.globals.update(comment_url=comment_url, is_dry_run_state=is_dry_run_state)
 
 
 def _dry_run(request: Request) -> bool:

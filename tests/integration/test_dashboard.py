@@ -9,6 +9,7 @@ import re
 from sqlalchemy import update
 
 from bot import outbox
+from bot.web.dashboard import would_text
 from storage import commands, escalations, jobs, prs, rounds
 from storage.database import Database
 from storage.models import Job
@@ -50,7 +51,9 @@ async def seed(db: Database) -> dict:
         assert await escalations.answer(s, answered.id, "Return `0.0`. " + HOSTILE, "alice")
         still_open = await escalations.create(s, KEY, pk, 2, "husk", "Retry?", "fp2")
         # A state for an effect recorded but not performed (what a dry run leaves).
-        await s.exec(update(Job).where(Job.key == f"fx:request_review:{pk}:dry").values(status="dry_run"))
+        await s.exec(update(Job).where(Job.key == f"fx:request_review:{pk}:dry").values(
+            status="dry_run", last_error="dry run: would have requested a review of bbbbbbb from copilot"))
+        await s.exec(update(Job).where(Job.key == "fx:comment:esc-1").values(status="parked"))
     await jobs.enqueue(db, "sync", f"sync:{KEY}:seed", pr_key=KEY, delay_seconds=LATER)
     assert await prs.fenced_update(db, KEY, pk, {"status": "escalated", "current_round": 2,
                                                  "last_action": "escalated: husk", "head_sha": "b" * 40})
@@ -108,7 +111,9 @@ async def test_pr_page_shows_timeline_escalation_links_effects_and_budget(db_url
         # Effects with their states, the budget; no dry-run banner outside a dry run.
         assert "dry run: nothing is written to GitHub" not in html
         assert re.search(r"<td data-label=\"effect\">reply</td>\s*<td data-label=\"state\">queued</td>", html)
-        assert "would have request review (dry_run)" in html
+        assert 'would have requested a review of bbbbbbb from copilot</span> <span class="muted">(dry_run)' in html
+        # A state the page does not know is shown as stored.
+        assert re.search(r'<td data-label="effect">comment</td>\s*<td data-label="state">parked</td>', html)
         assert "0 of 400 writes" in html and "0 of 60 comments" in html
         assert re.search(r'<td data-label="kind">sync</td>', html)
 
@@ -117,8 +122,7 @@ async def test_dry_run_banner_on_every_page(db_url):
     async with serving(make_config(db_url)) as (rt, http):
         await seed(rt.db)
         assert "dry run" not in (await http.get("/")).text
-        github = rt.config.github.model_copy(update={"dry_run": True})
-        rt.config = rt.config.model_copy(update={"github": github})
+    async with serving(make_config(db_url, github={"dry_run": True})) as (rt, http):
         for path in ("/", "/prs/octo/repo/9", "/prs/octo/repo/404", "/prs/a/b/x"):
             assert "dry run: nothing is written to GitHub" in (await http.get(path)).text, path
 
@@ -132,3 +136,9 @@ async def test_pr_page_refuses_a_malformed_key_and_an_unknown_pr(db_url):
             assert r.status_code == 400 and r.headers["content-type"].startswith("text/html"), path
             assert "malformed" in r.text, path
         assert await prs.list_all(rt.db) == []
+
+
+def test_a_dry_run_job_without_a_summary_says_its_effect():
+    assert would_text({"kind": "effect", "effect": "update_branch", "last_error": None}) == \
+        "would have update branch"
+    assert would_text({"kind": "fix", "last_error": "dry run: would run the fake fixer"}) == "would run the fake fixer"

@@ -3,6 +3,9 @@ answers the real server gives match its schemas (the detail, the list, the error
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import jsonschema
 import pytest
 from openapi_spec_validator import validate
@@ -10,6 +13,7 @@ from openapi_spec_validator import validate
 from bot.web.app import build_app
 
 from ..serving import make_config, serving
+from .test_cli import convergebot
 from .test_dashboard import KEY, OTHER, seed
 
 
@@ -80,3 +84,19 @@ async def test_a_schema_drift_is_caught(db_url):
     schema = _response_schema(doc, "/api/prs/{owner}/{repo}/{number}", "get", 200)
     with pytest.raises(jsonschema.ValidationError, match="undocumented"):
         _validator(doc, schema).validate({**detail, "undocumented": 1})
+
+
+async def test_status_json_of_one_pr_is_the_api_detail(db_url):
+    # `convergebot status --json owner/repo#N` and GET /api/prs/{owner}/{repo}/{number} answer
+    # one shape, the documented one.
+    async with serving(make_config(db_url)) as (rt, http):
+        await seed(rt.db)
+        doc = (await http.get("/api/openapi.json")).json()
+        api = (await http.get("/api/prs/octo/repo/9")).json()
+        cli = await asyncio.to_thread(convergebot, db_url, "status", KEY, "--json")
+    assert cli.returncode == 0, cli.stderr
+    detail = json.loads(cli.stdout)
+    _validator(doc, _response_schema(doc, "/api/prs/{owner}/{repo}/{number}", "get", 200)).validate(detail)
+    # Equal but for the budget's window start, which each reader takes from its own clock.
+    assert {**detail, "effect_budget": None} == {**api, "effect_budget": None}
+    assert len(detail["rounds"]) == 2 and len(detail["escalations"]) == 2
