@@ -14,9 +14,12 @@ TEMPLATES = (
     "/installation/repositories",
     "/app/hook/deliveries",
     "/app/hook/deliveries/{delivery_id}/attempts",
+    "/app/installations",
     "/app/installations/{installation_id}/access_tokens",
     "/repos/{owner}/{repo}",
+    "/repos/{owner}/{repo}/installation",
     "/repos/{owner}/{repo}/pulls",
+    "/repos/{owner}/{repo}/contents/{path}",
     "/repos/{owner}/{repo}/pulls/{number}",
     "/repos/{owner}/{repo}/pulls/{number}/reviews",
     "/repos/{owner}/{repo}/pulls/{number}/merge",
@@ -39,7 +42,7 @@ TEMPLATES = (
     "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations",
     "/repos/{owner}/{repo}/collaborators/{username}/permission",
 )
-_SPANNING = {"ref": ".+", "basehead": ".+"}
+_SPANNING = {"ref": ".+", "basehead": ".+", "path": ".+"}
 _NUMERIC = {"number", "comment_id", "check_run_id", "delivery_id", "installation_id"}
 OTHER = "other"  # a URL none of the templates matches: counted, never named
 
