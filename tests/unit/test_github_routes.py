@@ -23,6 +23,7 @@ from bot.github.routes import OTHER, request_of, route_of
     ("/repos/acme/app/collaborators/maint/permission",
      "/repos/{owner}/{repo}/collaborators/{username}/permission"),
     ("/app/hook/deliveries/123/attempts", "/app/hook/deliveries/{delivery_id}/attempts"),
+    ("/repos/acme/app/contents/.github/convergebot.toml", "/repos/{owner}/{repo}/contents/{path}"),
     ("/repos/acme/app/pulls/12/files", OTHER),  # not a URL the client builds: never named
 ])
 def test_route_of(url, route):
