@@ -321,6 +321,15 @@ _GRAPHQL_WRITE = re.compile(r"(?:^|})\s*(?:mutation|subscription)\b")
 _TOKEN_MINT = re.compile(r"POST /app/installations/\d+/access_tokens")
 
 
+def _minting_refused(err: GitHubError) -> int | None:
+    """The status GitHub refused an installation token with, when minting it (inside githubkit's
+    auth flow, so it comes wrapped as a RequestError) is what failed: 404 for an installation
+    that is gone."""
+    cause = err.__cause__
+    inner = getattr(cause, "exc", None) if isinstance(cause, RequestError) else None
+    return inner.response.status_code if isinstance(inner, RequestFailed) else None
+
+
 def _flight(installation: int | None, resource: str) -> str:
     return resource if installation is None else f"{installation}:{resource}"
 
@@ -541,8 +550,9 @@ class GitHubClient:
         try:
             return await self._call(what, send, **kw)
         except GitHubError as e:
-            if repo is not None and (isinstance(e, NotFound) or e.status == 401) and self.installations.doubt(repo):
-                log.info("github.installation_doubted", repo=repo, installation_id=installation, status=e.status)
+            status = 404 if isinstance(e, NotFound) else e.status or _minting_refused(e)
+            if repo is not None and status in (401, 404) and self.installations.doubt(repo):
+                log.info("github.installation_doubted", repo=repo, installation_id=installation, status=status)
             raise
         finally:
             chosen.reset(token)

@@ -6,6 +6,7 @@ installation's repositories, and each installation has its own rate limit."""
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 
 import pytest
 
@@ -14,7 +15,7 @@ from bot.config import Config
 from bot.doctor import run_doctor
 from bot.github import installations as installations_module
 from bot.github.client import GitHubClient, open_github
-from bot.github.errors import RateLimited
+from bot.github.errors import RateLimited, Unavailable
 from bot.github.installations import NotInstalled, learn_from_payload
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
@@ -207,6 +208,32 @@ async def test_a_reinstalled_app_is_found_again_after_a_401(tmp_path, pem, monke
                 await client.pull("org-a", "one", na)
             assert (await client.pull("org-a", "one", na))["number"] == na
         assert sim.counters.get("GET", LOOKUP) == 2
+        assert sim.installations.count(again, "org-a", "ok") == 1
+    finally:
+        await server.stop()
+
+
+async def test_a_removed_installation_whose_token_expired_is_looked_up_again(tmp_path, pem, monkeypatch):
+    """The App uninstalled and installed again after its old token expired: minting a token for
+    the old id answers 404, and the next request looks the installation up again."""
+    monkeypatch.setattr(installations_module, "REVERIFY_SECONDS", 0.0)
+    server = await start_simulator(tmp_path / "gh", tokens={"unused"})
+    try:
+        sim = server.sim
+        a, _, na, _ = await _two_orgs(sim)
+        async with _app(server.url, pem) as gh:
+            client = GitHubClient(gh)
+            await client.pull("org-a", "one", na)
+            del sim.installations.by_id[a]
+            again = sim.add_installation("org-a", 6666).id
+            storage = await gh.config.cache_strategy.get_async_cache_storage()
+            for key in list(storage._cache):  # an hour on: githubkit's cached token has expired
+                storage.set(key, "", timedelta(seconds=-1))
+            with pytest.raises(Unavailable):
+                await client.pull("org-a", "one", na)  # the old installation's token: 404
+            assert (await client.pull("org-a", "one", na))["number"] == na
+        assert sim.counters.get("GET", LOOKUP) == 2
+        assert sim.counters.get("POST", MINT, 404) == 1
         assert sim.installations.count(again, "org-a", "ok") == 1
     finally:
         await server.stop()
