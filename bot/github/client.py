@@ -510,9 +510,12 @@ class GitHubClient:
         async with self._lookups.hold(full.lower()):  # concurrent first requests: one lookup
             if (found := self.installations.get(full)) is not None:
                 return found
+            if self.installations.missing(full):
+                raise NotInstalled(full)
             try:
                 raw = await self._as_app("GET", f"/repos/{owner}/{repo}/installation")
             except NotFound:
+                self.installations.not_installed(full)
                 raise NotInstalled(full) from None
             self.installation_lookups += 1
             found = int(raw.json()["id"])

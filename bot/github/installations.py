@@ -112,12 +112,24 @@ class InstallationMap:
 
     def __init__(self) -> None:
         self._ids: dict[str, tuple[int, float]] = {}  # lower-cased owner/repo -> (id, learnt at)
+        # Repositories found without the App, and when: asked again only after REVERIFY_SECONDS
+        # (a fork's owner is read on every sync of its PR, and has no installation).
+        self._missing: dict[str, float] = {}
 
     def get(self, repo: str) -> int | None:
         found = self._ids.get(repo.lower())
         return found[0] if found else None
 
+    def missing(self, repo: str) -> bool:
+        """Found not installed less than REVERIFY_SECONDS ago."""
+        since = self._missing.get(repo.lower())
+        return since is not None and time.monotonic() - since < REVERIFY_SECONDS
+
+    def not_installed(self, repo: str) -> None:
+        self._missing[repo.lower()] = time.monotonic()
+
     def learn(self, repo: str, installation_id: int) -> None:
+        self._missing.pop(repo.lower(), None)
         known = self._ids.get(repo.lower())
         if known is None or known[0] != installation_id:
             self._ids[repo.lower()] = (installation_id, time.monotonic())
