@@ -71,7 +71,8 @@ async def test_real_answers_match_the_documented_schemas(db_url):
     assert [e["status"] for e in detail["escalations"]] == ["answered", "open"]
     assert sorted(e["effect"] for e in detail["effects"]) == ["comment", "reply", "request_review"]
     assert [e["dry_run"] for e in detail["effects"] if e["effect"] == "request_review"] == [True]
-    assert [j["kind"] for j in detail["jobs"]] == ["sync"]
+    # The seeded sync, and maybe one the server's poller queued meanwhile for the active PR.
+    assert {j["kind"] for j in detail["jobs"]} == {"sync"}
     assert detail["effect_budget"]["writes_per_hour"] == 400
 
 
@@ -97,6 +98,11 @@ async def test_status_json_of_one_pr_is_the_api_detail(db_url):
     assert cli.returncode == 0, cli.stderr
     detail = json.loads(cli.stdout)
     _validator(doc, _response_schema(doc, "/api/prs/{owner}/{repo}/{number}", "get", 200)).validate(detail)
-    # Equal but for the budget's window start, which each reader takes from its own clock.
-    assert {**detail, "effect_budget": None} == {**api, "effect_budget": None}
+    # Equal but for the budget's window start, which each reader takes from its own clock, and
+    # the seeded sync job's progress: the running server's poller may pull it forward and a
+    # worker try it (against no GitHub) between the two reads.
+    def steady(d: dict) -> dict:
+        return {**d, "effect_budget": None, "jobs": [(j["id"], j["kind"]) for j in d["jobs"]]}
+
+    assert steady(detail) == steady(api)
     assert len(detail["rounds"]) == 2 and len(detail["escalations"]) == 2
