@@ -19,6 +19,7 @@ from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import escalations, prs, rounds
 from storage.models import Job, utcnow
+from storage.statuses import Status
 
 from . import metrics, outbox, repoconfig
 from .budget import over_budget, pause_runaway
@@ -63,10 +64,31 @@ async def _dry_run(rt: Runtime, job: Job, effect: str, payload: dict) -> None:
     summary = outbox.describe(effect, payload, rt.config.convergence.reviewers)
     if effect == "check_run":
         summary = await _check_run_said(rt, job.pr_key) or summary
+    elif effect == "comment" and job.process_key and str(payload.get("marker", "")).startswith(FIX_MARKER):
+        await _asked_no_one(rt, job, payload["marker"])
     if await outbox.record_dry_run(rt.db, job, summary):
         metrics.DRY_RUN_SUPPRESSED.labels(effect).inc()
         log.info("dry_run.would", kind=effect, pr_key=job.pr_key, process_key=job.process_key,
                  job_id=job.id, summary=summary)
+
+
+# The marker of an asking fixer's comment (`bot/engine/dispatch.py`): fix:{process}:{round}:{attempt}.
+FIX_MARKER = "convergebot:fix:"
+
+
+async def _asked_no_one(rt: Runtime, job: Job, marker: str) -> None:
+    """An asking fixer's comment (mention, author) not posted: nobody was asked, so the round's
+    deadline check is held as for a fixer not run, and the PR says what it would have asked."""
+    from .engine.fixing import hold_round_checks
+
+    round_no = marker.removeprefix(FIX_MARKER).split(":")[1]
+    if not round_no.isdigit():
+        return
+    async with rt.db.session() as s:
+        await hold_round_checks(s, job.pr_key, job.process_key, int(round_no))
+        await prs.fenced_update(None, job.pr_key, job.process_key,
+                                {"last_action": f"dry run: would have asked for a fix ({rt.config.fixer.kind})"},
+                                expect_status=Status.CONVERGING, expect_round=int(round_no), session=s)
 
 
 async def _check_run_said(rt: Runtime, pr_key: str) -> str | None:

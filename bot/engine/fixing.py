@@ -120,14 +120,20 @@ async def _dry_run(rt: Runtime, job: Job, pr: PullRequest, rnd, bound) -> None:
         # no verdict follows; it stays open, as the fixer's round would while it worked.
         await rounds.update_round(s, pr.pr_key, pk, n, {"summary": f"dry run: the fixer did not run; it would {summary}"},
                                   expect_attempt=rnd.attempt, open_only=True)
-        await s.exec(update(Job).where(
-            Job.kind == "progress_check", Job.pr_key == pr.pr_key, Job.process_key == pk, Job.round_no == n,
-            Job.status == JobStatus.QUEUED,
-        ).values(run_at=utcnow() + DRY_RUN_HOLD, last_error="dry run: held, the fixer did not run"))
+        await hold_round_checks(s, pr.pr_key, pk, n)
     if await outbox.record_dry_run(rt.db, job, summary):
         metrics.DRY_RUN_SUPPRESSED.labels("fix").inc()
         bound.info("dry_run.would", kind="fix", summary=summary,
                    findings=[f"{f.path}:{f.line}" for f in findings][:20])
+
+
+async def hold_round_checks(session, pr_key: str, process_key: str, round_no: int) -> None:
+    """In the caller's transaction: put the round's waiting progress checks off by
+    `DRY_RUN_HOLD`, in a dry run where no fixer (nor a person it asked) was set to work."""
+    await session.exec(update(Job).where(
+        Job.kind == "progress_check", Job.pr_key == pr_key, Job.process_key == process_key,
+        Job.round_no == round_no, Job.status == JobStatus.QUEUED,
+    ).values(run_at=utcnow() + DRY_RUN_HOLD, last_error="dry run: held, the fixer did not run"))
 
 
 def _base_clone_url(gh_pr: dict, head_repo: dict) -> str | None:

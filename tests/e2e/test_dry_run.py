@@ -16,7 +16,7 @@ from sqlmodel import select
 from bot import metrics
 from bot.github.simulator import Simulator, SimulatorServer, ThreadSpec
 from bot.outbox import DRY_RUN
-from storage import jobs
+from storage import jobs, prs
 from storage.database import Database
 from storage.models import Job
 
@@ -201,30 +201,43 @@ async def test_the_serve_dry_run_process_decides_a_merge_and_writes_nothing(tmp_
             sim.configure_webhooks(f"http://127.0.0.1:{port}/webhook", WEBHOOK_SECRET)
 
             pr = await sim.open_pr(REPO, title="Ready", head="ready", author="dev", files={"README.md": "# app!\n"})
+            work = await sim.open_pr(REPO, title="Work", head="work", author="dev", files={"a.txt": "a\n"})
             await sim.settle()
             sim.counters.reset()
             sim.side_effects.clear()
-            key = f"{REPO}#{pr.number}"
-            await sim.comment(REPO, pr.number, "/converge", user="maint")
+            key, work_key = f"{REPO}#{pr.number}", f"{REPO}#{work.number}"
+            for n in (pr.number, work.number):
+                await sim.comment(REPO, n, "/converge", user="maint")
 
-            async def effect(kind: str):
-                return [j for j in await jobs.list_jobs(db, key) if j.kind == "effect"
+            async def effect(kind: str, pr_key: str = key):
+                return [j for j in await jobs.list_jobs(db, pr_key) if j.kind == "effect"
                         and json.loads(j.payload)["effect"] == kind and j.status == DRY_RUN]
 
-            await _until("the review request decided", lambda: effect("request_review"), 30)
+            for k in (key, work_key):
+                await _until("the review request decided", lambda k=k: effect("request_review", k), 30)
             await sim.submit_review(REPO, pr.number, user=COPILOT, body="Copilot reviewed and generated no comments.")
+            await sim.submit_review(REPO, work.number, user=COPILOT, body="Copilot reviewed and generated 1 comment.",
+                                    threads=[ThreadSpec(path="a.txt", line=1, body="finding one")])
             (merge,) = await _until("the merge decided", lambda: effect("merge"), 30)
             assert merge.last_error.startswith("dry run: would have merged at ")
+            # The author fixer's request (a comment) is not posted: nobody was asked, so the
+            # round's deadline check is held and the PR says what it would have asked.
+            (ask,) = await _until("the fixer's ask decided", lambda: effect("comment", work_key), 30)
+            assert ask.last_error.startswith("dry run: would have posted a comment")
+            (check,) = [j for j in await jobs.list_jobs(db, work_key) if j.kind == "progress_check"]
+            assert check.status == "queued" and check.last_error.startswith("dry run: held")
+            asked = (await prs.get(db, work_key)).pr.last_action
+            assert asked == "dry run: would have asked for a fix (author)"
 
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-                (row,) = (await http.get("/api/prs")).json()
-                assert (row["pr_key"], row["status"]) == (key, "merging")
+                rows = {r["pr_key"]: r["status"] for r in (await http.get("/api/prs")).json()}
+                assert rows == {key: "merging", work_key: "converging"}
                 assert "convergebot_dry_run_suppressed_total" in (await http.get("/metrics")).text
             assert github_writes(sim) == []
             assert sim.counters.get(method="GET") > 0
             would = [e for e in logged if e.get("event") == "dry_run.would"]
             assert {"react", "request_review", "merge"} <= {e["kind"] for e in would}
-            assert all(e.get("pr_key") == key and e.get("summary") for e in would)
+            assert all(e.get("pr_key") in (key, work_key) and e.get("summary") for e in would)
         finally:
             await db.dispose()
             if proc.returncode is None:
