@@ -96,10 +96,11 @@ async def dashboard(request: Request) -> HTMLResponse:
         pr = by_key[r["pr_key"]]
         r["last_action"] = pr.last_action
         r["path"] = _path(r["pr_key"])
-        now = [x for x in await rounds.for_pr(db, pr.pr_key)
-               if x.process_key == pr.process_key and x.round_no == pr.current_round]
-        r["attempts"] = max(0, now[-1].attempt + 1) if now else 0
-        r["reruns"] = max(0, now[-1].attempt) if now else 0
+        # The run's fixer dispatches and reruns over all its rounds: a loop that keeps rerunning
+        # one round shows here, where "round 5/8" alone would not tell it.
+        run = [x for x in await rounds.for_pr(db, pr.pr_key) if x.process_key == pr.process_key]
+        r["attempts"] = sum(max(0, x.attempt + 1) for x in run)
+        r["reruns"] = sum(max(0, x.attempt) for x in run)
         r["attention"] = needs_attention(r)
     open_escalations = [(r, e) for r in shown for e in await escalations.open_for(db, r["pr_key"])]
     statuses = [s.value for s in Status]

@@ -78,6 +78,7 @@ def _browse(base: str, state: dict) -> dict:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -111,7 +112,19 @@ def _browse(base: str, state: dict) -> dict:
         driver.find_element(By.ID, "f-apply").click()
         wait.until(lambda d: "status=merged" in d.current_url and len(rows()) == 5)
         seen["merged"] = rows()
+        seen["fixer_runs"] = {r.get_attribute("data-pr"): r.find_element(By.CSS_SELECTOR, "td.attempts").text
+                              for r in driver.find_elements(By.CSS_SELECTOR, "#prs tbody tr")}
         driver.save_screenshot(str(ARTIFACTS / "dashboard-list.png"))
+        # Every form control has a label, and the filter form is reachable by keyboard alone.
+        controls = driver.find_elements(By.CSS_SELECTOR, "form.filters select, form.filters input")
+        seen["unlabelled"] = [c.get_attribute("name") for c in controls
+                              if not driver.find_elements(By.CSS_SELECTOR, f'label[for="{c.get_attribute("id")}"]')]
+        driver.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)
+        seen["tab_order"] = []
+        for _ in range(6):
+            active = driver.switch_to.active_element
+            seen["tab_order"].append(active.get_attribute("id") or active.text)
+            active.send_keys(Keys.TAB)
 
         # The escalated PR's page, through its link (keyboard-reachable: a real <a>).
         link = driver.find_element(By.CSS_SELECTOR, f'tr[data-pr="{state["escalated"]}"] a.pr-link')
@@ -127,6 +140,12 @@ def _browse(base: str, state: dict) -> dict:
         shot = ARTIFACTS / "dashboard-pr.png"
         driver.save_screenshot(str(shot))
         seen["screenshot"] = shot
+        # On a phone's width the page reflows instead of scrolling sideways.
+        driver.set_window_size(390, 844)
+        wait.until(lambda d: d.execute_script("return window.innerWidth") <= 400)
+        seen["phone_overflow"] = driver.execute_script(
+            "return document.documentElement.scrollWidth - window.innerWidth")
+        driver.save_screenshot(str(ARTIFACTS / "dashboard-pr-phone.png"))
     finally:
         driver.quit()
     return seen
@@ -152,6 +171,8 @@ async def test_dashboard_in_a_headless_browser(tmp_path):
     assert sorted(seen["by_repo"]) == sorted(keys) and OTHER not in seen["by_repo"]
     assert seen["converging_in_repo"] == "No PR matches these filters."
     assert sorted(seen["merged"]) == sorted(keys)
+    # "fixer husk, rerun, converges": its one fix round ran the fixer twice.
+    assert seen["fixer_runs"][keys[2]] == "2 / 1" and seen["fixer_runs"][keys[0]].endswith("/ 0")
     number = escalated.rsplit("#", 1)[1]
     assert seen["link_href"].endswith(f"/prs/octo-org/widgets/{number}")
     assert seen["title"].startswith(escalated)
@@ -166,5 +187,8 @@ async def test_dashboard_in_a_headless_browser(tmp_path):
     assert seen["answer_link"] == answer["html_url"]
     assert "answered by alice" in seen["escalation_text"]
     assert "mean([])" in seen["code_in_question"], "the question's Markdown was rendered"
+    assert seen["unlabelled"] == []
+    assert [f for f in seen["tab_order"] if f.startswith("f-")][:4] == ["f-status", "f-repo", "f-attention", "f-apply"]
+    assert seen["phone_overflow"] <= 0, "the PR page scrolls sideways on a phone"
     png = seen["screenshot"].read_bytes()
     assert len(png) > 1000 and png.startswith(b"\x89PNG\r\n\x1a\n")

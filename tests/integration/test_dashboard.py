@@ -76,6 +76,8 @@ async def test_list_filters_by_status_repo_and_attention(db_url):
         assert 'href="/prs/octo/repo/9"' in page and 'href="https://github.com/octo/repo/pull/9"' in page
         assert re.search(r'<time datetime="[0-9T:.+-]+">\d{4}-\d\d-\d\d \d\d:\d\d UTC</time>', page)
         assert "2/8" in page and "escalated: husk" in page
+        # Fixer runs and reruns over the run's rounds: round 1 ran twice, round 2 not yet.
+        assert re.search(r'<tr data-pr="octo/repo#9">.*?<td [^>]*class="attempts">2 / 1</td>', page, re.S)
 
         only = (await http.get("/", params={"status": "escalated"})).text
         assert KEY in only and OTHER not in only and '<option value="escalated" selected>' in only
