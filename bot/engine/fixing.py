@@ -50,9 +50,6 @@ async def fix(rt: Runtime, job: Job) -> None:
         bound.info("fix.not_applicable")
         return
     pr = view.pr
-    if rt.config.github.dry_run:
-        await _dry_run(rt, job, pr, rnd, bound)
-        return
     key = parse_pr_key(pr.pr_key)
     gh_pr = await rt.github.pull(key.owner, key.repo, key.number)
     head_repo = (gh_pr.get("head") or {}).get("repo") or {}  # a fork's, for a PR from a fork
@@ -67,6 +64,11 @@ async def fix(rt: Runtime, job: Job) -> None:
     elif refusal is not None:
         # A fork the fixer may not touch: nothing is cloned or run, and the maintainers are asked.
         await _refuse(rt, pr, attempt, rnd.entry_head, refusal, bound)
+        return
+    elif rt.config.github.dry_run:
+        # Decided up to here as for real (a branch that moved, a fork refused); the agent alone
+        # does not run.
+        await _dry_run(rt, job, pr, rnd, bound)
         return
     else:
         async def still_current() -> bool:
