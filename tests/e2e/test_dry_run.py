@@ -13,7 +13,8 @@ import httpx
 import pytest
 from sqlmodel import select
 
-from bot import metrics
+from bot import metrics, outbox
+from bot.engine.read import findings_of
 from bot.github.simulator import Simulator, SimulatorServer, ThreadSpec
 from bot.outbox import DRY_RUN
 from storage import jobs, prs
@@ -140,6 +141,21 @@ async def test_a_dry_run_reads_and_decides_everything_and_writes_nothing(tmp_pat
         # Counted by kind.
         for kind in ("merge", "fix", "react"):
             assert metrics.DRY_RUN_SUPPRESSED.labels(kind)._value.get() > suppressed[kind]
+
+        # A round's thread replies (the fixer's or the step's declines; here queued as they
+        # would be) are recorded too, and nothing waits on them any more.
+        async with h.rt.db.session() as s:
+            assert await outbox.replies(s, fix_key, fixing.pr.process_key,
+                                        [(f, "Declined: out of scope.", True) for f in findings_of(rnd.findings)],
+                                        key="declines", round_no=1)
+        h.rt.wake_workers()
+
+        async def replies_recorded():
+            return [j for j in await _effects(h, fix_key) if _kinds([j], DRY_RUN) == {"reply"}]
+
+        (reply,) = await h.wait_for("the replies' dry-run record", replies_recorded, timeout=15)
+        assert reply.last_error == "dry run: would have replied on 2 review thread(s), resolving 2"
+        assert await outbox.next_due(h.rt.db, fix_key, "reply") is None
 
         # Settled: two polls (each re-steps both PRs) later, no new effect was decided, none
         # is waiting or retrying, and still nothing was written.
