@@ -16,8 +16,16 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from bot.prkey import PrKeyError, try_parse_pr_key
-from bot.views import comment_url, is_dry_run_state, needs_attention, pr_detail, prs_json
-from storage import escalations, prs, rounds
+from bot.views import (
+    comment_url,
+    fixer_runs,
+    is_dry_run_state,
+    needs_attention,
+    open_escalations,
+    pr_detail,
+    prs_json,
+)
+from storage import prs
 from storage.statuses import Status
 
 from . import markdown
@@ -92,19 +100,18 @@ async def dashboard(request: Request) -> HTMLResponse:
              and (not wanted_repo or _repo_of(r["pr_key"]) == wanted_repo)
              and (not attention or needs_attention(r))]
     by_key = {v.pr.pr_key: v.pr for v in views}
+    # The fixer's runs and reruns over the run's rounds: a loop that keeps rerunning one round
+    # shows here, where "round 5/8" alone would not tell it.
+    fixer = await fixer_runs(db) if shown else {}
+    waiting = await open_escalations(db) if shown else {}
     for r in shown:
-        pr = by_key[r["pr_key"]]
-        r["last_action"] = pr.last_action
+        r["last_action"] = by_key[r["pr_key"]].last_action
         r["path"] = _path(r["pr_key"])
-        # The run's fixer dispatches and reruns over all its rounds: a loop that keeps rerunning
-        # one round shows here, where "round 5/8" alone would not tell it.
-        run = [x for x in await rounds.for_pr(db, pr.pr_key) if x.process_key == pr.process_key]
-        r["attempts"] = sum(max(0, x.attempt + 1) for x in run)
-        r["reruns"] = sum(max(0, x.attempt) for x in run)
+        r["attempts"], r["reruns"] = fixer.get(r["pr_key"], (0, 0))
         r["attention"] = needs_attention(r)
-    open_escalations = [(r, e) for r in shown for e in await escalations.open_for(db, r["pr_key"])]
+    asked = [(r, e) for r in shown for e in waiting.get(r["pr_key"], [])]
     statuses = [s.value for s in Status]
-    return _page(request, "list.html", rows=shown, open_escalations=open_escalations, total=len(rows), repos=repos, statuses=statuses,
+    return _page(request, "list.html", rows=shown, open_escalations=asked, total=len(rows), repos=repos, statuses=statuses,
                  wanted_status=wanted_status, wanted_repo=wanted_repo, attention=attention,
                  filtered=bool(wanted_status or wanted_repo or attention), refresh=REFRESH_SECONDS)
 
