@@ -137,6 +137,14 @@ async def test_a_dry_run_reads_and_decides_everything_and_writes_nothing(tmp_pat
         assert (shown[merge_key]["status"], shown[fix_key]["status"]) == ("merging", "converging")
         page = await h.http.get("/", headers=headers)
         assert page.status_code == 200 and "dry run: would run the fake fixer" in page.text
+        # The PR's detail lists its effects in the dry-run state, each with what it would have done.
+        owner_repo, number = merge_key.split("#")
+        detail = (await h.http.get(f"/api/prs/{owner_repo}/{number}", headers=headers)).json()
+        effects = {e["effect"]: e for e in detail["effects"]}
+        assert effects["merge"]["status"] == DRY_RUN and effects["merge"]["dry_run"] is True
+        assert effects["merge"]["last_error"].startswith("dry run: would have merged at ")
+        pr_page = await h.http.get(f"/prs/{owner_repo}/{number}", headers=headers)
+        assert pr_page.status_code == 200 and "would have merged at" in pr_page.text
 
         # Counted by kind.
         for kind in ("merge", "fix", "react"):
