@@ -177,7 +177,11 @@ async def _running(config: Config, db: Database, fixer,
         scheduler = AsyncIOScheduler(timezone="UTC")
         poller = Poller(rt)
         poller.schedule(scheduler)
-        redelivery.schedule(rt, scheduler)  # webhooks GitHub never delivered (docs/architecture.md)
+        if config.github.dry_run:
+            # Asking GitHub to send a delivery again is a write (the client would refuse it).
+            log.info("redelivery.off", reason="dry run: asking GitHub to redeliver is a write")
+        else:
+            redelivery.schedule(rt, scheduler)  # webhooks GitHub never delivered (docs/architecture.md)
         scan.schedule(rt, scheduler)  # enrollment intent no webhook brought (docs/architecture.md)
         server = _Server(uvicorn.Config(
             build_app(rt), host=config.server.host, port=config.server.port, log_config=None,
