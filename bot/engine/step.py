@@ -84,6 +84,9 @@ async def _step(rt: Runtime, pr_key: str) -> None:
                            observed.values["outcome"] == "merged")  # the bot's merge, seen here
             await checkrun.publish(rt, pr_key)
         return
+    # The repository's settings, read (at most once per interval) before anything decides: code
+    # below that runs inside a transaction takes them from the process's copy.
+    await repoconfig.effective_config(rt, pr.repo)
     if unchanged and rt.extras.get("skip_unchanged", True) and await _nothing_due(rt, view, observed, seen):
         # GitHub answered 304 to every read, the row holds all of it already, and the decision
         # is to wait: nothing to write (not even `synced_at`), no GitHub read beyond the three.
@@ -134,7 +137,7 @@ async def _nothing_due(rt: Runtime, view: PrView, observed: Observed, seen: Obse
     reviews = tuple(review_of(r) for r in seen.reviews if isinstance(r.get("id"), int))
     snap = Snapshot(pr=pr_state(pr), round=round_state(rnd), head=seen.head_sha, reviews=reviews,
                     threads=None, checks=Checks("success"), open_escalations=0, adjudications={},
-                    now=utcnow(), settings=settings_of(rt, await repoconfig.effective_config(rt, pr.repo)))
+                    now=utcnow(), settings=settings_of(rt, repoconfig.current(rt, pr.repo).config))
     if fresh_review(snap) is not None or not all(isinstance(a, Wait) for a in decide_step(snap).actions):
         return False
     return checkrun.says(rt, view, rnd)
