@@ -222,6 +222,7 @@ async def test_the_serve_dry_run_process_decides_a_merge_and_writes_nothing(tmp_
             await _until("serve to listen", listening, 30)
             assert proc.returncode is None, logged[-5:]
             assert any(e.get("event") == "server.dry_run" for e in logged)
+            assert any(e.get("event") == "redelivery.off" and "dry run" in e.get("reason", "") for e in logged)
             sim.configure_webhooks(f"http://127.0.0.1:{port}/webhook", WEBHOOK_SECRET)
 
             pr = await sim.open_pr(REPO, title="Ready", head="ready", author="dev", files={"README.md": "# app!\n"})
