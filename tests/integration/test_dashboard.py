@@ -20,7 +20,7 @@ from ..serving import make_config, serving
 KEY = "octo/repo#9"
 OTHER = "acme/lib#2"
 HOSTILE = ("Use `mean()` <script>alert(1)</script> [click](javascript:alert(2)) "
-           "<img src=x onerror=alert(3)> [docs](https://example.com/docs)")
+           "<img src=x onerror=alert(3)> ![pixel](https://tracker.example/p.png) [docs](https://example.com/docs)")
 ESCALATION_COMMENT, ANSWER_COMMENT = 5551, 7771
 LATER = 3600  # seconds: the seeded jobs stay queued, out of the workers' reach, while a test reads them
 
@@ -118,6 +118,24 @@ async def test_pr_page_shows_timeline_escalation_links_effects_and_budget(db_url
         assert re.search(r'<td data-label="effect">comment</td>\s*<td data-label="state">parked</td>', html)
         assert "0 of 400 writes" in html and "0 of 60 comments" in html
         assert re.search(r'<td data-label="kind">sync</td>', html)
+
+
+async def test_an_abandoned_pr_shows_why_and_a_stuck_one_needs_attention(db_url):
+    from bot.enrollment import abandon_pr
+    from storage import runs
+
+    async with serving(make_config(db_url)) as (rt, http):
+        await enroll(rt.db, KEY)
+        assert await abandon_pr(rt.db, KEY, "superseded by **#12**")
+        stuck = await enroll(rt.db, OTHER)
+        # The run ends out of band (a crash clean-up): the row still says converging.
+        assert await runs.terminate_run(rt.db, stuck, "clean-up after a crash")
+        page = (await http.get("/prs/octo/repo/9")).text
+        assert re.search(r'id="abandon-reason"><p>superseded by <strong>#12</strong></p>', page)
+        detail = (await http.get("/api/prs/octo/repo/9")).json()
+        assert (detail["status"], detail["abandon_reason"]) == ("abandoned", "superseded by **#12**")
+        attention = (await http.get("/", params={"attention": "1"})).text
+        assert OTHER in attention and KEY not in attention
 
 
 async def test_dry_run_banner_on_every_page(db_url):
