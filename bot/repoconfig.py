@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from storage.locks import KeyedLocks
 
 from .config import Config
-from .github.errors import GitHubError
+from .github.errors import GitHubError, RateLimited, Unavailable
 from .runtime import Runtime
 
 log = structlog.get_logger(__name__)
@@ -144,8 +144,10 @@ def _fresh(rt: Runtime, entry: _Entry | None) -> bool:
 async def repo_config(rt: Runtime, repo: str) -> RepoConfig:
     """The repository's settings, read from GitHub when the process's copy is due again.
 
-    A failed read keeps the copy there is (until the next interval); with none, the error goes
-    to the caller like any other read of the step."""
+    A read that fails for now (rate limit, 5xx, no answer) keeps the copy there is until the
+    next interval; with none, the error goes to the caller like any other read of the step. A
+    refusal (a 403: credentials without read access to contents) means the global settings: the
+    bot must not stop for a file it cannot read."""
     cache, name = _cache(rt), repo.lower()
     if _fresh(rt, entry := cache.entries.get(name)):
         return entry.result
@@ -156,12 +158,16 @@ async def repo_config(rt: Runtime, repo: str) -> RepoConfig:
         owner, _, short = repo.partition("/")
         try:
             found = await rt.github.file_text(owner, short, PATH)
-        except GitHubError as e:
+        except (RateLimited, Unavailable) as e:
             if entry is None:
                 raise
             log.warning("repo_config.unreadable", repo=repo, error=str(e))
             entry.read_at = time.monotonic()
             return entry.result
+        except GitHubError as e:
+            if entry is None or entry.result.sha is not None:
+                log.warning("repo_config.refused", repo=repo, error=str(e))
+            found = None
         result = load(found, rt.config)
         cache.entries[name] = _Entry(result, time.monotonic())
         if result.problem and (name, result.sha or "") not in cache.warned:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from structlog.testing import capture_logs
 
 from bot import repoconfig
 from bot.cli import _check_pr_exists
+from bot.github.errors import Unavailable
 from bot.prkey import parse_pr_key
 
 from .harness import FILES, REPO, bot_on_simulator, quiesce, steps
@@ -152,3 +154,17 @@ async def test_the_file_is_read_conditionally_once_per_interval(tmp_path, db_url
         assert "max_rounds: Input should be greater than or equal to 1" in result.problem
         warned = [e for e in logs if e["event"] == "repo_config.invalid"]
         assert len(warned) == 1 and warned[0]["repo"] == "acme/bad" and warned[0]["sha"] == result.sha
+
+        # A read failing for now keeps the copy there is, and with none fails the caller (its job
+        # retries); a refusal means the global settings, never a PR stuck on a file.
+        h.sim.inject_fault(r"^/repos/acme/quiet/contents/", method="GET", status=502, count=1)
+        repoconfig.forget(rt, repo)
+        assert (await repoconfig.effective_config(rt, repo)).convergence.max_rounds == 5
+        await _repo(h, "acme/down", "[convergence]\nmax_rounds = 2\n")
+        h.sim.inject_fault(r"^/repos/acme/down/contents/", method="GET", status=502, count=1)
+        with pytest.raises(Unavailable):
+            await repoconfig.effective_config(rt, "acme/down")
+        assert (await repoconfig.effective_config(rt, "acme/down")).convergence.max_rounds == 2
+        await _repo(h, "acme/refused", "[convergence]\nmax_rounds = 2\n")
+        h.sim.inject_fault(r"^/repos/acme/refused/contents/", method="GET", status=405, count=1)
+        assert (await repoconfig.effective_config(rt, "acme/refused")).convergence.max_rounds == 8
