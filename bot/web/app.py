@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from bot.runtime import Runtime
@@ -12,8 +15,17 @@ from .dashboard import dashboard, pr_page
 from .webhook import receive_webhook
 
 
+async def http_error(request: Request, exc: HTTPException) -> Response:
+    """Under /api, the router's own refusals (no such path, a method not allowed) answer in
+    the API's one error shape, `{"error": ...}`, like its handlers' do."""
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": f"{exc.detail}: {request.method} {request.url.path}"},
+                            status_code=exc.status_code, headers=exc.headers)
+    return PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
+
+
 def build_app(rt: Runtime) -> Starlette:
-    app = Starlette(routes=[
+    app = Starlette(exception_handlers={HTTPException: http_error}, routes=[
         Route("/", dashboard),
         Route("/prs/{owner}/{repo}/{number}", pr_page),
         Route("/webhook", receive_webhook, methods=["POST"]),

@@ -87,6 +87,12 @@ async def test_api_refuses_malformed_keys_with_a_json_error_and_creates_nothing(
             assert why in r.json()["error"], (path, r.json())
         r = await http.get("/api/prs/octo/repo/12")
         assert r.status_code == 404 and r.json() == {"error": "octo/repo#12 is not enrolled"}
+        # The router's own refusals under /api answer in the same shape.
+        r = await http.get("/api/prs/octo/repo")
+        assert r.status_code == 404 and r.json() == {"error": "Not Found: GET /api/prs/octo/repo"}
+        r = await http.delete("/api/prs")
+        assert r.status_code == 405 and r.json()["error"].startswith("Method Not Allowed")
+        assert (await http.get("/nowhere")).text == "Not Found"
         assert (await http.get("/api/prs")).json() == []
         assert await prs.list_all(rt.db) == [] and await jobs.list_jobs(rt.db) == []
 
