@@ -1,5 +1,6 @@
 """How a PR is shown to people and programs: one JSON shape for the CLI, the API, the dashboard
-and the demo."""
+and the demo (`pr_json`, a summary), one for a PR's full detail (`pr_detail`), and the few
+whole-list reads the dashboard's list makes. All of it reads the database only."""
 
 from __future__ import annotations
 
