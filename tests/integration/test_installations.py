@@ -5,7 +5,10 @@ installation's repositories, and each installation has its own rate limit."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import itertools
+import json
 from datetime import timedelta
 
 import pytest
@@ -22,6 +25,7 @@ from bot.runtime import Runtime
 from bot.scan import repositories
 
 from ..helpers import app_private_key
+from ..serving import WEBHOOK_SECRET, make_config, serving
 from ..simulator_fixtures import start_simulator
 
 LOOKUP = "/repos/{owner}/{repo}/installation"
@@ -154,6 +158,25 @@ async def test_a_webhook_payload_tells_a_repositorys_installation(simulator, sim
         await client.pull("org-a", "one", na)
     assert sim.counters.get("GET", LOOKUP) == 0
     assert sim.installations.count(a, "org-a", "ok") == 1
+
+
+async def test_a_signed_webhook_teaches_the_serving_bot_a_repositorys_installation(simulator, sim, pem, tmp_path,
+                                                                                   db_url):
+    a, _, na, _ = await _two_orgs(sim)
+    config = make_config(db_url, simulator.url, scan={"enabled": False}, github={
+        "app_id": str(next(_APP_IDS)), "private_key_path": str(app_private_key(tmp_path))})
+    async with serving(config) as (rt, http):
+        body = json.dumps({"action": "edited", "installation": {"id": a},
+                           "repository": {"full_name": "org-a/one"}}).encode()
+        signature = "sha256=" + hmac.new(WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
+        answer = await http.post("/webhook", content=body, headers={
+            "X-GitHub-Event": "repository", "X-GitHub-Delivery": "d-1", "X-Hub-Signature-256": signature,
+            "Content-Type": "application/json"})
+        assert answer.status_code == 202
+        assert rt.github.installations.get("org-a/one") == a
+        await rt.github.pull("org-a", "one", na)
+    assert sim.counters.get("GET", LOOKUP) == 0
+    assert sim.installations.count(a, "org-a", "ok") >= 1
 
 
 async def test_each_installation_has_its_own_rate_limit(tmp_path, pem):
