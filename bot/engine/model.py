@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from bot.fixers.base import Finding
+from bot.reviewers import Reviewer, from_config
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,13 @@ class Settings:
     bot_login: str
     churn_rounds: int = 4
     max_husk_retries: int = 2
+    # Each reviewer's kind, whether it is waited for and for how long (bot/reviewers.py); empty:
+    # every login in `reviewers`, as `reviewers = [...]` means.
+    reviewer_specs: tuple[Reviewer, ...] = ()
+
+    @property
+    def roster(self) -> tuple[Reviewer, ...]:
+        return self.reviewer_specs or from_config(self.reviewers)
 
 
 @dataclass(frozen=True)
