@@ -18,7 +18,10 @@ from pydantic import (
     SecretStr,
     StringConstraints,
     ValidationError,
+    field_validator,
 )
+
+from . import reviewers as _reviewers
 
 ENV_PREFIX = "CONVERGEBOT_"
 CONFIG_PATH_ENV = "CONVERGEBOT_CONFIG"
@@ -127,6 +130,9 @@ class ConvergenceConfig(_Section):
     max_rounds: int = Field(8, ge=1, le=MAX_ROUNDS)
     merge: bool = True
     reviewers: list[str] = ["copilot-pull-request-reviewer[bot]"]
+    # `[[convergence.reviewer]]` tables: each reviewer's kind, trigger, whether a round waits for
+    # it and for how long (bot/reviewers.py). When given, they are the list and `reviewers` is not read.
+    reviewer: list[_reviewers.ReviewerConfig] = []
     review_wait_timeout_seconds: float = Field(1800.0, gt=0)
     nudge_window_seconds: float = Field(600.0, gt=0)
     required_checks: list[str] = []
@@ -135,6 +141,11 @@ class ConvergenceConfig(_Section):
     auto_enroll_authors: list[str] = []
     escalation_heal_grace_seconds: float = Field(300.0, ge=0)
     churn_rounds: int = Field(4, ge=2)
+
+    @field_validator("reviewer")
+    @classmethod
+    def _reviewers_usable(cls, value: list[_reviewers.ReviewerConfig]) -> list[_reviewers.ReviewerConfig]:
+        return _reviewers.validate(value)
 
 
 class MergeConfig(_Section):
@@ -160,6 +171,11 @@ class BudgetConfig(_Section):
 class FixerConfig(_Section):
     kind: Literal["command", "mention", "author", "fake"] = "author"
     command: list[str] = []
+    # A known agent CLI's unattended invocation instead of a hand-written `command`
+    # (docs/fixers.md, "Presets"); with a preset, `command` may only name the program's path.
+    preset: Literal["", "claude-code", "codex", "gemini", "aider", "copilot"] = ""
+    # Extra flags appended to the preset's own (a model, an allowed tool).
+    preset_args: list[str] = []
     timeout_seconds: float = Field(1800.0, gt=0)
     mention: str = "@copilot"
     fake_script: list[str] = ["push"]
