@@ -502,8 +502,8 @@ class GitHubClient:
 
     async def installation_for(self, owner: str, repo: str) -> int:
         """The id of the App's installation on the repository: looked up once as the App, then
-        kept (a 401/404 from it makes the next request look again). NotInstalled when the App is
-        not installed there."""
+        kept (a 401 or 404 from it makes a later request look again, see installations.py).
+        NotInstalled when the App is not installed there."""
         full = f"{owner}/{repo}"
         if (found := self.installations.get(full)) is not None:
             return found
@@ -553,9 +553,12 @@ class GitHubClient:
         try:
             return await self._call(what, send, **kw)
         except GitHubError as e:
-            status = 404 if isinstance(e, NotFound) else e.status or _minting_refused(e)
-            if repo is not None and status in (401, 404) and self.installations.doubt(repo):
-                log.info("github.installation_doubted", repo=repo, installation_id=installation, status=status)
+            minting = _minting_refused(e)
+            refused = e.status == 401 or minting in (401, 404)
+            if (repo is not None and (refused or isinstance(e, NotFound))
+                    and self.installations.doubt(repo, refused=refused)):
+                log.info("github.installation_doubted", repo=repo, installation_id=installation,
+                         status=minting or e.status)
             raise
         finally:
             chosen.reset(token)

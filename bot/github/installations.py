@@ -2,9 +2,11 @@
 
 Configured without an `installation_id`, the App serves every account it is installed on. Each
 repository's installation is looked up once (`GET /repos/{o}/{r}/installation`, as the App) and
-kept in process: it changes only when the App is uninstalled and installed again, and a 401 or 404
-from that installation then makes the next request look again (at most once a minute per
-repository, so a resource that really is missing does not cost a lookup per read).
+kept in process: it changes only when the App is uninstalled and installed again (its tokens
+are then refused: 401, or 404 when minting one), which makes the next request look again, at most
+once a minute per repository. A plain 404 from the installation is mostly a resource that really
+is missing (a repository without a config file, a commenter who is no collaborator), so it makes
+the next request look again only once an hour.
 
 The client says which installation a request is for through a context variable (`chosen`), read
 by the auth flow of the one githubkit client: requests share its connection pool and HTTP cache,
@@ -31,7 +33,8 @@ from .errors import NotFound
 if TYPE_CHECKING:
     from githubkit import GitHubCore
 
-REVERIFY_SECONDS = 60.0
+REVERIFY_SECONDS = 60.0  # after a 401 (or a token refused): the installation is likely gone
+NOT_FOUND_REVERIFY_SECONDS = 3600.0  # after a plain 404: the resource is likely missing
 
 # The installation the request being sent in this task goes to (None: the App itself, or the
 # one configured installation).
@@ -134,11 +137,13 @@ class InstallationMap:
         if known is None or known[0] != installation_id:
             self._ids[repo.lower()] = (installation_id, time.monotonic())
 
-    def doubt(self, repo: str) -> bool:
-        """A 401/404 came from the repository's installation: forget it, unless it was learnt in
-        the last minute (a resource that is really missing must not cost a lookup per read)."""
+    def doubt(self, repo: str, *, refused: bool) -> bool:
+        """A 401 (`refused`) or a 404 came from the repository's installation: forget it, unless
+        it was learnt within REVERIFY_SECONDS (`refused`) or NOT_FOUND_REVERIFY_SECONDS, so
+        that a resource that is really missing does not cost a lookup per read."""
         known = self._ids.get(repo.lower())
-        if known is None or time.monotonic() - known[1] < REVERIFY_SECONDS:
+        window = REVERIFY_SECONDS if refused else NOT_FOUND_REVERIFY_SECONDS
+        if known is None or time.monotonic() - known[1] < window:
             return False
         del self._ids[repo.lower()]
         return True

@@ -92,6 +92,19 @@ async def test_the_installation_lookup_is_made_once_per_repository(simulator, si
     assert sim.counters.get("POST", MINT) == 2
 
 
+async def test_a_missing_resource_does_not_cost_a_lookup_per_read(simulator, sim, pem, monkeypatch):
+    """A 404 for something that is not there (a repository without a config file) is no sign
+    the installation changed: it is asked about again only after an hour, not a minute."""
+    monkeypatch.setattr(installations_module, "REVERIFY_SECONDS", 0.0)
+    _, _, na, _ = await _two_orgs(sim)
+    async with _app(simulator.url, pem) as gh:
+        client = GitHubClient(gh)
+        for _ in range(3):
+            assert await client.file_text("org-a", "one", ".github/convergebot.toml") is None  # 404
+            await client.pull("org-a", "one", na)
+    assert sim.counters.get("GET", LOOKUP) == 1
+
+
 async def test_a_token_of_one_installation_is_refused_on_another_orgs_repository(simulator, sim, api):
     a, _, _, nb = await _two_orgs(sim)
     jwt = {"Authorization": "Bearer a.b.c"}
