@@ -40,7 +40,7 @@ PROBLEM_CAP = 1000  # characters of the problem kept: it goes into every PR's ch
 
 # What a repository may set, by section: its PRs' settings, never the bot's.
 ALLOWED: dict[str, tuple[str, ...]] = {
-    "convergence": ("max_rounds", "reviewers", "required_checks", "maintainers"),
+    "convergence": ("max_rounds", "reviewers", "reviewer", "required_checks", "maintainers"),
     "merge": ("method",),
     "fixer": ("prompt_append",),
 }
@@ -77,6 +77,10 @@ def parse(text: str, base: Config) -> Config:
             if key not in ALLOWED[section]:
                 raise RepoConfigError(f"{PATH}{_at(text, section, key)}: unknown key {key!r} in "
                                       f"[{section}] (allowed: {_ALLOWED_TEXT})")
+        if section == "convergence" and "reviewers" in values and "reviewer" not in values:
+            # The repository's own list: the global `[[convergence.reviewer]]` tables would
+            # otherwise stand in front of it (tables, when given, are the list).
+            values = {**values, "reviewer": []}
         model = type(getattr(base, section))
         try:
             # The global section's own model validates the merged values: the same bounds apply.
