@@ -37,7 +37,7 @@ async def settle(session: AsyncSession, comment_id: int, accepted: bool, why: st
 
 
 async def for_pr(db: Database, pr_key: str) -> list[Command]:
-    async with db.session() as s:
+    async with db.read_session() as s:
         return list(await s.exec(select(Command).where(Command.pr_key == pr_key).order_by(Command.id)))
 
 

@@ -295,7 +295,7 @@ async def get_job(db: Database, job_id: int) -> Job | None:
 
 
 async def list_jobs(db: Database, pr_key: str | None = None) -> list[Job]:
-    async with db.session() as s:
+    async with db.read_session() as s:
         query = select(Job).order_by(Job.id)
         if pr_key is not None:
             query = query.where(Job.pr_key == pr_key)

@@ -64,6 +64,6 @@ async def get_run(db: Database, process_key: str) -> Run | None:
 
 
 async def runs_for(db: Database, pr_key: str) -> list[Run]:
-    async with db.session() as s:
+    async with db.read_session() as s:
         rows = await s.exec(select(Run).where(Run.pr_key == pr_key).order_by(Run.started_at))
         return list(rows)
