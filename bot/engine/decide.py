@@ -7,9 +7,10 @@ shell (step.py, progress.py) only reads, calls these, and applies the actions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from bot.fixers.base import Finding
+from bot.reviewers import Reviewer
 from storage.statuses import TERMINAL, Status
 
 from .findings import apply_adjudications, attribution, fingerprint, from_review_body, from_threads
@@ -52,13 +53,13 @@ def counts_as_review(r: Review, settings: Settings) -> bool:
     """
     if _login(r.user) == _login(settings.bot_login):
         return False
-    if _login(r.user) in {_login(x) for x in settings.reviewers}:
+    if _login(r.user) in {_login(x.login) for x in settings.roster}:
         return True
     return r.state in ("APPROVED", "CHANGES_REQUESTED")
 
 
-def fresh_review(s: Snapshot) -> Review | None:
-    """The newest review of the current head submitted after we started waiting.
+def fresh_reviews(s: Snapshot) -> tuple[Review, ...]:
+    """Every review of the current head submitted after we started waiting, oldest first.
 
     All three conditions matter: an older review id would replay the previous round, an older
     submission time predates the request, and another commit is not the code in front of us.
@@ -67,7 +68,7 @@ def fresh_review(s: Snapshot) -> Review | None:
     # GitHub stamps reviews to the second: compare at that resolution, or a review submitted in
     # the same second as the request would never count.
     since = pr.waiting_since.replace(microsecond=0) if pr.waiting_since else None
-    candidates = [
+    return tuple(sorted((
         r for r in s.reviews
         if r.id > (pr.last_review_id or 0)
         and r.submitted_at is not None
@@ -75,8 +76,34 @@ def fresh_review(s: Snapshot) -> Review | None:
         and r.commit_id == s.head
         and r.state not in ("PENDING", "DISMISSED")
         and counts_as_review(r, s.settings)
-    ]
-    return max(candidates, key=lambda r: r.id, default=None)
+    ), key=lambda r: r.id))
+
+
+def missing_reviewers(s: Snapshot) -> tuple[Reviewer, ...]:
+    """The required reviewers without a fresh review of the head: what the round waits for.
+
+    A review from one reviewer never stands in for another's: with Copilot and CodeRabbit both
+    required, Copilot's review arriving first does not decide the round on its threads alone.
+    """
+    reviewed = {_login(r.user) for r in fresh_reviews(s)}
+    return tuple(r for r in s.settings.roster if r.required and _login(r.login) not in reviewed)
+
+
+def fresh_review(s: Snapshot) -> Review | None:
+    """The review that ends the round's wait: the newest fresh review, once every required
+    reviewer has one (with none required, as soon as anyone who counts has reviewed).
+
+    Optional reviewers are never waited for; what they said by then is read with the rest
+    (the round reads every unresolved thread, whoever opened it).
+    """
+    reviews = fresh_reviews(s)
+    if not reviews or missing_reviewers(s):
+        return None
+    return reviews[-1]
+
+
+def reviewer_timeout(reviewer: Reviewer, settings: Settings) -> timedelta:
+    return reviewer.timeout or settings.review_wait_timeout
 
 
 def _newest(s: Snapshot) -> int | None:
@@ -95,11 +122,37 @@ def check_findings(s: Snapshot) -> tuple[Finding, ...]:
 
 def review_wait_deadlines(waiting_since: datetime | None, last_nudge_at: datetime | None, now: datetime,
                           settings: Settings) -> tuple[datetime, datetime]:
-    """When a PR waiting for a review of its head escalates as stalled, and when it is next
-    nudged, if no review comes first: the only things such a PR does unasked."""
-    timeout_at = (waiting_since or now) + settings.review_wait_timeout
+    """When a PR waiting for a review of its head escalates as stalled (at the earliest: the
+    shortest timeout of a required reviewer), and when it is next nudged, if no review comes
+    first: the only things such a PR does unasked."""
+    required = [reviewer_timeout(r, settings) for r in settings.roster if r.required]
+    timeout_at = (waiting_since or now) + min(required, default=settings.review_wait_timeout)
     nudge_at = now if last_nudge_at is None else last_nudge_at + settings.nudge_window
     return timeout_at, nudge_at
+
+
+def _stalled(s: Snapshot) -> tuple[Reviewer, ...] | None:
+    """The required reviewers whose own timeout passed without a fresh review (None: none did).
+    With no reviewer required, the round's one timeout (any review would do) stands alone."""
+    since = s.pr.waiting_since or s.now
+    missing = missing_reviewers(s)
+    if not any(r.required for r in s.settings.roster):
+        return () if s.now >= since + s.settings.review_wait_timeout else None
+    late = tuple(r for r in missing if s.now >= since + reviewer_timeout(r, s.settings))
+    return late or None
+
+
+def _took(td: timedelta) -> str:
+    seconds = int(td.total_seconds())
+    return f"{seconds // 60} minutes" if seconds >= 60 else f"{seconds} seconds"
+
+
+def _stalled_question(s: Snapshot, late: tuple[Reviewer, ...]) -> str:
+    if not late:
+        return (f"No review of {s.head[:7]} arrived within {_minutes(s.settings.review_wait_timeout)} "
+                "minutes. Request one by hand, or answer to continue.")
+    names = ", ".join(f"`{r.login}` (within {_took(reviewer_timeout(r, s.settings))})" for r in late)
+    return (f"No review of {s.head[:7]} arrived from {names}. Request one by hand, or answer to continue.")
 
 
 def decide_step(s: Snapshot) -> Decision:
@@ -125,16 +178,16 @@ def decide_step(s: Snapshot) -> Decision:
 
     review = fresh_review(s)
     if review is None:
-        timeout_at, nudge_at = review_wait_deadlines(pr.waiting_since, pr.last_nudge_at, s.now, s.settings)
-        if s.now >= timeout_at:
-            question = (
-                f"No review of {s.head[:7]} arrived within {_minutes(s.settings.review_wait_timeout)} "
-                "minutes. Request one by hand, or answer to continue."
-            )
+        late = _stalled(s)
+        if late is not None:
+            question = _stalled_question(s, late)
             return Decision((Escalate("review_stalled", question, fingerprint("review_stalled", s.head)),))
+        _, nudge_at = review_wait_deadlines(pr.waiting_since, pr.last_nudge_at, s.now, s.settings)
+        waiting = ", ".join(r.login for r in missing_reviewers(s))
+        reason = f"waiting for a review from {waiting}" if waiting else "waiting for a review"
         if s.now >= nudge_at:
-            return Decision((Nudge(), Wait("waiting for a review")))
-        return Decision((Wait("waiting for a review"),))
+            return Decision((Nudge(), Wait(reason)))
+        return Decision((Wait(reason),))
 
     if s.threads_settling:
         # A thread we answered but whose resolve is still being retried would read as a new

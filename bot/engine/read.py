@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from datetime import timedelta
 
-from bot import outbox, repoconfig
+from bot import outbox, repoconfig, reviewers
 from bot.config import Config
 from bot.fixers.base import Finding
 from bot.github.client import THREAD_COMMENTS_READ
@@ -16,6 +16,7 @@ from bot.runtime import Runtime
 from storage import adjudications, escalations, rounds
 from storage.models import PullRequest, Round, utcnow
 
+from .findings import settled_of
 from .model import Adjudication, Checks, PrState, Review, RoundState, Settings, Snapshot, Thread
 from .threads import reply_marker
 
@@ -26,14 +27,17 @@ FAILED_CONCLUSIONS = {"failure", "timed_out", "cancelled", "action_required", "s
 def settings_of(rt: Runtime, config: Config | None = None) -> Settings:
     """The decision's settings; `config`: the PR's repository's (`repoconfig`), else the global."""
     c = (config or rt.config).convergence
+    roster = reviewers.from_config(c.reviewers, c.reviewer)
     return Settings(
-        reviewers=tuple(c.reviewers),
+        reviewers=tuple(r.login for r in roster),
+        reviewer_specs=roster,
         review_wait_timeout=timedelta(seconds=c.review_wait_timeout_seconds),
         nudge_window=timedelta(seconds=c.nudge_window_seconds),
         heal_grace=timedelta(seconds=c.escalation_heal_grace_seconds),
         fixer_kind=rt.config.fixer.kind,
         bot_login=rt.config.github.bot_login,
         churn_rounds=c.churn_rounds,
+        block_on=c.block_on,
     )
 
 
@@ -107,7 +111,8 @@ def round_state(r: Round | None) -> RoundState | None:
     return RoundState(round_no=r.round_no, entry_head=r.entry_head, review_id=r.review_id,
                       findings=findings_of(r.findings), fixer_started_at=r.fixer_started_at,
                       fixer_finished_at=r.fixer_finished_at, verdict=r.verdict, summary=r.summary,
-                      question=r.question, status=r.status, attempt=r.attempt, kind=r.kind)
+                      question=r.question, status=r.status, attempt=r.attempt, kind=r.kind,
+                      settled=settled_of(r.settled))
 
 
 def pr_state(pr: PullRequest) -> PrState:
