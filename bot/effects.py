@@ -21,12 +21,13 @@ from storage import escalations, prs, rounds
 from storage.models import Job, utcnow
 from storage.statuses import Status
 
-from . import metrics, outbox, repoconfig
+from . import metrics, outbox, repoconfig, reviewers
 from .budget import over_budget, pause_runaway
 from .engine import checkrun
 from .engine.model import Review
 from .engine.read import review_of
 from .engine.threads import Reply, reply_and_resolve
+from .github.client import COPILOT_REVIEWER
 from .github.stamps import parse_time
 
 log = structlog.get_logger(__name__)
@@ -61,7 +62,7 @@ async def _dry_run(rt: Runtime, job: Job, effect: str, payload: dict) -> None:
     """Record the effect as decided and not performed: no GitHub request, not even the look an
     effect makes before its write, and no write budget spent (nothing was written). What waits on
     it sees it settled (`outbox.pending`)."""
-    summary = outbox.describe(effect, payload, rt.config.convergence.reviewers)
+    summary = outbox.describe(effect, payload, reviewers.roster(rt.config))
     if effect == "check_run":
         summary = await _check_run_said(rt, job.pr_key) or summary
     elif effect == "comment" and job.process_key and str(payload.get("marker", "")).startswith(FIX_MARKER):
@@ -128,12 +129,27 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
     known_at = parse_time(p.get("reviews_known_at"))
     if not first_try(job) or known_at is None or utcnow() - known_at > REVIEW_LOOK_AFTER:
         raw = await rt.github.reviews(key.owner, key.repo, key.number)
-        reviewed = {r.user.lower() for r in (review_of(x) for x in raw if isinstance(x.get("id"), int))
+        reviewed = {reviewers.normalise(r.user) for r in (review_of(x) for x in raw if isinstance(x.get("id"), int))
                     if answers(r)}
-    reviewers = (await repoconfig.effective_config(rt, key.full_repo)).convergence.reviewers
-    wanted = [r for r in reviewers if r.lower() not in reviewed]
-    asked = await rt.github.request_review(key.owner, key.repo, key.number, wanted) if wanted else []
+    roster = reviewers.roster(await repoconfig.effective_config(rt, key.full_repo))
+    wanted = [r for r in roster if reviewers.normalise(r.login) not in reviewed and r.kind != "automatic"]
+    # Copilot through its endpoint, people and teams through requested_reviewers: one call.
+    requested = [COPILOT_REVIEWER if r.kind == "copilot" else r.login for r in wanted
+                 if r.kind in ("copilot", "request")]
+    asked = await rt.github.request_review(key.owner, key.repo, key.number, requested) if requested else []
+    # A comment-triggered bot is asked once a round: a nudge finds its trigger posted already.
+    for r in wanted if not p.get("nudge") else ():
+        if r.kind == "comment":
+            await rt.github.comment_once(key.owner, key.repo, key.number,
+                                         trigger_marker(job, p, r.login), r.trigger)
+            asked.append(r.login)
     log.info("review.requested", pr_key=job.pr_key, asked=asked, already_reviewed=sorted(reviewed))
+
+
+def trigger_marker(job: Job, p: dict, login: str) -> str:
+    """The hidden marker of a trigger comment: one per reviewer, run, round and head, so a
+    retry whose answer was lost finds the comment posted and does not post it again."""
+    return f"convergebot:trigger run={job.process_key} round={p.get('round')} head={p['head']} login={login}"
 
 
 async def _comment(rt: Runtime, job: Job, p: dict) -> None:

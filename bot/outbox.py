@@ -116,12 +116,15 @@ async def record_dry_run(db, job: Job, summary: str) -> bool:
                  last_error=f"dry run: would have {summary}"))).rowcount == 1
 
 
-def describe(effect: str, payload: dict, reviewers: Sequence[str] = ()) -> str:
-    """What an effect would do, in a few words for people (the dry run's record and log)."""
+def describe(effect: str, payload: dict, reviewers: Sequence[Any] = ()) -> str:
+    """What an effect would do, in a few words for people (the dry run's record and log).
+    `reviewers`: the configured ones (bot/reviewers.py `Reviewer`s, or logins)."""
     p = payload
     if effect == "request_review":
         head = (p.get("head") or "")[:7] or "the head"
-        return f"requested a review of {head} from {', '.join(reviewers) or 'the configured reviewers'}"
+        asked = [r if isinstance(r, str) else f"{r.login} ({r.kind})" for r in reviewers
+                 if isinstance(r, str) or r.kind != "automatic"]
+        return f"requested a review of {head} from {', '.join(asked) or 'the configured reviewers'}"
     if effect == "comment":
         first = (p.get("body") or "").strip().splitlines()[:1]
         return f"posted a comment: {first[0][:120] if first else '(empty)'}"
@@ -144,13 +147,16 @@ def describe(effect: str, payload: dict, reviewers: Sequence[str] = ()) -> str:
 
 
 async def request_review(session: AsyncSession, pr_key: str, process_key: str, round_no: int, why: str,
-                         head: str | None, baseline: int | None, *, reviews_known_at: datetime | None = None) -> bool:
-    """Ask the configured reviewers for a review of `head`; `baseline` is the newest review id
-    the decision knew of (a review after it answers this request). `reviews_known_at`: the
-    time up to which no review of `head` the decision did not know of can exist (it read the
-    reviews then, or `head` was pushed then); None when the decision cannot say."""
+                         head: str | None, baseline: int | None, *, reviews_known_at: datetime | None = None,
+                         nudge: bool = False) -> bool:
+    """Ask the configured reviewers for a review of `head`, each its way (bot/reviewers.py);
+    `baseline` is the newest review id the decision knew of (a review after it answers this
+    request). `reviews_known_at`: the time up to which no review of `head` the decision did not
+    know of can exist (it read the reviews then, or `head` was pushed then); None when the
+    decision cannot say. A `nudge` asks again those asked through GitHub's review requests; a
+    bot asked by comment is asked once a round (its trigger is not posted again)."""
     return await add(session, "request_review", f"{process_key}:{round_no}:{why}", pr_key=pr_key,
-                     process_key=process_key, head=head, baseline=baseline,
+                     process_key=process_key, head=head, baseline=baseline, round=round_no, nudge=nudge,
                      reviews_known_at=reviews_known_at.isoformat() if reviews_known_at else None)
 
 

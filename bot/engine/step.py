@@ -178,7 +178,8 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
                                           expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
             if won:
                 await outbox.request_review(s, pr.pr_key, pk, n, f"nudge:{now.isoformat()}",
-                                            pr.last_round_head, pr.last_review_id, reviews_known_at=now)
+                                            pr.last_round_head, pr.last_review_id, reviews_known_at=now,
+                                            nudge=True)
         if won:
             bound.info("review.nudged")
         return won
