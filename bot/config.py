@@ -141,6 +141,10 @@ class ConvergenceConfig(_Section):
     auto_enroll_authors: list[str] = []
     escalation_heal_grace_seconds: float = Field(300.0, ge=0)
     churn_rounds: int = Field(4, ge=2)
+    # The least severe finding that holds convergence back (critical > major > minor > nit):
+    # "nit", every finding blocks; "major", a run converges with only minor findings and nits
+    # left, which the check run lists and the fixer may still take up (bot/engine/severity.py).
+    block_on: Literal["critical", "major", "minor", "nit"] = "nit"
 
     @field_validator("reviewer")
     @classmethod

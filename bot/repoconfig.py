@@ -40,7 +40,7 @@ PROBLEM_CAP = 1000  # characters of the problem kept: it goes into every PR's ch
 
 # What a repository may set, by section: its PRs' settings, never the bot's.
 ALLOWED: dict[str, tuple[str, ...]] = {
-    "convergence": ("max_rounds", "reviewers", "reviewer", "required_checks", "maintainers"),
+    "convergence": ("max_rounds", "reviewers", "reviewer", "required_checks", "maintainers", "block_on"),
     "merge": ("method",),
     "fixer": ("prompt_append",),
 }

@@ -129,6 +129,9 @@ class Round(SQLModel, table=True):
     verdict: str | None = Field(default=None, max_length=16)
     question: str | None = text()
     instructions: str | None = text()
+    # JSON: the findings its fixer fixed or declined (fingerprint, how, link), so a reviewer
+    # repeating one in a later round of the run is answered from here, not fixed again.
+    settled: str | None = text()
     started_at: datetime = ts(nullable=False)
     ended_at: datetime | None = ts()
 

@@ -6,14 +6,25 @@ shell (step.py, progress.py) only reads, calls these, and applies the actions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from bot import reviewers
 from bot.fixers.base import Finding
 from bot.reviewers import Reviewer
 from storage.statuses import TERMINAL, Status
 
-from .findings import apply_adjudications, attribution, fingerprint, from_review_body, from_threads
+from . import severity
+from .findings import (
+    apply_adjudications,
+    attribution,
+    carried_over,
+    fingerprint,
+    from_review_body,
+    from_threads,
+    group,
+    settled_index,
+)
 from .model import (
     Adjudication,
     CheckProgress,
@@ -112,12 +123,44 @@ def _newest(s: Snapshot) -> int | None:
 
 
 def check_findings(s: Snapshot) -> tuple[Finding, ...]:
+    # A failing required check blocks whatever `block_on` says: it is no reviewer's opinion.
     return tuple(
         Finding(thread_id=None, comment_id=None, path=None, line=None,
                 body=f"The required check `{name}` failed on {s.head[:7]}.", author=None,
-                fingerprint=fingerprint("check", name))
+                fingerprint=fingerprint("check", name), severity="critical")
         for name in s.checks.failing
     )
+
+
+@dataclass(frozen=True)
+class Sorted:
+    """A fresh review's findings, sorted: what blocks, what is left to the fixer's choice, the
+    instructions remembered answers give, and the replies that settle the rest (remembered
+    declines, findings carried over from an earlier round)."""
+
+    blocking: tuple[Finding, ...]
+    optional: tuple[Finding, ...]
+    instructions: tuple[str, ...]
+    replies: tuple[tuple[Finding, str], ...]
+
+
+def sort_findings(s: Snapshot, review: Review) -> Sorted:
+    """Which findings of the fresh review block convergence (docs/architecture.md, "Findings").
+
+    In order: severities from the reviewers' markers (else each reviewer's default); findings
+    settled earlier in this run are carried over (answered with a link, not fixed again); the
+    maintainers' remembered answers apply; twins from several reviewers become one finding; and
+    those below `block_on` go to the fixer as optional, never holding the run back.
+    """
+    found = from_threads(s.threads or (), lambda login: reviewers.default_severity(s.settings, login))
+    found = found or from_review_body(review)
+    history = (*s.history, *((s.round,) if s.round else ()))
+    found, carried = carried_over(found, settled_index(x for r in history for x in r.settled))
+    keep, instructions, declines = apply_adjudications(found, s.adjudications)
+    keep = group(keep)
+    blocking = tuple(f for f in keep if severity.blocks(f.severity, s.settings.block_on))
+    optional = tuple(replace(f, optional=True) for f in keep if f not in blocking)
+    return Sorted(blocking, optional, instructions, (*carried, *declines))
 
 
 def review_wait_deadlines(waiting_since: datetime | None, last_nudge_at: datetime | None, now: datetime,
@@ -193,8 +236,8 @@ def decide_step(s: Snapshot) -> Decision:
         # A thread we answered but whose resolve is still being retried would read as a new
         # finding, and a round spent on it looks like churn.
         return Decision((Wait("replies to the last round are still being posted"),))
-    findings = from_threads(s.threads or ()) or from_review_body(review)
-    keep, instructions, declines = apply_adjudications(findings, s.adjudications)
+    found = sort_findings(s, review)
+    keep, instructions, declines = found.blocking, found.instructions, found.replies
     if not keep:
         keep = check_findings(s)
         if not keep:
@@ -203,8 +246,9 @@ def decide_step(s: Snapshot) -> Decision:
             if s.open_escalations:
                 return Decision((Wait("an escalation is still open"),))
             return Decision((*((Fix(review.id, (), instructions, declines),) if declines else ()),
-                             Converge(review.id, s.head)))
-    return Decision((Fix(review.id, keep, instructions, declines),))
+                             Converge(review.id, s.head, found.optional)))
+    # The round runs the fixer anyway: what does not block is handed over too, as optional.
+    return Decision((Fix(review.id, (*keep, *found.optional), instructions, declines),))
 
 
 # -- progress-check -----------------------------------------------------------------------------
@@ -230,7 +274,7 @@ def _churn_file(history: tuple[RoundState, ...], current: RoundState, rounds: in
         return None
     if any(r is not current and r.status != "addressed" for r in recent):
         return None
-    common = set.intersection(*({f.path for f in r.findings if f.path} for r in recent))
+    common = set.intersection(*({f.path for f in r.findings if f.path and not f.optional} for r in recent))
     return min(common) if common else None
 
 

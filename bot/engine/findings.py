@@ -1,16 +1,51 @@
-"""Findings and their fingerprints (pure)."""
+"""Findings: their fingerprints, severities, twins and history (pure).
+
+A finding's fingerprint is its path and its normalised text, never its line: a comment repeated
+after the code moved is the same question. The text is normalised of the bots' boilerplate
+(badges, priority images, "Prompt for AI agents" sections, hidden HTML comments), so the same
+remark made again, or by another bot, is recognised (docs/architecture.md, "Findings").
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from bot.fixers.base import Finding
 
-from .model import Adjudication, Review, Thread
+from . import severity as sev
+from .model import Adjudication, Review, Settled, Thread
 
 _SPACE = re.compile(r"\s+")
 DECLINE_WORDS = ("decline", "declined", "won't fix", "wont fix", "wontfix", "ignore", "not applicable")
+
+# Boilerplate the bots wrap around what they mean, removed before comparing texts: whole blocks
+# first, then lines.
+_BLOCKS = tuple(re.compile(p, re.IGNORECASE | re.DOTALL) for p in (
+    r"<!--.*?-->",  # hidden state (CodeRabbit's fingerprints, our own reply marker)
+    r"<details>.*?</details>",  # "🤖 Prompt for AI Agents", "📝 Committable suggestion", tool output
+    r"!\[[^\]]*\]\([^)]*\)",  # badges and priority images
+))
+_LINES = tuple(re.compile(p, re.IGNORECASE | re.MULTILINE) for p in (
+    r"^\s*_[^_\n]+_(\s*\|\s*_[^_\n]+_)*\s*$",  # CodeRabbit's `_⚠️ Potential issue_ | _🟠 Major_` line
+    r"^\s*useful\? react with.*$",  # Codex's footer
+    r"</?[a-z][^>\n]*>",  # any other HTML tag (<sub>, <summary>, ...)
+    r"^\s*(?:\*\*|_)?\s*(?:nit|nitpick|nits)\s*(?:\*\*|_)?\s*:",  # a "nit:" prefix
+))
+_MARKUP = re.compile(r"[*_`>#|~]+")
+_TOKEN = re.compile(r"[a-z0-9]+(?:[._][a-z0-9]+)*")
+_STOP = frozenset("a an and are as at be by can for from has have if in is it its of on or so that the "
+                  "this to was we when which will with would you your".split())
+
+# Two findings are one when they are on the same file, their lines at most this far apart, and
+# their normalised texts share at least this share of their words (token Jaccard similarity).
+# 0.5 is deliberately strict: merging two different findings would lose one, while missing a
+# pair only costs the fixer reading the same thing twice.
+GROUP_LINES = 3
+GROUP_SIMILARITY = 0.5
 
 
 def fingerprint(*parts: str | None) -> str:
@@ -19,12 +54,39 @@ def fingerprint(*parts: str | None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def from_threads(threads: tuple[Thread, ...]) -> tuple[Finding, ...]:
-    """Unresolved, non-outdated review threads: what is still actionable on this head."""
+def normalised(body: str) -> str:
+    """What a comment says, without the bot's wrapping, markup, case or spacing."""
+    text = body
+    for pattern in (*_BLOCKS, *_LINES):
+        text = pattern.sub(" ", text)
+    return _SPACE.sub(" ", _MARKUP.sub(" ", text)).strip().lower()
+
+
+def words(body: str) -> frozenset[str]:
+    return frozenset(w for w in _TOKEN.findall(normalised(body)) if w not in _STOP)
+
+
+def similarity(a: str, b: str) -> float:
+    """Token Jaccard similarity of two comments' normalised texts (0..1)."""
+    wa, wb = words(a), words(b)
+    if not wa or not wb:
+        return 0.0
+    return len(wa & wb) / len(wa | wb)
+
+
+def thread_fingerprint(path: str | None, body: str) -> str:
+    return fingerprint("thread", path, normalised(body)[:500])
+
+
+def from_threads(threads: tuple[Thread, ...], default_severity: Callable[[str | None], str] = lambda _: "major",
+                 ) -> tuple[Finding, ...]:
+    """Unresolved, non-outdated review threads: what is still actionable on this head, each with
+    the severity its own markers give (else its reviewer's default)."""
     return tuple(
         Finding(
             thread_id=t.id, comment_id=t.comment_id, path=t.path, line=t.line, body=t.body,
-            author=t.author, fingerprint=fingerprint("thread", t.path, t.body[:500]), answered=t.replied,
+            author=t.author, fingerprint=thread_fingerprint(t.path, t.body), answered=t.replied,
+            severity=sev.of(t.body, default_severity(t.author)),
         )
         for t in threads
         if not t.is_resolved and not t.is_outdated
@@ -32,12 +94,111 @@ def from_threads(threads: tuple[Thread, ...]) -> tuple[Finding, ...]:
 
 
 def from_review_body(review: Review) -> tuple[Finding, ...]:
-    """A review that asks for changes in its body alone (no threads) is one finding."""
+    """A review that asks for changes in its body alone (no threads) is one finding: a change
+    request blocks as "major" unless its own text marks it otherwise."""
     if review.state != "CHANGES_REQUESTED" or not review.body.strip():
         return ()
     body = review.body.strip()
     return (Finding(thread_id=None, comment_id=None, path=None, line=None, body=body,
-                    author=review.user, fingerprint=fingerprint("review", body[:500])),)
+                    author=review.user, fingerprint=fingerprint("review", normalised(body)[:500]),
+                    severity=sev.of(body, "major")),)
+
+
+# -- twins: one finding raised by several reviewers ------------------------------------------
+
+
+def _near(a: Finding, b: Finding) -> bool:
+    if not a.path or a.path != b.path or (a.author or "").lower() == (b.author or "").lower():
+        return False
+    if a.line is not None and b.line is not None and abs(a.line - b.line) > GROUP_LINES:
+        return False
+    return a.fingerprint == b.fingerprint or similarity(a.body, b.body) >= GROUP_SIMILARITY
+
+
+def group(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    """Findings of different reviewers about the same lines and meaning, as one finding each.
+
+    The group's finding is its most severe member's, carrying the group's worst severity and the
+    other members' threads as `twins`: the fixer reads it once, and its thread actions and our
+    replies reach every thread of the group (`threads_of`).
+    """
+    groups: list[list[Finding]] = []
+    for f in findings:
+        home = next((g for g in groups if f.thread_id and all(_near(f, m) for m in g)), None)
+        if home is None:
+            groups.append([f])
+        else:
+            home.append(f)
+    out = []
+    for members in groups:
+        lead = max(members, key=lambda m: sev.rank(m.severity))
+        rest = [m for m in members if m is not lead]
+        if rest:
+            lead = replace(lead, severity=sev.most(m.severity for m in members),
+                           twins=tuple((m.thread_id, m.author, m.answered, m.fingerprint) for m in rest))
+        out.append(lead)
+    return tuple(out)
+
+
+def threads_of(finding: Finding) -> tuple[Finding, ...]:
+    """The finding once per thread it stands for (itself, then each twin's), for replies."""
+    return (finding, *(replace(finding, thread_id=tid, author=author, answered=answered, fingerprint=fp, twins=())
+                       for tid, author, answered, fp in finding.twins))
+
+
+# -- carried over: settled in an earlier round of this run -------------------------------------
+
+
+def carried_over(findings: tuple[Finding, ...], settled: dict[str, Settled]
+                 ) -> tuple[tuple[Finding, ...], tuple[tuple[Finding, str], ...]]:
+    """Split findings into (new, carried over with the reply that says where it was settled).
+
+    A finding whose fingerprint was fixed or declined in an earlier round is not the fixer's
+    again: its thread is answered with a link to where that happened, and resolved. The thread
+    that was itself settled, reopened by someone, is a new question and goes to the fixer.
+    """
+    new: list[Finding] = []
+    carried: list[tuple[Finding, str]] = []
+    for f in findings:
+        done = settled.get(f.fingerprint)
+        if done is None or not f.thread_id or done.thread_id == f.thread_id:
+            new.append(f)
+            continue
+        why = f" ({done.reason})" if done.reason else ""
+        carried.append((f, f"Already {done.action} in round {done.round_no}{why}: {done.url}"))
+    return tuple(new), tuple(carried)
+
+
+def settlements(answered: Iterable[tuple[Finding, str, str]], round_no: int, pr_url: str,
+                pushed_head: str | None) -> tuple[Settled, ...]:
+    """What a round's fixer settled, to answer repeats with: `(finding, action, reason)` for each
+    finding it fixed or declined, every thread of a group under its own fingerprint. A fix links
+    to the commit that made it, a decline to the thread that says why."""
+    out = []
+    for lead, action, reason in answered:
+        if action not in ("fixed", "declined"):
+            continue
+        for f in threads_of(lead):
+            thread = f"{pr_url}#discussion_r{f.comment_id}" if f.comment_id and f is lead else pr_url
+            url = f"{pr_url}/commits/{pushed_head}" if action == "fixed" and pushed_head else thread
+            out.append(Settled(f.fingerprint, action, round_no, url, f.thread_id, reason.strip()[:200]))
+    return tuple(out)
+
+
+def settled_json(records: Iterable[Settled]) -> str:
+    return json.dumps([r.__dict__ for r in records])
+
+
+def settled_of(text: str | None) -> tuple[Settled, ...]:
+    return tuple(Settled(**r) for r in json.loads(text)) if text else ()
+
+
+def settled_index(records: Iterable[Settled]) -> dict[str, Settled]:
+    """The latest settlement of each fingerprint."""
+    return {s.fingerprint: s for s in sorted(records, key=lambda s: s.round_no)}
+
+
+# -- remembered answers ------------------------------------------------------------------------
 
 
 def is_decline(answer: str) -> bool:

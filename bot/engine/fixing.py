@@ -29,6 +29,7 @@ from storage.statuses import Status
 from . import checkrun
 from .dispatch import queue_progress
 from .escalation import escalate
+from .findings import settled_json, settlements, threads_of
 from .forks import fork_refusal
 from .model import Escalate
 from .read import findings_of
@@ -95,7 +96,7 @@ async def fix(rt: Runtime, job: Job) -> None:
         verdict = await rt.extras["fixer"].run(request)
     bound.info("fix.finished", status=verdict.status, finished=verdict.finished, pushed=verdict.pushed_head,
                push_rejected=verdict.push_rejected, detail=verdict.detail)
-    if not await _record(rt, pr.pr_key, pk, n, attempt, findings, verdict):
+    if not await _record(rt, pr.pr_key, pk, n, attempt, findings, verdict, gh_pr.get("html_url") or ""):
         bound.info("fix.stale")
 
 
@@ -185,14 +186,15 @@ def _pushing(rt: Runtime, repos: tuple[str | None, ...], sha: str) -> None:
             own_pushes(rt).add(repo, sha)
 
 
-async def _record(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findings, verdict: Verdict) -> bool:
+async def _record(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findings, verdict: Verdict,
+                  pr_url: str = "") -> bool:
     """The verdict, its thread replies and the progress-check, all or nothing.
 
     Fenced on the job's own run, round and attempt: a slow fixer whose round was meanwhile
     rerun (its deadline passed) must not hand its verdict to the next attempt.
     """
     try:
-        await _write(rt, pr_key, pk, n, attempt, findings, verdict)
+        await _write(rt, pr_key, pk, n, attempt, findings, verdict, pr_url)
     except _Superseded:
         return False
     return True
@@ -202,15 +204,18 @@ class _Superseded(Exception):
     """The round moved on (another attempt, another run) while this fixer ran: write nothing."""
 
 
-async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findings, verdict: Verdict) -> None:
-    by_thread = {f.thread_id: f for f in findings if f.thread_id}
+async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findings, verdict: Verdict,
+                 pr_url: str = "") -> None:
+    # A finding raised by several reviewers is one for the fixer; it may name any of its threads.
+    by_thread = {t.thread_id: f for f in findings if f.thread_id for t in threads_of(f)}
     status = verdict.status
+    settled: list = []
     async with rt.db.session() as s:
-        resolved, answers = 0, []
+        answers, done = [], {}
         if verdict.finished and not verdict.push_rejected:
             for act in verdict.thread_actions:
                 finding = by_thread.get(act.thread_id)
-                if finding is None:
+                if finding is None or finding.thread_id in done:
                     continue
                 if act.action == "fixed":
                     where = f" in {verdict.pushed_head[:7]}" if verdict.pushed_head else ""
@@ -219,10 +224,13 @@ async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findin
                     text, resolve = f"Declined: {act.reason}", True
                 else:
                     text, resolve = f"Needs a maintainer: {act.reason}", False
-                answers.append((finding, text, resolve))
-                resolved += resolve
+                answers += [(each, text, resolve) for each in threads_of(finding)]
+                done[finding.thread_id] = resolve
+                settled.append((finding, act.action, act.reason))
             await outbox.replies(s, pr_key, pk, answers, key=f"{n}:{attempt}", round_no=n)
-        if verdict.finished and not verdict.pushed_head and findings and resolved == len(findings):
+        required = [f for f in findings if not f.optional]
+        if verdict.finished and not verdict.pushed_head and required and all(
+                done.get(f.thread_id) for f in required):
             status = "converged"  # every finding answered without a code change: review again
         if not await prs.fenced_update(None, pr_key, pk, {"last_action": f"fixer: {status}"},
                                        expect_status=Status.CONVERGING, expect_round=n, session=s):
@@ -230,6 +238,8 @@ async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findin
         if not await rounds.update_round(s, pr_key, pk, n, {
             "fixer_finished_at": utcnow() if verdict.finished else None, "verdict": status,
             "summary": verdict.summary or verdict.detail, "question": verdict.question,
+            # What it fixed or declined: a repeat in a later round is answered from this.
+            "settled": settled_json(settlements(settled, n, pr_url, verdict.pushed_head)) if settled else None,
         }, expect_attempt=attempt, open_only=True):
             raise _Superseded()
         await queue_progress(s, pr_key, pk, n, attempt, "fixer")

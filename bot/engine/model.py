@@ -52,6 +52,9 @@ class Settings:
     bot_login: str
     churn_rounds: int = 4
     max_husk_retries: int = 2
+    # The least severe finding that still holds convergence back (`convergence.block_on`):
+    # "nit", every finding blocks; "major", a run converges with only minor findings and nits left.
+    block_on: str = "nit"
     # Each reviewer's kind, whether it is waited for and for how long (bot/reviewers.py); empty:
     # every login in `reviewers`, as `reviewers = [...]` means.
     reviewer_specs: tuple[Reviewer, ...] = ()
@@ -76,6 +79,19 @@ class PrState:
 
 
 @dataclass(frozen=True)
+class Settled:
+    """A finding settled in a round of this run: how (fixed, declined), on which thread, and the
+    link a repeat of it is answered with (the commit that fixed it, the thread that declined it)."""
+
+    fingerprint: str
+    action: str  # fixed | declined
+    round_no: int
+    url: str
+    thread_id: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class RoundState:
     round_no: int
     entry_head: str | None
@@ -89,6 +105,7 @@ class RoundState:
     status: str | None
     attempt: int = 0
     kind: str = "review"  # review | conflict | ci (storage.statuses.RoundKind)
+    settled: tuple[Settled, ...] = ()  # findings its fixer fixed or declined
 
 
 @dataclass(frozen=True)
@@ -149,8 +166,11 @@ class Nudge(Action):
 
 @dataclass(frozen=True)
 class Converge(Action):
+    """Converged: `optional` are the findings left below `block_on`, listed on the check run."""
+
     review_id: int
     head: str
+    optional: tuple[Finding, ...] = ()
 
 
 @dataclass(frozen=True)

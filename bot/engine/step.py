@@ -210,7 +210,8 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
             }, expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
             if won:
                 await rounds.update_round(s, pr.pr_key, pk, n, {
-                    "review_id": action.review_id, "findings": "[]", "status": "converged",
+                    # The findings left below `block_on`: the check run lists them.
+                    "review_id": action.review_id, "findings": findings_json(action.optional), "status": "converged",
                     "exit_head": action.head, "ended_at": now})
                 if pr.converge_only:
                     await runs.end_run(None, pk, RunState.COMPLETED, "converged", session=s)

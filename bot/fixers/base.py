@@ -30,6 +30,19 @@ class Finding:
     # Whether our reply was already on its thread when it was read (None: not known). Not
     # given to fixers: it only lets the reply effect skip re-reading the threads.
     answered: bool | None = None
+    # critical | major | minor | nit: from the reviewer's own markers (bot/engine/severity.py).
+    severity: str = "major"
+    # Below `convergence.block_on`: handed to the fixer to take or leave, never holding a run back.
+    optional: bool = False
+    # The same finding raised by other reviewers on their own threads: (thread_id, author,
+    # answered, fingerprint) each. The fixer reads it once; replies reach every one of these
+    # threads too.
+    twins: tuple[tuple[str, str | None, bool | None, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Read back from JSON, the twins are lists: keep the finding hashable and comparable.
+        if self.twins and not all(isinstance(t, tuple) for t in self.twins):
+            object.__setattr__(self, "twins", tuple(tuple(t) for t in self.twins))
 
 
 @dataclass(frozen=True)
