@@ -1,7 +1,8 @@
 """Scripted reviewers: bots that answer review requests with the next step of their script.
 
-A reviewer starts when a review is requested from its login (or, with `auto`, whenever the
-head moves). It notes the head it was asked to review, waits `delay` seconds, and submits its
+A reviewer starts when a review is requested from its login, when a PR comment holds its
+`trigger` (a comment-triggered bot such as CodeRabbit), or, with `auto`, whenever the PR opens or
+its head moves (a bot that reviews every push by itself). It notes the head it was asked to review, waits `delay` seconds, and submits its
 review of THAT commit, so a push during the delay yields a stale review, as on GitHub.
 """
 
@@ -42,6 +43,14 @@ class ReviewerRunner:
         if script is None or self.pending(repo, pr, login):
             return
         self._start(repo, pr, script)
+
+    def commented(self, repo: Repo, pr: PullRequest, body: str) -> None:
+        """A PR comment was posted: a script whose `trigger` it holds starts unless it is busy
+        (a second trigger while it reviews starts nothing, as the bots ignore it)."""
+        text = body.lower()
+        for script in {s.login: s for s in (*repo.reviewers, *pr.reviewers)}.values():
+            if script.trigger and script.trigger.lower() in text and not self.pending(repo, pr, script.login):
+                self._start(repo, pr, script)
 
     def head_moved(self, repo: Repo, pr: PullRequest) -> None:
         """The head moved (or the PR opened): `auto` reviewers review it unasked."""

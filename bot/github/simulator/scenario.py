@@ -134,7 +134,8 @@ def parse_reviewer(data: Any, where: str) -> ReviewerScript:
     if not steps:
         raise ScenarioError(f"{where}.steps: a reviewer needs at least one step")
     script = ReviewerScript(steps=steps, login=t.get("login", str, COPILOT_LOGIN),
-                            delay=t.get("delay", float, 0.0), auto=t.get("auto", bool, False))
+                            delay=t.get("delay", float, 0.0), auto=t.get("auto", bool, False),
+                            trigger=t.get("trigger", str, ""))
     t.done()
     return script
 

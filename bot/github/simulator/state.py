@@ -61,6 +61,9 @@ class ReviewerScript:
     login: str = COPILOT_LOGIN
     delay: float = 0.0
     auto: bool = False  # also review on its own whenever the head moves
+    # A comment-triggered bot (CodeRabbit's "@coderabbitai review"): a PR comment holding this
+    # text starts a review of the current head. "" for none.
+    trigger: str = ""
 
 
 @dataclass

@@ -24,6 +24,7 @@ class CommentOps(SimulatorCore):
             self.state.issue_comments[c.id] = c
             pr.issue_comment_ids.append(c.id)
             self._emit_comment("created", c, user)
+            self.reviewer.commented(repo, pr, body)
         return c
 
     async def edit_comment(self, repo_name: str, comment_id: int, body: str, *,
