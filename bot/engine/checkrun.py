@@ -7,35 +7,62 @@ GitHub, finding the run a lost answer may already have created before creating o
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Sequence
 
 import structlog
 
 from bot import outbox, repoconfig
+from bot.fixers.base import Finding
+from bot.fixers.prompt import location
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import prs, rounds
 from storage.models import Round
 from storage.prs import PrView
 
-from .read import CHECK_RUN_NAME
+from .findings import normalised
+from .read import CHECK_RUN_NAME, findings_of
 
 log = structlog.get_logger(__name__)
 
 _CONCLUSION = {"converged": "success", "merged": "success", "abandoned": "cancelled", "escalated": "neutral"}
 
 
+# Non-blocking findings listed on the check run, and characters of each one's text: GitHub caps
+# a check run's summary at 65,535 characters.
+LISTED_CAP = 50
+TEXT_CAP = 160
+
+
+def non_blocking(optional: Sequence[Finding]) -> str:
+    """The findings below `block_on`, one line each: where, how severe, whose, and what they say
+    (normalised: no markup of the reviewer's reaches the check run)."""
+    if not optional:
+        return ""
+    lines = [f"\n\n**Non-blocking findings ({len(optional)}),** below `block_on`; the fixer may take them up:\n"]
+    for f in optional[:LISTED_CAP]:
+        text = normalised(f.body)
+        text = text if len(text) <= TEXT_CAP else text[:TEXT_CAP - 1] + "…"
+        by = f" by {f.author}" if f.author else ""
+        lines.append(f"- {f.severity} · {location(f)}{by}: {text}")
+    if len(optional) > LISTED_CAP:
+        lines.append(f"- … and {len(optional) - LISTED_CAP} more")
+    return "\n".join(lines)
+
+
 def render(status: str, round_no: int, max_rounds: int, findings_left: int | None, last_action: str | None,
-           config_problem: str | None = None) -> dict:
+           config_problem: str | None = None, optional: Sequence[Finding] = ()) -> dict:
     title = f"{status.replace('_', ' ')} · round {round_no}/{max_rounds}"
     if findings_left is not None:
         title += f" · {findings_left} finding(s) left"
+    if optional:
+        title += f" · {len(optional)} non-blocking"
     summary = (
         f"**Status:** {status}\n\n**Round:** {round_no} of {max_rounds}\n\n"
         f"**Findings left:** {'unknown' if findings_left is None else findings_left}\n\n"
         f"**Last action:** {last_action or '-'}"
-    )
+    ) + non_blocking(optional)
     if config_problem:
         # The repository's own file was refused: said on every PR of it until it is mended.
         fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", config_problem)), default=0))
@@ -51,8 +78,12 @@ def fields_of(view: PrView, rnd: Round | None, config_problem: str | None = None
     """What the check run says for this row and its current round (and why its repository's
     `.github/convergebot.toml` was ignored, if it was)."""
     pr = view.pr
-    left = len(json.loads(rnd.findings)) if rnd is not None and rnd.findings is not None else None
-    return render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action, config_problem)
+    findings = findings_of(rnd.findings) if rnd is not None else None
+    # Findings left: those that block; the rest are listed apart.
+    left = None if findings is None else sum(not f.optional for f in findings)
+    optional = [f for f in findings or () if f.optional]
+    return render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action, config_problem,
+                  optional)
 
 
 async def _fields(rt: Runtime, view: PrView) -> dict:

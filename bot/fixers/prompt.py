@@ -58,6 +58,25 @@ def _task(req: FixRequest) -> tuple[str, str, str]:
             "Change the files in this repository to address the findings below.", "Findings")
 
 
+def _listed(req: FixRequest, findings: list[Finding], first: int) -> list[str]:
+    parts: list[str] = []
+    for n, finding in enumerate(findings, first):
+        if finding.thread_id:
+            source = f"thread `{finding.thread_id}`"
+        else:  # a conflict or a failing check is no review item
+            source = "review body (no thread)" if req.kind == "review" else ""
+        by = f" by {finding.author}" if finding.author else ""
+        about = f" ({source}{by})" if source else ""
+        grade = f" · {finding.severity}" if req.kind == "review" else ""
+        parts += [f"### {n}. `{location(finding)}`{about}{grade}", ""]
+        if finding.twins:
+            # One finding raised by several reviewers: answer it once, on its first thread.
+            also = ", ".join(f"thread `{tid}`" + (f" by {who}" if who else "") for tid, who, *_ in finding.twins)
+            parts += [f"Also raised on {also}: one answer (on thread `{finding.thread_id}`) covers them all.", ""]
+        parts += [fenced(finding.body), ""]
+    return parts
+
+
 def render_prompt(req: FixRequest) -> str:
     title, task, heading = _task(req)
     parts = [
@@ -78,19 +97,19 @@ def render_prompt(req: FixRequest) -> str:
         "",
         fenced(req.description) if req.description.strip() else "(no description)",
         "",
-        f"## {heading} ({len(req.findings)})",
-        "",
     ]
-    if not req.findings:
+    required = [f for f in req.findings if not f.optional]
+    optional = [f for f in req.findings if f.optional]
+    parts += [f"## {heading} ({len(required)})", ""]
+    if not required:
         parts += ["No open findings: check the instructions below, if any.", ""]
-    for n, finding in enumerate(req.findings, 1):
-        if finding.thread_id:
-            source = f"thread `{finding.thread_id}`"
-        else:  # a conflict or a failing check is no review item
-            source = "review body (no thread)" if req.kind == "review" else ""
-        by = f" by {finding.author}" if finding.author else ""
-        about = f" ({source}{by})" if source else ""
-        parts += [f"### {n}. `{location(finding)}`{about}", "", fenced(finding.body), ""]
+    parts += _listed(req, required, 1)
+    if optional:
+        # Below the repository's `block_on`: they do not hold the pull request back.
+        parts += [f"## Optional (non-blocking) ({len(optional)})", "",
+                  "These are below the severity that blocks this pull request. Address them where "
+                  "it is cheap and safe; one you leave as it is needs no thread entry.", ""]
+        parts += _listed(req, optional, len(required) + 1)
     if req.instructions:
         parts += ["## Maintainer answers to apply", ""]
         parts += [fenced(text) + "\n" for text in req.instructions]
@@ -137,6 +156,9 @@ def render_findings(req: FixRequest) -> str:
                 "body": f.body,
                 "author": f.author,
                 "fingerprint": f.fingerprint,
+                "severity": f.severity,
+                "optional": f.optional,
+                "also_threads": [tid for tid, *_ in f.twins],
             }
             for f in req.findings
         ],

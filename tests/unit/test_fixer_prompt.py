@@ -66,7 +66,8 @@ def test_the_findings_file_is_json_with_every_field():
     assert doc["head_branch"] == "perf/parser" and doc["entry_head"] == "c" * 40
     assert doc["findings"][0] == {
         "thread_id": "PRRT_a", "comment_id": 11, "path": "src/app.py", "line": 12,
-        "body": "Off-by-one in the loop bound.", "author": "copilot", "fingerprint": "fp-a"}
+        "body": "Off-by-one in the loop bound.", "author": "copilot", "fingerprint": "fp-a",
+        "severity": "major", "optional": False, "also_threads": []}
     assert [f["thread_id"] for f in doc["findings"]] == ["PRRT_a", "PRRT_b", None]
     assert doc["instructions"] == list(request().instructions)
 
