@@ -10,6 +10,7 @@ from storage.database import Database, NoDatabase, connect_failure
 from storage.migrate import current_revision, head_revision
 
 from .config import Config
+from .fixers.presets import PRESETS
 from .github.client import connect
 from .github.errors import GitHubError
 
@@ -75,8 +76,10 @@ async def run_doctor(config: Config, say: Callable[[str], None] = print) -> int:
     if fixer.kind == "fake":
         check(False, "fixer", "kind = fake is for tests and the demo; serve refuses it")
     elif fixer.kind == "command":
-        program = fixer.command[0] if fixer.command else ""
-        check(bool(program and shutil.which(program)), "fixer command",
+        preset = PRESETS.get(fixer.preset)
+        program = fixer.command[0] if fixer.command else preset.program if preset else ""
+        check(bool(program and shutil.which(program)),
+              f"fixer command (preset {preset.name})" if preset else "fixer command",
               program or "fixer.command is empty")
     else:
         check(True, "fixer", fixer.kind)

@@ -94,7 +94,11 @@ def build_fixer(config: Config):
                                   write=f.sandbox_write)
         except SandboxUnavailable as e:
             raise ConfigError(str(e)) from None
-        return build("command", argv=f.command, timeout_seconds=f.timeout_seconds, sandbox=sandbox)
+        try:
+            return build("command", argv=f.command, timeout_seconds=f.timeout_seconds,
+                         sandbox=sandbox, preset=f.preset, preset_args=f.preset_args)
+        except ValueError as e:  # a preset with a full command, say: named, not a traceback
+            raise ConfigError(f"config: {e}") from None
     if f.kind == "mention":
         return build("mention", mention=f.mention)
     if f.kind == "fake":

@@ -8,6 +8,7 @@ runs outside it, in a repository the agent never touched (bot/fixers/workspace.p
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -15,9 +16,12 @@ from pathlib import Path
 
 from bot.logs import get_logger
 
+from .agent_wrapper import final_message, infer_verdict
 from .base import FixRequest, Verdict, husk
 from .environment import GitIdentity, fixer_env, scrub, secret_forms
 from .git import GitError
+from .gitdir import SAFE_CONFIG
+from .presets import Preset
 from .process import run_process
 from .prompt import render_findings, render_prompt
 from .sandbox import Sandbox
@@ -27,6 +31,7 @@ from .workspace import Workspace, commit_message
 log = get_logger(__name__)
 
 DEFAULT_GIT_TIMEOUT_SECONDS = 300.0
+AGENT_OUTPUT_CAP = 1 << 20  # bytes of a file the agent wrote (its last message) the bot reads
 
 
 class CommandFixer:
@@ -35,6 +40,10 @@ class CommandFixer:
 
     With a `sandbox` the command runs inside it (bot/fixers/sandbox.py); without one it can
     read whatever the bot's user can. `serve` picks it from `fixer.sandbox`.
+
+    With a `preset` (bot/fixers/presets.py) argv is a known agent CLI's: `{prompt}` and
+    `{out_dir}` are filled in too, and when it prints no verdict line one is inferred from its
+    final message and its commit (bot/fixers/agent_wrapper.py).
     """
 
     kind = "command"
@@ -48,6 +57,7 @@ class CommandFixer:
         workdir_root: Path | None = None,
         git_timeout_seconds: float = DEFAULT_GIT_TIMEOUT_SECONDS,
         sandbox: Sandbox | None = None,
+        preset: Preset | None = None,
     ) -> None:
         if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
             raise ValueError("command fixer: argv must be a non-empty list of strings")
@@ -62,13 +72,15 @@ class CommandFixer:
         self.workdir_root = Path(workdir_root) if workdir_root is not None else None
         self.git_timeout_seconds = float(git_timeout_seconds)
         self.sandbox = sandbox
+        self.preset = preset
 
     async def run(self, req: FixRequest) -> Verdict:
         bound = log.bind(
             pr_key=req.pr_key, round=req.round_no, attempt=req.attempt, fixer=self.kind
         )
         bound.info("fixer.started", program=self.argv[0], findings=len(req.findings),
-                   sandboxed=self.sandbox is not None)
+                   sandboxed=self.sandbox is not None,
+                   preset=self.preset.name if self.preset else None)
         started = time.monotonic()
         try:
             async with Workspace.open(
@@ -101,6 +113,12 @@ class CommandFixer:
             "{findings_file}": str(ws.findings_file),
             "{repo_dir}": str(ws.repo),
         }
+        out_dir = ws.root / "agent"
+        if self.preset is not None:
+            out_dir.mkdir()
+            _exclude(ws.repo, self.preset.ignore)
+            places["{out_dir}"] = str(out_dir)
+            places["{prompt}"] = ws.prompt_file.read_text(encoding="utf-8")  # last: never re-read
         argv = [_substitute(item, places) for item in self.argv]
         secrets = secret_forms(req.token)
         env = fixer_env(
@@ -117,7 +135,8 @@ class CommandFixer:
         )
         if self.sandbox is not None:
             argv = self.sandbox.wrap(argv, repo=ws.repo, inputs=(ws.prompt_file, ws.findings_file),
-                                     workdir=ws.root.parent)
+                                     workdir=ws.root.parent,
+                                     outputs=(out_dir,) if self.preset is not None else ())
         try:
             result = await run_process(argv, cwd=ws.repo, env=env, timeout=self.timeout_seconds)
         except OSError as e:
@@ -125,6 +144,12 @@ class CommandFixer:
         if result.timed_out:
             return husk(f"timed out after {self.timeout_seconds:g}s")
         _line, raw = parse_verdict(result.stdout)
+        message = ""
+        if self.preset is not None:
+            written = _read_output(out_dir / self.preset.message_file) if self.preset.message_file else None
+            message = final_message(self.preset.output, result.stdout, written)
+            if raw is None:  # a verdict line inside its final message (Claude's JSON, a file)
+                _line, raw = parse_verdict(message)
         if raw is None and result.returncode != 0:
             bound.warning(
                 "fixer.crashed",
@@ -132,11 +157,47 @@ class CommandFixer:
                 stderr_tail=scrub(result.stderr[-1000:], secrets),
             )
             return husk(result.describe())
-        verdict = normalize(raw, finished=True)
-        if result.returncode != 0:
-            verdict = replace(verdict, detail=result.describe())
+        if self.preset is None or raw is not None:
+            verdict = normalize(raw, finished=True)
+            if result.returncode != 0:
+                verdict = replace(verdict, detail=result.describe())
+            publication = await ws.publish(commit_message(req))
+            return publication.apply(verdict)
         publication = await ws.publish(commit_message(req))
+        changed = bool(publication.pushed_head or publication.rejected or publication.withheld)
+        files = None
+        if publication.pushed_head:
+            # Read in publish.git, the bot's own copy the agent never touched.
+            names = await ws.local.run(*SAFE_CONFIG, "diff", "--name-only", "-z", req.entry_head,
+                                       publication.pushed_head, cwd=ws.publish_repo)
+            files = [name for name in names.split("\0") if name]
+        verdict = normalize(infer_verdict(message, changed=changed, findings=req.findings,
+                                          changed_files=files), finished=True)
+        bound.info("fixer.verdict_inferred", preset=self.preset.name, status=verdict.status,
+                   changed=changed, threads_fixed=len(verdict.thread_actions))
         return publication.apply(verdict)
+
+
+def _exclude(repo: Path, patterns: tuple[str, ...]) -> None:
+    """A preset CLI's own files (caches, histories) are not work: keep them out of the commit.
+    Written in the bot's fresh clone before the agent runs; reclaiming `.git` keeps it."""
+    if patterns:
+        (repo / ".git" / "info").mkdir(exist_ok=True)
+        with open(repo / ".git" / "info" / "exclude", "a", encoding="utf-8") as f:
+            f.write("".join(f"\n{pattern}" for pattern in patterns) + "\n")
+
+
+def _read_output(path: Path) -> str | None:
+    """A file the agent wrote, read without following a link it may have put there; None when
+    there is none."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        return f.read(AGENT_OUTPUT_CAP).decode("utf-8", errors="replace")
 
 
 def _substitute(item: str, places: dict[str, str]) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from .ask import AuthorFixer, MentionFixer
 from .base import Fixer
 from .command import CommandFixer
+from .presets import resolve as resolve_preset
 from .scripted import ScriptedFixer
 
 FIXER_KINDS: dict[str, type] = {
@@ -22,6 +23,7 @@ TEST_ONLY_KINDS = frozenset({"fake"})  # `serve` refuses to start with these
 
 def build_fixer(kind: str, **settings: Any) -> Fixer:
     """e.g. build_fixer("command", argv=["agent", "--prompt", "{prompt_file}"], timeout_seconds=900)
+    or build_fixer("command", preset="claude-code", preset_args=["--model", "opus"], ...)
 
     A command's argv may be given as one shell-quoted string. Raises ValueError for an unknown
     kind, an unknown or missing setting, or an invalid value.
@@ -32,6 +34,14 @@ def build_fixer(kind: str, **settings: Any) -> Fixer:
         raise ValueError(f"unknown fixer kind {kind!r}: expected one of {known}")
     if kind == "command" and isinstance(settings.get("argv"), str):
         settings["argv"] = shlex.split(settings["argv"])
+    if kind == "command" and settings.get("preset"):
+        # A preset names the CLI; `argv`, if given, only says where its program is.
+        settings["argv"], settings["preset"] = resolve_preset(
+            settings.pop("preset"), settings.get("argv") or (), settings.pop("preset_args", ()))
+    elif kind == "command":
+        settings.pop("preset", None)
+        if settings.pop("preset_args", None):
+            raise ValueError("fixer preset_args is for a preset: put the flags in the command")
     params = inspect.signature(cls).parameters
     unknown = sorted(set(settings) - set(params))
     if unknown:

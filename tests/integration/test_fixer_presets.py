@@ -1,0 +1,174 @@
+"""Fixer presets end to end: each agent CLI's stand-in (tests/fixtures/agents/, named like the
+real program and first on PATH) run by the `command` fixer in a real clone, pushed to a real
+bare repository, its verdict inferred from what it printed and the commit it left."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bot.config import ConfigError, load_config
+from bot.fixers.base import ThreadAction
+from bot.fixers.registry import build_fixer
+from bot.fixers.sandbox import sandbox_for
+from bot.serve import build_fixer as serve_build_fixer
+
+from .test_fixer_sandbox import needs_bwrap
+from .test_fixer_support import Remote, git, make_remote, make_request
+
+AGENTS = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
+PRESET_NAMES = ("claude-code", "codex", "gemini", "aider", "copilot")
+FIXED = "Fixed add() in src/app.py: it subtracted, it adds now."
+QUESTION = "Should add() accept floats as well?"
+
+
+@pytest.fixture
+def remote(tmp_path) -> Remote:
+    return make_remote(tmp_path / "remote")
+
+
+@pytest.fixture
+def record(tmp_path, monkeypatch) -> Path:
+    """The stand-ins first on PATH; the file each records what it received in."""
+    monkeypatch.setenv("PATH", f"{AGENTS}{os.pathsep}{os.environ['PATH']}")
+    path = tmp_path / "record" / "record.json"
+    path.parent.mkdir()
+    monkeypatch.setenv("STANDIN_RECORD", str(path))
+    monkeypatch.setenv("STANDIN_MODE", "edit")
+    return path
+
+
+def fixer(name: str, tmp_path: Path, **kw):
+    return build_fixer("command", preset=name, timeout_seconds=30, workdir_root=tmp_path / "work", **kw)
+
+
+def expected_argv(name: str, seen: dict) -> list[str]:
+    """What each CLI must receive: its unattended flags, the prompt the way it reads it."""
+    root = Path(seen["cwd"]).parent
+    prompt, out = seen["prompt"], root / "agent"
+    return {
+        "claude-code": ["-p", prompt, "--output-format", "json", "--permission-mode", "acceptEdits"],
+        "codex": ["exec", "--sandbox", "workspace-write", "--output-last-message",
+                  f"{out}/last-message.txt", prompt],
+        "gemini": ["-p", prompt, "--approval-mode", "yolo", "--output-format", "json"],
+        "aider": ["--message-file", str(root / "prompt.md"), "--yes-always", "--no-auto-commits",
+                  "--no-pretty", "--no-stream", "--no-gitignore", "--no-check-update",
+                  "--input-history-file", f"{out}/aider.input.history",
+                  "--chat-history-file", f"{out}/aider.chat.history.md"],
+        "copilot": ["-p", prompt, "-s", "--allow-all-tools", "--no-ask-user"],
+    }[name]
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+async def test_a_preset_runs_its_cli_unattended_and_its_fix_is_pushed_as_addressed(
+    name, remote, record, tmp_path
+):
+    verdict = await fixer(name, tmp_path).run(make_request(remote))
+
+    seen = json.loads(record.read_text())
+    assert seen["argv"] == expected_argv(name, seen)
+    assert seen["allowed"] is True
+    # The prompt reached it whole, the way that CLI reads it (an argument, or aider's file).
+    assert seen["prompt_via"] == ("file" if name == "aider" else "argument")
+    assert "add() subtracts" in seen["prompt"] and "keep the public API unchanged" in seen["prompt"]
+    assert seen["stdin"] == ""
+    head = remote.head()
+    assert head != remote.entry_head and verdict.pushed_head == head
+    assert remote.show(head, "src/app.py") == "def add(a, b):\n    return a + b"
+    # Its caches and histories are not work: none is committed, no .gitignore is touched.
+    assert git("ls-tree", "-r", "--name-only", head, cwd=remote.bare).split() == [
+        "README.md", "src/app.py", "src/util.py"]
+    assert (verdict.status, verdict.finished, verdict.summary) == ("addressed", True, FIXED)
+    # The commit changed the first finding's file only: that thread is answered, the other is not.
+    assert verdict.thread_actions == (ThreadAction("PRRT_1", "fixed", "changed in this commit"),)
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+async def test_a_preset_run_that_changes_nothing_and_says_so_is_converged(
+    name, remote, record, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("STANDIN_MODE", "noop")
+    verdict = await fixer(name, tmp_path).run(make_request(remote))
+
+    assert (verdict.status, verdict.finished, verdict.pushed_head) == ("converged", True, None)
+    assert "no changes are needed" in verdict.summary
+    assert verdict.thread_actions == ()
+    assert remote.head() == remote.entry_head
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+async def test_a_preset_run_that_asks_a_question_needs_input(
+    name, remote, record, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("STANDIN_MODE", "ask")
+    verdict = await fixer(name, tmp_path).run(make_request(remote))
+
+    assert (verdict.status, verdict.question) == ("needs_input", QUESTION)
+    assert verdict.pushed_head is None and remote.head() == remote.entry_head
+
+
+@pytest.mark.parametrize("name", ["claude-code", "codex", "copilot"])
+async def test_a_verdict_line_the_agent_printed_wins_over_the_inference(
+    name, remote, record, tmp_path, monkeypatch
+):
+    # Claude's is inside its JSON's `result`, codex's in its last-message file, copilot's on stdout.
+    monkeypatch.setenv("STANDIN_MODE", "verdict")
+    verdict = await fixer(name, tmp_path).run(make_request(remote))
+
+    assert (verdict.status, verdict.question, verdict.summary) == (
+        "needs_input", "Which rounding mode does the project use?", "asked")
+
+
+async def test_preset_args_are_passed_and_a_flag_the_cli_refuses_makes_a_husk(remote, record, tmp_path):
+    verdict = await fixer("codex", tmp_path, preset_args=["--model", "o4"]).run(make_request(remote))
+    seen = json.loads(record.read_text())
+    assert seen["argv"][-3:] == ["--model", "o4", seen["prompt"]]  # before codex's prompt
+    assert verdict.pushed_head == remote.head()
+
+    record.unlink()
+    verdict = await fixer("claude-code", tmp_path, preset_args=["--no-such-flag"]).run(
+        make_request(remote, entry_head=remote.head()))
+    assert (verdict.finished, verdict.detail, verdict.pushed_head) == (False, "exit code 2", None)
+    assert not record.exists()  # refused before it did anything
+
+
+async def test_a_crashed_cli_is_a_husk_and_pushes_nothing(remote, record, tmp_path, monkeypatch):
+    monkeypatch.setenv("STANDIN_MODE", "crash")
+    verdict = await fixer("gemini", tmp_path).run(make_request(remote))
+    assert (verdict.finished, verdict.detail, verdict.pushed_head) == (False, "exit code 3", None)
+    assert remote.head() == remote.entry_head
+
+
+async def test_command_overrides_only_the_program_path(remote, record, tmp_path):
+    verdict = await fixer("copilot", tmp_path, argv=[str(AGENTS / "copilot")]).run(make_request(remote))
+    assert json.loads(record.read_text())["argv"][0] == "-p"
+    assert verdict.pushed_head == remote.head()
+
+
+def test_serve_refuses_a_preset_with_a_full_command_in_one_line(tmp_path):
+    f = tmp_path / "convergebot.toml"
+    f.write_text('[fixer]\nkind = "command"\npreset = "claude-code"\ncommand = ["claude", "-p"]\n'
+                 'sandbox = "off"\n')
+    with pytest.raises(ConfigError, match="names only the program.*fixer.preset_args"):
+        serve_build_fixer(load_config(f, env={}))
+    f.write_text('[fixer]\nkind = "command"\npreset = "cursor"\n')
+    with pytest.raises(ConfigError, match="fixer.preset"):
+        load_config(f, env={})
+
+
+@needs_bwrap
+@pytest.mark.parametrize("name", ["claude-code", "codex", "aider"])
+async def test_a_preset_runs_inside_the_bubblewrap_sandbox(name, remote, record, tmp_path):
+    # The stand-in is on PATH in the repository (readable, read-only); its record directory is a
+    # `sandbox_write` path; codex's last-message file and aider's histories go to {out_dir}.
+    sandbox = sandbox_for("bwrap", write=[record.parent])
+    verdict = await fixer(name, tmp_path, sandbox=sandbox).run(make_request(remote))
+
+    seen = json.loads(record.read_text())
+    assert seen["argv"] == expected_argv(name, seen)
+    assert (verdict.status, verdict.summary) == ("addressed", FIXED)
+    assert verdict.pushed_head == remote.head() != remote.entry_head
+    assert verdict.thread_actions == (ThreadAction("PRRT_1", "fixed", "changed in this commit"),)
