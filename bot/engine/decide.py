@@ -79,11 +79,15 @@ def fresh_reviews(s: Snapshot) -> tuple[Review, ...]:
     # GitHub stamps reviews to the second: compare at that resolution, or a review submitted in
     # the same second as the request would never count.
     since = pr.waiting_since.replace(microsecond=0) if pr.waiting_since else None
+    # A bot that reviews every push by itself is never asked: its review of the head may well
+    # predate the round (it reviewed the push before the round began), and none other will come.
+    automatic = {_login(x.login) for x in s.settings.roster if x.kind == "automatic"}
     return tuple(sorted((
         r for r in s.reviews
-        if r.id > (pr.last_review_id or 0)
-        and r.submitted_at is not None
-        and (since is None or r.submitted_at >= since)
+        if (_login(r.user) in automatic or (
+            r.id > (pr.last_review_id or 0)
+            and r.submitted_at is not None
+            and (since is None or r.submitted_at >= since)))
         and r.commit_id == s.head
         and r.state not in ("PENDING", "DISMISSED")
         and counts_as_review(r, s.settings)
