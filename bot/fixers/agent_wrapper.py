@@ -51,7 +51,8 @@ _LEFT_UNDONE = re.compile(
     r"\b(not|skipped|skip|declined?|unable|left|leaving|todo|unchanged|unfixed)\b|n't\b",
     re.IGNORECASE,
 )
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+# A sentence ends at ".", "!" or "?" before a space, or at a line's end (not inside "app.py").
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
 
 
 def final_message(output: str, stdout: str, last_message: str | None = None) -> str:
@@ -131,7 +132,7 @@ def says_nothing_needed(message: str) -> bool:
 def singled_out(message: str, finding: Finding) -> bool:
     """Whether a sentence naming the finding's thread or file says it was left undone."""
     names = [n for n in (finding.thread_id, finding.path, os.path.basename(finding.path or "")) if n]
-    for sentence in _SENTENCE.findall(message):
+    for sentence in _SENTENCE_END.split(message):
         if any(name in sentence for name in names) and _LEFT_UNDONE.search(sentence):
             return True
     return False

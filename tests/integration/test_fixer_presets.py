@@ -172,3 +172,23 @@ async def test_a_preset_runs_inside_the_bubblewrap_sandbox(name, remote, record,
     assert (verdict.status, verdict.summary) == ("addressed", FIXED)
     assert verdict.pushed_head == remote.head() != remote.entry_head
     assert verdict.thread_actions == (ThreadAction("PRRT_1", "fixed", "changed in this commit"),)
+
+
+
+async def test_doctor_checks_the_presets_program_is_on_path(tmp_path, monkeypatch):
+    from bot.doctor import run_doctor
+
+    async def fixer_line(path: str) -> str:
+        monkeypatch.setenv("PATH", path)
+        config = load_config(env={
+            "CONVERGEBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'd.db'}",
+            "CONVERGEBOT_GITHUB_API_URL": "http://127.0.0.1:9/",
+            "CONVERGEBOT_FIXER_KIND": "command", "CONVERGEBOT_FIXER_PRESET": "gemini"})
+        lines: list[str] = []
+        await run_doctor(config, lines.append)
+        (line,) = [line for line in lines if "fixer command" in line]
+        return line
+
+    base = os.environ["PATH"]
+    assert await fixer_line(f"{AGENTS}{os.pathsep}{base}") == "[ok  ] fixer command (preset gemini): gemini"
+    assert await fixer_line(str(tmp_path)) == "[FAIL] fixer command (preset gemini): gemini"
