@@ -157,7 +157,13 @@ def sort_findings(s: Snapshot, review: Review) -> Sorted:
     those below `block_on` go to the fixer as optional, never holding the run back.
     """
     found = from_threads(s.threads or (), lambda login: reviewers.default_severity(s.settings, login))
-    found = found or from_review_body(review)
+    # A change request's body is a finding of its own where its author opened no thread (a
+    # person asking for changes in a few words beside the bots' threads); one with threads is
+    # said by them.
+    by = {_login(f.author) for f in found if f.author}
+    asked = {f.fingerprint: f for r in fresh_reviews(s) or (review,) if _login(r.user) not in by
+             for f in from_review_body(r)}
+    found = (*found, *asked.values())
     history = (*s.history, *((s.round,) if s.round else ()))
     found, carried = carried_over(found, settled_index(x for r in history for x in r.settled))
     keep, instructions, declines = apply_adjudications(found, s.adjudications)

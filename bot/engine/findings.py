@@ -142,7 +142,8 @@ def group(findings: Iterable[Finding]) -> tuple[Finding, ...]:
 
 def threads_of(finding: Finding) -> tuple[Finding, ...]:
     """The finding once per thread it stands for (itself, then each twin's), for replies."""
-    return (finding, *(replace(finding, thread_id=tid, author=author, answered=answered, fingerprint=fp, twins=())
+    return (finding, *(replace(finding, thread_id=tid, comment_id=None, author=author, answered=answered,
+                               fingerprint=fp, twins=())
                        for tid, author, answered, fp in finding.twins))
 
 
@@ -179,7 +180,7 @@ def settlements(answered: Iterable[tuple[Finding, str, str]], round_no: int, pr_
         if action not in ("fixed", "declined"):
             continue
         for f in threads_of(lead):
-            thread = f"{pr_url}#discussion_r{f.comment_id}" if f.comment_id and f is lead else pr_url
+            thread = f"{pr_url}#discussion_r{f.comment_id}" if f.comment_id else pr_url
             url = f"{pr_url}/commits/{pushed_head}" if action == "fixed" and pushed_head else thread
             out.append(Settled(f.fingerprint, action, round_no, url, f.thread_id, reason.strip()[:200]))
     return tuple(out)

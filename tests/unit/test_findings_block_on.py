@@ -1,0 +1,97 @@
+"""`convergence.block_on`: which findings of a fresh review hold convergence back (pure)."""
+
+from dataclasses import replace
+from datetime import timedelta
+
+from bot.engine.decide import decide_step
+from bot.engine.findings import thread_fingerprint
+from bot.engine.model import Checks, Converge, Fix, Settled, Thread
+from bot.reviewers import Reviewer
+
+from .test_decide import ROUND, SETTINGS, review, snap
+
+NIT = "_🧹 Nitpick_ | _🔵 Trivial_\n\n**Prefer an f-string.**"
+MAJOR = "![high](https://www.gstatic.com/codereviewagent/high-priority.svg)\n\nDivides by zero on an empty list."
+MINOR = "**<sub><sub>![P2 Badge](https://img.shields.io/badge/P2-yellow?style=flat)</sub></sub>  Slow path**"
+
+
+def thread(id, body, path="a.py", line=3, author="copilot"):
+    return Thread(id=id, is_resolved=False, is_outdated=False, path=path, line=line, comment_id=9,
+                  body=body, author=author)
+
+
+def decide(block_on="nit", threads=(), reviews=(review(),), checks=Checks("success"), history=(), settings=None):
+    return decide_step(snap(reviews=reviews, threads=tuple(threads), checks=checks, history=history,
+                            settings=settings or replace(SETTINGS, block_on=block_on)))
+
+
+def test_only_nits_left_converges_under_block_on_major_and_keeps_them_for_the_check_run():
+    d = decide("major", [thread("N1", NIT), thread("N2", MINOR, path="b.py")])
+    (conv,) = d.actions
+    assert isinstance(conv, Converge)
+    assert [(f.thread_id, f.severity, f.optional) for f in conv.optional] == [("N1", "nit", True),
+                                                                            ("N2", "minor", True)]
+
+
+def test_the_default_block_on_nit_blocks_on_every_finding():
+    (fix,) = decide("nit", [thread("N1", NIT)]).actions
+    assert isinstance(fix, Fix) and [f.thread_id for f in fix.findings] == ["N1"]
+    assert not fix.findings[0].optional
+
+
+def test_a_round_that_runs_the_fixer_hands_the_nits_over_as_optional():
+    (fix,) = decide("major", [thread("M1", MAJOR), thread("N1", NIT, path="b.py")]).actions
+    assert isinstance(fix, Fix)
+    assert [(f.thread_id, f.severity, f.optional) for f in fix.findings] == [("M1", "major", False),
+                                                                           ("N1", "nit", True)]
+
+
+def test_an_unmarked_finding_takes_its_reviewers_default():
+    lenient = replace(SETTINGS, block_on="major",
+                      reviewer_specs=(Reviewer("copilot", kind="copilot", default_severity="minor"),))
+    (conv,) = decide(threads=[thread("U1", "Consider renaming this.")], settings=lenient).actions
+    assert isinstance(conv, Converge) and conv.optional[0].severity == "minor"
+    # Someone not configured: "major", it blocks.
+    (fix,) = decide(threads=[thread("U2", "Consider renaming this.", author="someone")],
+                    settings=lenient).actions
+    assert isinstance(fix, Fix) and fix.findings[0].severity == "major"
+
+
+def test_a_failing_check_blocks_whatever_block_on_says():
+    (fix,) = decide("critical", [thread("N1", NIT)], checks=Checks("failure", failing=("ci",))).actions
+    assert isinstance(fix, Fix)
+    assert [(f.body.startswith("The required check"), f.optional) for f in fix.findings] == [(True, False),
+                                                                                           (False, True)]
+
+
+def test_a_persons_change_request_is_major_beside_the_bots_threads():
+    person = review(id=102, user="alice", state="CHANGES_REQUESTED", body="Please add a docstring.")
+    (fix,) = decide("major", [thread("N1", NIT)], reviews=(review(), person)).actions
+    assert isinstance(fix, Fix)
+    # What blocks first, then what is optional.
+    assert [(f.author, f.severity, f.optional) for f in fix.findings] == [("alice", "major", False),
+                                                                        ("copilot", "nit", True)]
+
+
+def test_a_repeat_of_a_declined_finding_is_carried_over_not_fixed():
+    fp = thread_fingerprint("a.py", MAJOR)
+    earlier = replace(ROUND, status="addressed", settled=(
+        Settled(fp, "declined", 1, "https://x/pull/1#discussion_r9", "T-old", "out of scope"),))
+    later = replace(ROUND, round_no=3)
+    d = decide_step(snap(round=later, reviews=(review(),), threads=(thread("T-new", MAJOR, line=30),),
+                         history=(earlier,), now=snap().now + timedelta(seconds=1)))
+    fix, conv = d.actions
+    assert isinstance(fix, Fix) and fix.findings == ()
+    ((finding, text),) = fix.declines
+    assert finding.thread_id == "T-new" and "https://x/pull/1#discussion_r9" in text
+    assert isinstance(conv, Converge)
+
+
+def test_twins_reach_the_fixer_once():
+    a = thread("A", MAJOR, author="gemini-code-assist[bot]")
+    b = thread("B", "_⚠️ Potential issue_ | _🟠 Major_\n\n**Divides by zero on an empty list.**",
+               line=4, author="coderabbitai[bot]")
+    (fix,) = decide("nit", [a, b]).actions
+    assert isinstance(fix, Fix) and len(fix.findings) == 1
+    assert {fix.findings[0].thread_id, fix.findings[0].twins[0][0]} == {"A", "B"}
+

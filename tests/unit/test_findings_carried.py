@@ -1,0 +1,76 @@
+"""A finding settled in an earlier round of the run is carried over: answered, not fixed again."""
+
+from dataclasses import replace
+
+from bot.engine.findings import (
+    carried_over,
+    from_threads,
+    settled_index,
+    settlements,
+    thread_fingerprint,
+)
+from bot.engine.model import Settled, Thread
+
+CODEX = ("**<sub><sub>![P2 Badge](https://img.shields.io/badge/P2-yellow?style=flat)</sub></sub>  "
+         "Cache the parsed config**\n\nThe config is parsed on every call.\n\nUseful? React with 👍 / 👎.")
+PR_URL = "https://github.com/acme/app/pull/7"
+
+
+def thread(id="T1", line=12, body=CODEX, path="app/core.py", comment_id=501) -> Thread:
+    return Thread(id=id, is_resolved=False, is_outdated=False, path=path, line=line, comment_id=comment_id,
+                  body=body, author="chatgpt-codex-connector[bot]")
+
+
+def test_the_fingerprint_ignores_the_line_and_the_bots_wrapping():
+    moved = thread(line=40)
+    rewrapped = thread(body="Cache the parsed config\n\nThe config is parsed on every call.")
+    assert thread_fingerprint("app/core.py", CODEX) == thread_fingerprint(moved.path, moved.body)
+    assert thread_fingerprint("app/core.py", CODEX) == thread_fingerprint(rewrapped.path, rewrapped.body)
+    assert thread_fingerprint("app/core.py", CODEX) != thread_fingerprint("app/other.py", CODEX)
+
+
+def test_a_declined_finding_repeated_after_a_line_move_is_answered_with_the_link():
+    (first,) = from_threads((thread(),))
+    record = settlements([(first, "declined", "the config is tiny")], 1, PR_URL, None)
+    assert record == (Settled(first.fingerprint, "declined", 1, f"{PR_URL}#discussion_r501", "T1",
+                              "the config is tiny"),)
+    repeated = from_threads((thread(id="T9", line=30, comment_id=900),))
+    new, carried = carried_over(repeated, settled_index(record))
+    assert new == ()
+    ((finding, text),) = carried
+    assert finding.thread_id == "T9"
+    assert text == f"Already declined in round 1 (the config is tiny): {PR_URL}#discussion_r501"
+
+
+def test_a_fixed_finding_links_to_the_commit_that_fixed_it():
+    (first,) = from_threads((thread(),))
+    record = settlements([(first, "fixed", "cached")], 2, PR_URL, "abc123")
+    _, ((_, text),) = carried_over(from_threads((thread(id="T2", line=5),)), settled_index(record))
+    assert text.startswith("Already fixed in round 2") and text.endswith(f"{PR_URL}/commits/abc123")
+
+
+def test_new_findings_and_reopened_threads_go_to_the_fixer():
+    (first,) = from_threads((thread(),))
+    index = settled_index(settlements([(first, "declined", "no")], 1, PR_URL, None))
+    other = from_threads((thread(id="T3", body="Rename `cfg`."),))
+    assert carried_over(other, index) == (other, ())
+    # The settled thread itself, unresolved again by someone: a new question, not a repeat.
+    reopened = from_threads((thread(),))
+    assert carried_over(reopened, index) == (reopened, ())
+
+
+def test_needs_human_settles_nothing_and_a_group_settles_every_thread():
+    (a,) = from_threads((thread(),))
+    assert settlements([(a, "needs_human", "?")], 1, PR_URL, None) == ()
+    twin = replace(thread(id="T5", comment_id=777), body="The config is parsed on every call; cache it.")
+    (b,) = from_threads((twin,))
+    lead = replace(a, twins=(("T5", "gemini-code-assist[bot]", False, b.fingerprint),))
+    record = settlements([(lead, "fixed", "")], 1, PR_URL, "f00d")
+    assert {r.fingerprint for r in record} == {a.fingerprint, b.fingerprint}
+    assert {r.thread_id for r in record} == {"T1", "T5"}
+
+
+def test_the_latest_settlement_wins():
+    older = Settled("fp", "declined", 1, "u1")
+    newer = Settled("fp", "fixed", 3, "u3")
+    assert settled_index([newer, older])["fp"] == newer
