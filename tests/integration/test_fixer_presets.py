@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,8 +19,8 @@ from bot.fixers.registry import build_fixer
 from bot.fixers.sandbox import sandbox_for
 from bot.serve import build_fixer as serve_build_fixer
 
-from .test_fixer_sandbox import needs_bwrap
-from .test_fixer_support import Remote, git, make_remote, make_request
+from .test_fixer_sandbox import botdir, needs_bwrap  # noqa: F401  (a fixture)
+from .test_fixer_support import BRANCH, Remote, git, make_remote, make_request
 
 AGENTS = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
 PRESET_NAMES = ("claude-code", "codex", "gemini", "aider", "copilot")
@@ -192,3 +195,34 @@ async def test_doctor_checks_the_presets_program_is_on_path(tmp_path, monkeypatc
     base = os.environ["PATH"]
     assert await fixer_line(f"{AGENTS}{os.pathsep}{base}") == "[ok  ] fixer command (preset gemini): gemini"
     assert await fixer_line(str(tmp_path)) == "[FAIL] fixer command (preset gemini): gemini"
+
+
+@needs_bwrap
+def test_serve_builds_a_sandboxed_preset_fixer_from_the_config_file(botdir, remote):  # noqa: F811
+    # The config as an operator writes it, read by a process standing in for `serve`
+    # (tests/integration/fixer_bot.py): the preset's program found on PATH, run in bubblewrap.
+    record = botdir / "out" / "record.json"
+    record.parent.mkdir()
+    (botdir / "convergebot.toml").write_text(textwrap.dedent(f"""
+        [fixer]
+        kind = "command"
+        preset = "claude-code"
+        preset_args = ["--model", "sonnet"]
+        sandbox = "bwrap"
+        sandbox_write = [{json.dumps(str(record.parent))}]
+    """))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVERGEBOT_")}
+    env.update(PYTHONPATH=str(AGENTS.parents[2]), PATH=f"{AGENTS}{os.pathsep}{env['PATH']}",
+               STANDIN_RECORD=str(record), STANDIN_MODE="edit")
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.integration.fixer_bot", remote.url, BRANCH, remote.entry_head],
+        cwd=botdir, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout.strip().splitlines()[-1])
+
+    seen = json.loads(record.read_text())
+    assert seen["argv"] == [*expected_argv("claude-code", seen), "--model", "sonnet"]
+    assert (verdict["status"], verdict["summary"]) == ("addressed", FIXED)
+    assert verdict["pushed_head"] == remote.head() != remote.entry_head
+    # The bot's PATH reached the agent inside the sandbox: its own tools are found there too.
+    assert str(AGENTS) in seen["path_env"]
