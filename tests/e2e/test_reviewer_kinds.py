@@ -119,7 +119,9 @@ async def test_a_lost_answer_to_the_trigger_comment_does_not_post_it_twice(tmp_p
     async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"]),
                                 convergence={"reviewer": tables}, collaborators=COLLABORATORS,
                                 poller={"interval_seconds": 0.5}) as h:
-        h.sim.set_reviewer(REPO, script(RABBIT, "app/util.py", delay=0.2, trigger=TRIGGER))
+        # Slow to answer: the request's retries come before its review (which would otherwise
+        # tell the retry that nobody needs asking).
+        h.sim.set_reviewer(REPO, script(RABBIT, "app/util.py", delay=3.0, trigger=TRIGGER))
         # Every issue comment is posted, then answered 502 (the write happened, its answer was lost).
         h.sim.chaos(1, lost_ack_rate=1.0, exclude=[r"^(?!.*/issues/\d+/comments$)"])
         key, number = await open_and_enroll(h)
