@@ -255,8 +255,12 @@ def decide_step(s: Snapshot) -> Decision:
                 return Decision((Wait("review is clean; waiting for required checks"),))
             if s.open_escalations:
                 return Decision((Wait("an escalation is still open"),))
-            return Decision((*((Fix(review.id, (), instructions, declines),) if declines else ()),
-                             Converge(review.id, s.head, found.optional)))
+            if any(f.answered is False for f, _ in declines):
+                # Answered before converging, not with it: a run that ends on converging (merge
+                # off) would drop its own replies still queued. The next step finds them posted.
+                return Decision((Fix(review.id, (), instructions, declines),
+                                 Wait("answering findings settled before; converging next")))
+            return Decision((Converge(review.id, s.head, found.optional),))
     # The round runs the fixer anyway: what does not block is handed over too, as optional.
     return Decision((Fix(review.id, (*keep, *found.optional), instructions, declines),))
 

@@ -186,9 +186,12 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
     if isinstance(action, Fix):
         text = findings_json(action.findings)
         async with rt.db.session() as s:
-            await outbox.replies(s, pr.pr_key, pk, [(f, reason, True) for f, reason in action.declines],
-                                 key=f"{n}:declined", round_no=n)
+            queued = await outbox.replies(s, pr.pr_key, pk, [(f, reason, True) for f, reason in action.declines],
+                                          key=f"{n}:declined", round_no=n)
             if not action.findings:
+                if queued:
+                    # Nothing for the fixer: look again once the replies are posted, and converge.
+                    await requeue(s, pr.pr_key, "answered", delay_seconds=SETTLING_RETRY_SECONDS)
                 return True
             won = await prs.fenced_update(None, pr.pr_key, pk, {
                 "status": Status.CONVERGING, "last_review_id": action.review_id, "husk_retries": 0,

@@ -137,7 +137,12 @@ class TestStep:
         fp = fingerprint("thread", "a.py", "rename")
         memory = {fp: Adjudication(fp, "decline", "maint", T0)}
         d = decide_step(snap(reviews=(review(),), threads=(thread(body="rename"),), adjudications=memory))
-        assert kinds(d) == [Fix, Converge] and d.actions[0].findings == ()
+        # Answered first; converged once the answer is on the thread (a run that ends on
+        # converging would drop its own replies still queued).
+        assert kinds(d) == [Fix, Wait] and d.actions[0].findings == ()
+        answered = replace(thread(body="rename"), replied=True)
+        d = decide_step(snap(reviews=(review(),), threads=(answered,), adjudications=memory))
+        assert kinds(d) == [Converge]
 
     def test_nudge_at_most_once_per_window(self):
         assert kinds(decide_step(snap(now=T0 + timedelta(minutes=9)))) == [Wait]

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from bot.engine.decide import decide_step
 from bot.engine.findings import thread_fingerprint
-from bot.engine.model import Checks, Converge, Fix, Settled, Thread
+from bot.engine.model import Checks, Converge, Fix, Settled, Thread, Wait
 from bot.reviewers import Reviewer
 
 from .test_decide import ROUND, SETTINGS, review, snap
@@ -80,10 +80,14 @@ def test_a_repeat_of_a_declined_finding_is_carried_over_not_fixed():
     later = replace(ROUND, round_no=3)
     d = decide_step(snap(round=later, reviews=(review(),), threads=(thread("T-new", MAJOR, line=30),),
                          history=(earlier,), now=snap().now + timedelta(seconds=1)))
-    fix, conv = d.actions
+    fix, wait = d.actions
     assert isinstance(fix, Fix) and fix.findings == ()
     ((finding, text),) = fix.declines
     assert finding.thread_id == "T-new" and "https://x/pull/1#discussion_r9" in text
+    assert isinstance(wait, Wait)
+    # Once our answer is on its thread, the run converges.
+    answered = replace(thread("T-new", MAJOR, line=30), replied=True)
+    (conv,) = decide_step(snap(round=later, reviews=(review(),), threads=(answered,), history=(earlier,))).actions
     assert isinstance(conv, Converge)
 
 
