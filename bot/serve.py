@@ -88,6 +88,8 @@ def build_fixer(config: Config):
     from .fixers.sandbox import SandboxUnavailable, sandbox_for
 
     f = config.fixer
+    if (f.preset or f.preset_args) and f.kind != "command":
+        raise ConfigError(f'config: fixer.preset is for kind = "command", not {f.kind!r}')
     if f.kind == "command":
         try:
             sandbox = sandbox_for(f.sandbox, hide=(*config.secret_files(), *f.sandbox_hide),

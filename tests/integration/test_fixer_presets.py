@@ -157,6 +157,9 @@ def test_serve_refuses_a_preset_with_a_full_command_in_one_line(tmp_path):
                  'sandbox = "off"\n')
     with pytest.raises(ConfigError, match="names only the program.*fixer.preset_args"):
         serve_build_fixer(load_config(f, env={}))
+    f.write_text('[fixer]\nkind = "mention"\npreset = "codex"\n')
+    with pytest.raises(ConfigError, match='fixer.preset is for kind = "command"'):
+        serve_build_fixer(load_config(f, env={}))
     f.write_text('[fixer]\nkind = "command"\npreset = "cursor"\n')
     with pytest.raises(ConfigError, match="fixer.preset"):
         load_config(f, env={})
