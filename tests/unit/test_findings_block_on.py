@@ -3,9 +3,14 @@
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
+from bot.config import Config
+from bot.engine.checkrun import render
 from bot.engine.decide import decide_step
-from bot.engine.findings import thread_fingerprint
+from bot.engine.findings import from_threads, thread_fingerprint
 from bot.engine.model import Checks, Converge, Fix, Settled, Thread, Wait
+from bot.repoconfig import RepoConfigError, parse
 from bot.reviewers import Reviewer
 
 from .test_decide import ROUND, SETTINGS, review, snap
@@ -99,3 +104,25 @@ def test_twins_reach_the_fixer_once():
     assert isinstance(fix, Fix) and len(fix.findings) == 1
     assert {fix.findings[0].thread_id, fix.findings[0].twins[0][0]} == {"A", "B"}
 
+
+
+def test_a_repository_sets_its_own_block_on_and_a_wrong_one_is_refused_in_one_line():
+    base = Config.model_validate({"convergence": {"reviewers": ["copilot"]}})
+    assert base.convergence.block_on == "nit"  # today's behaviour: every finding blocks
+    assert parse('[convergence]\nblock_on = "major"\n', base).convergence.block_on == "major"
+    with pytest.raises(RepoConfigError) as e:
+        parse('[convergence]\nblock_on = "blocker"\n', base)
+    assert "block_on" in str(e.value) and "\n" not in str(e.value).strip()
+
+
+def test_the_check_run_counts_what_blocks_and_lists_the_rest():
+    nits = tuple(replace(f, optional=True) for f in from_threads((
+        thread("N1", NIT, path="b.py", author="coderabbitai"),
+        thread("N2", "nit: `x` **could** be <b>named</b>", path="c.py", line=7, author="alice"))))
+    out = render("converged", 2, 8, 0, "converged at 1234567", optional=nits)["output"]
+    assert out["title"] == "converged · round 2/8 · 0 finding(s) left · 2 non-blocking"
+    assert "**Findings left:** 0" in out["summary"]
+    assert "- nit · b.py:3 by coderabbitai: prefer an f-string." in out["summary"]
+    assert "- nit · c.py:7 by alice: x could be named" in out["summary"]
+    # Without any, nothing is said about them.
+    assert "Non-blocking" not in render("converged", 2, 8, 0, None)["output"]["summary"]
