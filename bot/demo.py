@@ -62,11 +62,14 @@ PULLS = (
 
 
 def _reviewer(threads: tuple[int, ...], path: str) -> ReviewerScript:
+    # Each review asks something new: a finding repeated from a round that settled it would be
+    # answered from the record (carried over), not fixed again.
     return ReviewerScript(login=COPILOT, delay=0.2, steps=[
-        ReviewStep(threads=[ThreadSpec(path=path, line=1, body=f"Finding {i + 1}: tighten this up.")
+        ReviewStep(threads=[ThreadSpec(path=path, line=1,
+                                       body=f"Review {k + 1}, finding {i + 1}: tighten this up.")
                             for i in range(n)],
                    body=f"Copilot reviewed the change and left {n} comment(s).", state="COMMENTED")
-        for n in threads])
+        for k, n in enumerate(threads)])
 
 
 def _config(db: Path, api_url: str) -> Config:
