@@ -64,6 +64,8 @@ def parse(text: str, base: Config) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise RepoConfigError(f"{PATH}: invalid TOML: {e}") from None
+    except RecursionError:  # tomllib recurses per nested array or table: a few hundred suffice
+        raise RepoConfigError(f"{PATH}: invalid TOML: nested too deeply") from None
     updates: dict[str, Any] = {}
     for section, values in data.items():
         if section not in ALLOWED and not isinstance(values, dict):
@@ -148,7 +150,7 @@ def _fresh(rt: Runtime, entry: _Entry | None) -> bool:
 async def repo_config(rt: Runtime, repo: str) -> RepoConfig:
     """The repository's settings, read from GitHub when the process's copy is due again.
 
-    A read that fails for now (rate limit, 5xx, no answer) keeps the copy there is until the
+    A read that fails (rate limit, 5xx, no answer, a 401) keeps the copy there is until the
     next interval; with none, the error goes to the caller like any other read of the step. A
     refusal (a 403: credentials without read access to contents) means the global settings: the
     bot must not stop for a file it cannot read."""
@@ -162,13 +164,16 @@ async def repo_config(rt: Runtime, repo: str) -> RepoConfig:
         owner, _, short = repo.partition("/")
         try:
             found = await rt.github.file_text(owner, short, PATH)
-        except (RateLimited, Unavailable) as e:
-            if entry is None:
-                raise
-            log.warning("repo_config.unreadable", repo=repo, error=str(e))
-            entry.read_at = time.monotonic()
-            return entry.result
         except GitHubError as e:
+            if isinstance(e, (RateLimited, Unavailable)) or e.status == 401:
+                # For now (rate limit, 5xx, no answer) or not for this token (a 401 while an App
+                # is reinstalled): the copy there is stands; a repository's squash or required
+                # checks must not give way to the global settings for an interval.
+                if entry is None:
+                    raise
+                log.warning("repo_config.unreadable", repo=repo, error=str(e))
+                entry.read_at = time.monotonic()
+                return entry.result
             if entry is None or entry.result.sha is not None:
                 log.warning("repo_config.refused", repo=repo, error=str(e))
             found = None

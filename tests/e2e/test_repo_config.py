@@ -165,6 +165,10 @@ async def test_the_file_is_read_conditionally_once_per_interval(tmp_path, db_url
         with pytest.raises(Unavailable):
             await repoconfig.effective_config(rt, "acme/down")
         assert (await repoconfig.effective_config(rt, "acme/down")).convergence.max_rounds == 2
+        # A 401 (an App reinstalled, its old token refused) keeps the copy too.
+        repoconfig.forget(rt, "acme/down")
+        h.sim.inject_fault(r"^/repos/acme/down/contents/", method="GET", status=401, count=1)
+        assert (await repoconfig.effective_config(rt, "acme/down")).convergence.max_rounds == 2
         await _repo(h, "acme/refused", "[convergence]\nmax_rounds = 2\n")
         h.sim.inject_fault(r"^/repos/acme/refused/contents/", method="GET", status=405, count=1)
         assert (await repoconfig.effective_config(rt, "acme/refused")).convergence.max_rounds == 8

@@ -114,3 +114,9 @@ def _request(prompt_append: str) -> FixRequest:
 def test_prompt_append_is_added_to_the_fixer_prompt():
     assert "## Notes from the repository\n\nRun make test." in render_prompt(_request("Run make test.\n"))
     assert "Notes from the repository" not in render_prompt(_request("  "))
+
+
+def test_a_file_nested_too_deeply_is_refused_not_raised():
+    # tomllib recurses per nesting level: a hostile file must not stop its repository's PRs.
+    result = load(("x = " + "[" * 2000 + "]" * 2000, "sha1"), Config())
+    assert result.config == Config() and "nested too deeply" in result.problem

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from .errors import Unprocessable
 
-FAULT_STATUSES = (403, 404, 405, 429, 500, 502, 503)
+FAULT_STATUSES = (401, 403, 404, 405, 429, 500, 502, 503)
 
 
 @dataclass

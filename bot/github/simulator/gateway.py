@@ -34,7 +34,7 @@ log = structlog.get_logger("simulator.gateway")
 JSON = "application/json; charset=utf-8"
 # Path parameters that Starlette must convert (ids) or let span slashes (refs, file paths); the
 # GitHub-style template without converters is what counters report.
-CONVERTERS = {"number": "int", "comment_id": "int", "check_run_id": "int", "review_id": "int",
+CONVERTERS = {"number": "int", "repository_id": "int", "comment_id": "int", "check_run_id": "int", "review_id": "int",
               "ref": "path", "path": "path", "basehead": "path"}
 # Seconds a `drop` fault holds a request open when the client never gives up.
 DROP_HOLD_SECONDS = 60.0
@@ -51,6 +51,7 @@ class Reply:
 class ApiRequest:
     request: Request
     actor: str  # the login the token acts as
+    repository_id: int | None = None  # the id of the repository the path names, if it names one
 
     @property
     def params(self) -> dict[str, Any]:
@@ -80,7 +81,7 @@ class ApiRequest:
         return data
 
     def page(self, items: list) -> tuple[list, dict[str, str]]:
-        chunk, link = paginate(self.request.url, items)
+        chunk, link = paginate(self.request.url, items, self.repository_id)
         return chunk, ({"Link": link} if link else {})
 
 
@@ -99,14 +100,28 @@ def _matches(if_none_match: str | None, etag: str) -> bool:
     return "*" in tags or wanted in tags
 
 
+def _pattern(template: str) -> str:
+    for name, kind in CONVERTERS.items():
+        template = template.replace(f"{{{name}}}", f"{{{name}:{kind}}}")
+    return template
+
+
 def token_of(request: Request) -> str | None:
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
     return value.strip() if scheme.lower() in ("token", "bearer") and value.strip() else None
 
 
+# A repository's routes are also served by its id, as GitHub does: its `Link: rel="next"` pages
+# of a repository's listings name it so (`/repositories/8514/issues?page=2`).
+BY_NAME = "/repos/{owner}/{repo}/"
+BY_ID = "/repositories/{repository_id}/"
+
+
 class Gateway:
     def __init__(self, sim: Simulator) -> None:
         self.sim = sim
+        # (method, template, handler, resource, counted) of each GET route under a repository
+        self._by_name: list[tuple[str, str, Handler, str, bool]] = []
 
     def route(self, method: str, template: str, handler: Handler, resource: str = "core",
               counted: bool = True, app_jwt: bool = False) -> Route:
@@ -119,10 +134,33 @@ class Gateway:
             return await self.handle(request, method, template, handler, resource, counted,
                                      app_jwt)
 
-        pattern = template
-        for name, kind in CONVERTERS.items():
-            pattern = pattern.replace(f"{{{name}}}", f"{{{name}:{kind}}}")
-        return Route(pattern, endpoint, methods=[method], name=f"{method} {template}")
+        if method == "GET" and template.startswith(BY_NAME) and not app_jwt:
+            self._by_name.append((method, template, handler, resource, counted))
+        return Route(_pattern(template), endpoint, methods=[method], name=f"{method} {template}")
+
+    def by_id_routes(self) -> list[Route]:
+        """`/repositories/{repository_id}/...` for each GET route registered under
+        `/repos/{owner}/{repo}/...`: the same handler, the repository found by its id, and the
+        request counted under the `/repositories/...` template it was sent to."""
+        routes = []
+        for method, template, handler, resource, counted in self._by_name:
+            twin = BY_ID + template.removeprefix(BY_NAME)
+
+            async def endpoint(request: Request, twin=twin, handler=handler, resource=resource,
+                               counted=counted, method=method) -> Response:
+                return await self._by_id(request, method, twin, handler, resource, counted)
+
+            routes.append(Route(_pattern(twin), endpoint, methods=[method], name=f"{method} {twin}"))
+        return routes
+
+    async def _by_id(self, request: Request, method: str, template: str, handler: Handler,
+                     resource: str, counted: bool) -> Response:
+        repo = self.sim.state.repo_by_id(int(request.path_params["repository_id"]))
+        if repo is None:
+            self.sim.counters.add(method, template, 404, request.url.path)
+            return self._json(404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+        request.scope["path_params"] = {**request.path_params, "owner": repo.owner, "repo": repo.name}
+        return await self.handle(request, method, template, handler, resource, counted)
 
     async def handle(self, request: Request, method: str, template: str, handler: Handler,
                      resource: str, counted: bool, app_jwt: bool = False) -> Response:
@@ -146,9 +184,12 @@ class Gateway:
             sim.counters.add(method, template, 401, request.url.path)
             return self._json(401, {"message": "Bad credentials",
                                     "documentation_url": "https://docs.github.com/rest"})
-        if not app_jwt and not sim.installations.admits(token, request.path_params.get("owner", "")):
+        named = sim.state.repos.get(f"{request.path_params.get('owner')}/{request.path_params.get('repo')}".lower())
+        public_read = method == "GET" and named is not None and not named.private
+        if not app_jwt and not sim.installations.admits(token, request.path_params.get("owner", ""),
+                                                        public_read=public_read):
             # An installation token on a repository its installation does not reach: GitHub
-            # answers 404, as for a repository that does not exist.
+            # answers 404, as for a repository that does not exist (but reads a public one).
             sim.counters.add(method, template, 404, request.url.path)
             return self._json(404, {"message": "Not Found",
                                     "documentation_url": "https://docs.github.com/rest"})
@@ -160,7 +201,7 @@ class Gateway:
                                     "documentation_url": "https://docs.github.com/rest"},
                               sim.rate_limits.headers(bucket, resource))
         try:
-            reply = await handler(sim, ApiRequest(request, actor))
+            reply = await handler(sim, ApiRequest(request, actor, named.id if named is not None else None))
             status, data, headers = reply.status, reply.data, dict(reply.headers)
         except ApiError as e:
             status, data, headers = e.status, e.body(), dict(e.headers)
@@ -225,7 +266,7 @@ class Gateway:
                        "You have exceeded a secondary rate limit. Please wait a few minutes "
                        "before you try again.")
             return self._json(fault.status, {"message": message}, headers)
-        messages = {404: "Not Found", 405: "Method Not Allowed", 500: "Server Error", 502: "Bad Gateway",
+        messages = {401: "Bad credentials", 404: "Not Found", 405: "Method Not Allowed", 500: "Server Error", 502: "Bad Gateway",
                     503: "Service Unavailable"}
         return self._json(fault.status, {"message": messages[fault.status]})
 
