@@ -21,8 +21,15 @@ COPILOT = "copilot-pull-request-reviewer[bot]"
 FILES = {"README.md": "# app\n", "app/core.py": "def f():\n    return 1\n", "app/util.py": "X = 1\n"}
 
 
-def steps(*counts: int, path: str = "app/core.py", delay: float = 0.1) -> ReviewerScript:
-    """A Copilot script whose n-th review leaves counts[n] threads."""
+def steps(*counts: int, path: str = "app/core.py", delay: float = 0.1, forever: int = 40) -> ReviewerScript:
+    """A Copilot script whose n-th review leaves counts[n] threads.
+
+    A last count above zero goes on (up to `forever` reviews) with new texts each review: a
+    reviewer repeating a finding already fixed is answered from the record, not a new round
+    (docs/architecture.md, "Findings: severity, carried over, grouped").
+    """
+    if counts and counts[-1]:
+        counts = counts + (counts[-1],) * max(0, forever - len(counts))
     return ReviewerScript(
         steps=[ReviewStep(threads=[ThreadSpec(path=path, line=1, body=f"finding {i} of review {n}")
                                    for i in range(c)],
