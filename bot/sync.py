@@ -25,7 +25,9 @@ async def read_observation(rt: Runtime, pr_key: str) -> Observation:
     head_repo = ((pr.get("head") or {}).get("repo") or {}).get("full_name") or key.full_repo
     owner, _, repo = head_repo.partition("/")
     try:
-        head = await gh.branch_head(owner, repo, pr["head"]["ref"])
+        # A fork's branch through the base repository's installation: the fork's account may
+        # have none (client.branch_head).
+        head = await gh.branch_head(owner, repo, pr["head"]["ref"], via=key.full_repo)
     except (NotFound, Unavailable) as e:
         # Fail open: an unreadable ref is not a reason to act; the PR object's sha stands in.
         log.warning("sync.head_unreadable", pr_key=pr_key, error=str(e))

@@ -57,7 +57,7 @@ async def fix(rt: Runtime, job: Job) -> None:
     branch = gh_pr["head"]["ref"]
     findings = findings_of(rnd.findings) or ()
     refusal = fork_refusal(gh_pr, rt.config.fixer.allow_forks)
-    if head_repo and await _branch_head(rt, head_repo["full_name"], branch) not in (None, rnd.entry_head):
+    if head_repo and await _branch_head(rt, head_repo["full_name"], branch, key.full_repo) not in (None, rnd.entry_head):
         # The branch moved since this dispatch began (someone pushed, or an earlier try of this
         # job pushed and then died): the agent's push would be refused by its lease anyway, so
         # it does not run; the progress-check sees the move and starts the next round.
@@ -148,12 +148,13 @@ def _base_clone_url(gh_pr: dict, head_repo: dict) -> str | None:
     return base_repo.get("clone_url") or None
 
 
-async def _branch_head(rt: Runtime, full_repo: str, branch: str) -> str | None:
+async def _branch_head(rt: Runtime, full_repo: str, branch: str, base_repo: str) -> str | None:
     """None: the branch cannot be read (deleted, or a fork the App cannot see). The fork policy
-    then still escalates; the fixer's own clone fails for a branch that is really gone."""
+    then still escalates; the fixer's own clone fails for a branch that is really gone. Read with
+    the base repository's installation (a fork's account may have none)."""
     owner, _, repo = full_repo.partition("/")
     try:
-        return await rt.github.branch_head(owner, repo, branch)
+        return await rt.github.branch_head(owner, repo, branch, via=base_repo)
     except NotFound:
         return None
 
@@ -239,7 +240,7 @@ async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findin
             "fixer_finished_at": utcnow() if verdict.finished else None, "verdict": status,
             "summary": verdict.summary or verdict.detail, "question": verdict.question,
             # What it fixed or declined: a repeat in a later round is answered from this.
-            "settled": settled_json(settlements(settled, n, pr_url, verdict.pushed_head)) if settled else None,
+            "settled": None,
         }, expect_attempt=attempt, open_only=True):
             raise _Superseded()
         await queue_progress(s, pr_key, pk, n, attempt, "fixer")

@@ -7,7 +7,7 @@ import json
 import structlog
 
 from bot import outbox, repoconfig
-from bot.github.errors import GitHubError, RateLimited, Unavailable
+from bot.github.errors import GitHubError, NotFound, RateLimited, Unavailable
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import prs, rounds
@@ -29,6 +29,28 @@ async def progress_check(rt: Runtime, job: Job) -> None:
     # check from reading GitHub while the step is deciding.
     async with rt.pr_turn(job.pr_key):
         await _progress_check(rt, job)
+
+
+async def _head(rt: Runtime, pr) -> str:
+    """The PR's head, from its branch in its own repository, where the fixer pushed it and the
+    step reads it: a fork's, for a PR from a fork (the base may even have a branch of the same
+    name). From the branch ref, not the PR object: GitHub's `head.sha` lags a push for a while,
+    and a check reading it right after the fixer pushed would see no move and escalate.
+
+    A fork's branch is read with the base repository's installation: the fork's account often
+    has no installation of the App at all. A fork branch that cannot be read (a private fork,
+    or gone) falls back to the PR object's head, as the step does."""
+    base = parse_pr_key(pr.pr_key)
+    owner, _, repo = (pr.head_repo or base.full_repo).partition("/")
+    fork = pr.head_repo is not None and pr.head_repo.lower() != base.full_repo.lower()
+    try:
+        return await rt.github.branch_head(owner, repo, pr.head_branch or "", via=base.full_repo)
+    except NotFound:
+        if not fork:
+            raise
+    found = await rt.github.pull(base.owner, base.repo, base.number)
+    log.info("progress.fork_head_from_pr", pr_key=pr.pr_key, head_repo=pr.head_repo)
+    return str(found["head"]["sha"])
 
 
 class _Lost(Exception):
@@ -60,13 +82,8 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
         bound.info("progress.other_attempt", attempt=attempt)
         return
 
-    # The branch in its own repository, where the fixer pushed it and the step reads it: a
-    # fork's, for a PR from a fork (the base may even have a branch of the same name).
-    owner, _, repo = (pr.head_repo or parse_pr_key(pr.pr_key).full_repo).partition("/")
     try:
-        # From the branch ref, not the PR object: GitHub's `head.sha` lags a push for a while, and
-        # a check reading it right after the fixer pushed would see no move and escalate.
-        head = await rt.github.branch_head(owner, repo, pr.head_branch or "")
+        head = await _head(rt, pr)
     except RateLimited:
         raise  # the job waits in the table for the reset GitHub gave, spending no attempt
     except GitHubError as e:

@@ -574,11 +574,14 @@ class GitHubClient:
             url, params = raw.links.get("next", {}).get("url"), None
         return found
 
-    async def _request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+    async def _request(self, method: str, url: str, *, repo: str | None = None, **kw: Any) -> httpx.Response:
+        """`repo` (owner/repo): the repository whose installation's token is sent, when it is not
+        the one `url` names: a `Link: rel="next"` page (GitHub's `/repositories/{id}/...` names
+        none), or a fork's branch read through the PR's base repository."""
         reads = _read_log.get() if method == "GET" else None
         if reads is not None:
             reads.reads += 1  # counted before the call: a read that fails is no "unchanged"
-        resp = await self._as_installation_of(f"{method} {url}", repo_of_path(url),
+        resp = await self._as_installation_of(f"{method} {url}", repo or repo_of_path(url),
                                               lambda: self.gh.arequest(method, url, **kw))
         raw = resp.raw_response
         if method == "GET":
@@ -607,14 +610,17 @@ class GitHubClient:
 
     async def _pages(self, url: str, params: dict | None = None, *, max_pages: int | None = None) -> list[Any]:
         """Every page (the first `max_pages`, when given), following the absolute
-        `Link: rel="next"` GitHub sends."""
+        `Link: rel="next"` GitHub sends. Its next links name the repository by id
+        (`/repositories/8514/...`), not by name: every page goes to the installation of the
+        repository the first URL names."""
         items: list[Any] = []
         next_url: str | None = url
+        repo = repo_of_path(url)
         query = {"per_page": 100, **(params or {})}
         pages = 0
         while next_url and (max_pages is None or pages < max_pages):
             pages += 1
-            raw = await self._request("GET", next_url, params=query)
+            raw = await self._request("GET", next_url, repo=repo, params=query)
             page = raw.json()
             items.extend(page if isinstance(page, list) else [page])
             next_url = raw.links.get("next", {}).get("url")
@@ -710,9 +716,14 @@ class GitHubClient:
         raw = base64.b64decode(data.get("content") or "")
         return raw.decode("utf-8", errors="replace"), str(data.get("sha") or "")
 
-    async def branch_head(self, owner: str, repo: str, branch: str) -> str:
-        """The head from the branch ref: the PR object's head.sha lags after a push."""
-        ref = await self._json("GET", f"/repos/{owner}/{repo}/git/ref/heads/{branch}")
+    async def branch_head(self, owner: str, repo: str, branch: str, *, via: str | None = None) -> str:
+        """The head from the branch ref: the PR object's head.sha lags after a push.
+
+        `via` (owner/repo): the repository whose installation reads it, when that is not
+        `owner/repo`: a PR's base repository, for the branch of a fork in an account without the
+        App (any installation's token reads a public repository; looking the fork's owner up would
+        find no installation, and cost an App request each time)."""
+        ref = await self._json("GET", f"/repos/{owner}/{repo}/git/ref/heads/{branch}", repo=via)
         return ref["object"]["sha"]
 
     async def conflicting_files(self, owner: str, repo: str, base_ref: str, head_sha: str) -> list[str]:
@@ -748,7 +759,8 @@ class GitHubClient:
         unchanged = False
         for page_no in range(max_pages):
             with self.tracking_reads() as reads:
-                raw = await self._request("GET", url, params=query)
+                # The next pages' links name the repository by id: its name is kept for them.
+                raw = await self._request("GET", url, repo=f"{owner}/{repo}", params=query)
             if page_no == 0:
                 unchanged = reads.all_unchanged
             page = raw.json()

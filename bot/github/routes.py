@@ -42,8 +42,12 @@ TEMPLATES = (
     "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations",
     "/repos/{owner}/{repo}/collaborators/{username}/permission",
 )
+# The next pages of a repository's listing: GitHub's `Link: rel="next"` names the repository by
+# its id (`/repositories/8514/issues?page=2`), not by owner and name.
+BY_ID = tuple("/repositories/{repository_id}/" + t.removeprefix("/repos/{owner}/{repo}/")
+              for t in TEMPLATES if t.startswith("/repos/{owner}/{repo}/"))
 _SPANNING = {"ref": ".+", "basehead": ".+", "path": ".+"}
-_NUMERIC = {"number", "comment_id", "check_run_id", "delivery_id", "installation_id"}
+_NUMERIC = {"number", "comment_id", "check_run_id", "delivery_id", "installation_id", "repository_id"}
 OTHER = "other"  # a URL none of the templates matches: counted, never named
 
 
@@ -55,7 +59,7 @@ def _pattern(template: str) -> re.Pattern[str]:
     return re.compile("^" + re.sub(r"\\\{(\w+)\\\}", param, re.escape(template)) + "$")
 
 
-_PATTERNS = [(_pattern(t), t) for t in TEMPLATES]
+_PATTERNS = [(_pattern(t), t) for t in (*TEMPLATES, *BY_ID)]
 
 
 def route_of(url: str) -> str:

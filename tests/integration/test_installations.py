@@ -107,6 +107,7 @@ async def test_a_missing_resource_does_not_cost_a_lookup_per_read(simulator, sim
 
 async def test_a_token_of_one_installation_is_refused_on_another_orgs_repository(simulator, sim, api):
     a, _, _, nb = await _two_orgs(sim)
+    sim.repo("org-b/two").private = True  # any installation's token reads a public repository
     jwt = {"Authorization": "Bearer a.b.c"}
     token = (await api.post(f"/app/installations/{a}/access_tokens", headers=jwt)).json()["token"]
     mine = {"Authorization": f"token {token}"}
@@ -116,6 +117,13 @@ async def test_a_token_of_one_installation_is_refused_on_another_orgs_repository
     answer = (await api.post("/graphql", json={"query": query}, headers=mine)).json()
     assert answer["errors"][0]["type"] == "NOT_FOUND"
     assert sim.installations.count(a, "org-b", "refused") == 2
+    # A public repository of another org: read (as GitHub lets any token), never written.
+    await sim.create_repo("org-b/open")
+    assert (await api.get("/repos/org-b/open/git/ref/heads/main", headers=mine)).status_code == 200
+    wrote = await api.post("/repos/org-b/open/check-runs", json={"name": "x", "head_sha": "0" * 40}, headers=mine)
+    assert wrote.status_code == 404
+    assert sim.installations.count(a, "org-b", "public") == 1
+    assert sim.installations.count(a, "org-b", "refused") == 3
     # The App endpoints: its installations, a repository's, none for an account without it.
     assert [i["account"]["login"] for i in (await api.get("/app/installations", headers=jwt)).json()] == \
         ["org-a", "org-b"]
@@ -289,3 +297,32 @@ async def test_doctor_lists_the_installations(simulator, sim, tmp_path, db):
     assert "[ok  ] GitHub credentials: GitHub App, every installation" in lines
     assert f"[ok  ] installation {a} on org-a: rate limit 5000/5000" in lines
     assert f"[ok  ] installation {b} on org-b: rate limit 5000/5000" in lines
+
+
+async def test_a_listing_that_spans_pages_keeps_its_repositorys_installation(simulator, sim, pem):
+    """GitHub's next links name the repository by id (`/repositories/8514/...`), not by owner
+    and name: every page of a listing goes with the installation of the repository the first
+    page named, in each org."""
+    a, b, na, nb = await _two_orgs(sim)
+    for i in range(101):  # one page is 100
+        await sim.comment("org-a/one", na, f"a {i}", user="dev")
+        await sim.comment("org-b/two", nb, f"b {i}", user="dev")
+    await sim.open_pr("org-b/two", title="b2", head="feat2", author="dev", files={"c.txt": "c\n"})
+    async with _app(simulator.url, pem) as gh:
+        client = GitHubClient(gh)
+        assert [c["body"] for c in await client.issue_comments("org-a", "one", na)] == [f"a {i}" for i in range(101)]
+        assert len(await client.issue_comments("org-b", "two", nb)) == 101
+        # comment_once reads every page before it posts: its marker is on none of them.
+        await client.comment_once("org-b", "two", nb, "m-1", "once")
+        await client.comment_once("org-b", "two", nb, "m-1", "once")
+        pulls, _, complete = await client.pulls_by_update("org-b", "two", None, per_page=1)
+        assert complete and len(pulls) == 2
+    paged = "/repositories/{repository_id}/issues/{number}/comments"
+    assert sim.counters.get("GET", paged) == 4  # the second page: once in org-a, three times in org-b
+    assert sim.counters.get("GET", "/repositories/{repository_id}/pulls", 200) == 1
+    assert len([c for c in sim.state.issue_comments.values() if "m-1" in (c.body or "")]) == 1
+    counts = sim.installations
+    assert counts.count(outcome="refused") == 0 and counts.count(outcome="public") == 0, counts.requests
+    assert counts.count(a, "org-a", "ok") == 2 and counts.count(b, "org-a") == 0
+    assert counts.count(b, "org-b", "ok") == 9 and counts.count(a, "org-b") == 0  # 8 GETs, 1 POST
+    assert sim.counters.get("GET", LOOKUP) == 2

@@ -38,11 +38,16 @@ async def test_issue_comments_paginate_with_absolute_links(api, sim, pr, simulat
     links = _links(first.headers["link"])
     assert set(links) == {"next", "last"}
     assert links["next"].startswith(simulator.url) and "page=2" in links["next"]
+    # GitHub's next links name the repository by id, not by owner and name.
+    repo_id = sim.repo(REPO).id
+    assert f"/repositories/{repo_id}/issues/{pr.number}/comments?" in links["next"], links["next"]
 
     second = await api.get(links["next"])  # an absolute URL, followed as is
     assert [c["body"] for c in second.json()] == [f"comment {i}" for i in range(30, 35)]
     back = _links(second.headers["link"])
     assert set(back) == {"first", "prev"} and "page=1" in back["prev"]
+    assert sim.counters.get("GET", "/repositories/{repository_id}/issues/{number}/comments", 200) == 1
+    assert (await api.get(f"repositories/999999/issues/{pr.number}/comments")).status_code == 404
 
     small = await api.get(f"repos/{REPO}/issues/{pr.number}/comments",
                           params={"per_page": 10, "page": 2})

@@ -24,6 +24,9 @@ from bot.github.routes import OTHER, request_of, route_of
      "/repos/{owner}/{repo}/collaborators/{username}/permission"),
     ("/app/hook/deliveries/123/attempts", "/app/hook/deliveries/{delivery_id}/attempts"),
     ("/repos/acme/app/contents/.github/convergebot.toml", "/repos/{owner}/{repo}/contents/{path}"),
+    ("https://api.github.com/repositories/8514/issues/7/comments?page=2",
+     "/repositories/{repository_id}/issues/{number}/comments"),  # a next link: by repository id
+    ("https://ghe.example/api/v3/repositories/8514/pulls?page=2", "/repositories/{repository_id}/pulls"),
     ("/repos/acme/app/pulls/12/files", OTHER),  # not a URL the client builds: never named
 ])
 def test_route_of(url, route):

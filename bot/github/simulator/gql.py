@@ -283,9 +283,10 @@ class QueryRoot:
     def repository(self, info, owner: str, name: str, followRenames=None) -> RepositoryNode:
         sim = info.context["sim"]
         try:
-            if not sim.installations.admits(info.context["token"], owner):
-                raise NotFound(f"{owner}/{name}")  # another installation's repository
-            return RepositoryNode(sim, sim.state.repo(owner, name))
+            repo = sim.state.repo(owner, name)
+            if not sim.installations.admits(info.context["token"], owner, public_read=not repo.private):
+                raise NotFound(f"{owner}/{name}")  # another installation's private repository
+            return RepositoryNode(sim, repo)
         except NotFound:
             raise NotFoundError(f"Could not resolve to a Repository with the name '{owner}/{name}'.") from None
 

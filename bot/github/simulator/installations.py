@@ -31,7 +31,7 @@ class Installations:
     def __init__(self) -> None:
         self.by_id: dict[int, Installation] = {}
         self.tokens: dict[str, int] = {}  # installation token -> the installation it was minted for
-        # (installation id, repository owner, "ok" | "refused"): requests made with an
+        # (installation id, repository owner, "ok" | "public" | "refused"): requests made with an
         # installation token on a repository (REST paths naming one, GraphQL repository lookups).
         self.requests: Counter[tuple[int, str, str]] = Counter()
 
@@ -76,15 +76,19 @@ class Installations:
             return None
         return self.get(self.tokens[token])
 
-    def admits(self, token: str | None, owner: str) -> bool:
+    def admits(self, token: str | None, owner: str, *, public_read: bool = False) -> bool:
         """May this token act on `owner`'s repositories? Tokens that are not installation tokens
-        are not scoped here (the token user's access decides). Counted in `requests`."""
+        are not scoped here (the token user's access decides). A read of a public repository
+        (`public_read`) is let through for any installation's token, as GitHub does, and counted
+        as "public" (a PR's fork, read through the base repository's installation). Counted in
+        `requests`."""
         installation = self.of_token(token)
         if installation is None or not owner:
             return True
         ok = installation.reaches(owner)
-        self.requests[(installation.id, owner.lower(), "ok" if ok else "refused")] += 1
-        return ok
+        outcome = "ok" if ok else "public" if public_read else "refused"
+        self.requests[(installation.id, owner.lower(), outcome)] += 1
+        return outcome != "refused"
 
     def count(self, installation_id: int | None = None, owner: str | None = None,
               outcome: str | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -10,6 +11,8 @@ from starlette.datastructures import URL, QueryParams
 from .errors import Unprocessable
 
 T = TypeVar("T")
+# The `/repos/{owner}/{repo}` of a path (after any API root, e.g. GHES's /api/v3), and the rest.
+_REPO_PATH = re.compile(r"^(.*?)/repos/[^/]+/[^/]+(/.*)?$")
 DEFAULT_PER_PAGE = 30
 MAX_PER_PAGE = 100
 
@@ -24,12 +27,18 @@ def _int(query: QueryParams, name: str, default: int) -> int:
         raise Unprocessable(f"{name} must be an integer", name) from None
 
 
-def paginate(url: URL, items: Sequence[T]) -> tuple[list[T], str | None]:
+def paginate(url: URL, items: Sequence[T], repository_id: int | None = None) -> tuple[list[T], str | None]:
     """The requested page of `items` and its Link header (None when everything fits).
 
     `url` is the request's own absolute URL, so the links point back at whatever host and port
-    the client used.
+    the client used. A listing of a repository (`repository_id`) links its pages by the
+    repository's id, as GitHub does: `/repos/{owner}/{repo}/pulls` pages on at
+    `/repositories/{repository_id}/pulls?page=2`.
     """
+    if repository_id is not None:
+        m = _REPO_PATH.match(url.path)
+        if m:
+            url = url.replace(path=f"{m[1]}/repositories/{repository_id}{m[2] or ''}")
     query = QueryParams(url.query)
     per_page = min(max(_int(query, "per_page", DEFAULT_PER_PAGE), 1), MAX_PER_PAGE)
     page = max(_int(query, "page", 1), 1)

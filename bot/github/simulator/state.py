@@ -79,6 +79,8 @@ class Repo:
     description: str | None = None
     next_number: int = 1
     fork_of: str | None = None  # the full name of the repository this one is a fork of
+    # Public: any installation's token reads it (not writes to it), as on GitHub.
+    private: bool = False
     # Branch protection's "require branches to be up to date": only then does GitHub report
     # `behind` (and refuse the merge) for a PR whose base moved on.
     require_up_to_date: bool = False
@@ -362,6 +364,9 @@ class State:
         if found is None:
             raise NotFound(f"repository {owner}/{name}")
         return found
+
+    def repo_by_id(self, repository_id: int) -> Repo | None:
+        return next((r for r in self.repos.values() if r.id == repository_id), None)
 
     def add_repo(self, repo: Repo) -> None:
         self.repos[repo.full_name.lower()] = repo

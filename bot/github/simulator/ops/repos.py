@@ -14,8 +14,9 @@ class RepoOps(SimulatorCore):
     async def create_repo(self, full_name: str, *, default_branch: str = "main",
                           files: dict[str, str] | None = None,
                           collaborators: dict[str, str] | None = None,
-                          description: str | None = None) -> Repo:
-        """A repository whose default branch has one commit holding `files` (a README if none)."""
+                          description: str | None = None, private: bool = False) -> Repo:
+        """A repository whose default branch has one commit holding `files` (a README if none).
+        `private`: only its own installation's token reads it (a public one, any's)."""
         owner, _, name = full_name.partition("/")
         if not owner or not name or "/" in name:
             raise Unprocessable(f"repository name must be owner/name, got {full_name!r}", "name")
@@ -30,7 +31,8 @@ class RepoOps(SimulatorCore):
                                         message="Initial commit", author=self.author(owner))
             repo = Repo(owner=owner, name=name, id=self.state.new_id(),
                         default_branch=default_branch, git_dir=git_dir, created_at=now(),
-                        collaborators=dict(collaborators or {}), description=description)
+                        collaborators=dict(collaborators or {}), description=description,
+                        private=private)
             self.state.add_repo(repo)
         return repo
 

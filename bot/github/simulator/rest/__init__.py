@@ -9,5 +9,6 @@ from . import apps, checks, compare, hooks, issues, pulls, repos, reviews
 
 
 def routes(gateway: Gateway) -> list[Route]:
-    return [route for module in (repos, pulls, reviews, issues, checks, apps, hooks, compare)
-            for route in module.routes(gateway)]
+    by_name = [route for module in (repos, pulls, reviews, issues, checks, apps, hooks, compare)
+               for route in module.routes(gateway)]
+    return by_name + gateway.by_id_routes()  # /repositories/{repository_id}/...: next links

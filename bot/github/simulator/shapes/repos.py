@@ -38,7 +38,7 @@ def repository(ctx: RenderContext, repo: Repo) -> dict:
         "node_id": repo.node_id,
         "name": repo.name,
         "full_name": repo.full_name,
-        "private": False,
+        "private": repo.private,
         "owner": user(ctx, repo.owner),
         "html_url": ctx.html(repo.full_name),
         "description": repo.description,
