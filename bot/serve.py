@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 import structlog
 import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from sqlalchemy import make_url
 
 from storage.database import Database
 from storage.migrate import migrate
@@ -226,9 +227,11 @@ async def _running(config: Config, db: Database, fixer,
 
 
 async def _say_dry_run(config: Config, db: Database) -> None:
-    """Log the dry run at start; or, serving for real, that the database holds a dry run's
-    decisions: they were never made on GitHub (a dry-run merge holds its PR at `merging`), so a
-    dry run belongs in a database of its own (docs/architecture.md, "Dry run")."""
+    """Log the dry run at start; or, serving for real, refuse a database that holds a dry run's
+    decisions: they were never made on GitHub, and a real run on them would stay where the dry
+    run stopped (a dry-run merge holds its PR at `merging`, a dry-run fix job never runs, its
+    round's deadline check is held). A dry run belongs in a database of its own
+    (docs/architecture.md, "Dry run")."""
     if config.github.dry_run:
         log.warning("server.dry_run", consequence="reads and decides everything; no GitHub write is made")
         return
@@ -241,8 +244,9 @@ async def _say_dry_run(config: Config, db: Database) -> None:
     async with db.read_session() as s:
         left = (await s.exec(select(Job.id).where(Job.status == DRY_RUN).limit(1))).first()
     if left is not None:
-        log.warning("server.dry_run_rows_left", consequence="this database holds decisions a dry run recorded "
-                    "and never made on GitHub; serve a real run from a database of its own")
+        where = db.sqlite_file or make_url(db.url).render_as_string(hide_password=True)
+        raise ConfigError(f"database {where} holds a dry run's decisions, never made on GitHub: "
+                          "serve for real from a database of its own (or keep --dry-run)")
 
 
 async def serve(config: Config, *, insecure_no_webhook_secret: bool = False) -> int:

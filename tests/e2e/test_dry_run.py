@@ -285,3 +285,28 @@ async def _until(what: str, check, timeout: float):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+async def test_serve_for_real_refuses_a_database_a_dry_run_decided_in(db_url):
+    # A real run there would stay where the dry run stopped (a dry-run merge holds `merging`).
+    from sqlalchemy import update
+
+    from bot.config import ConfigError
+    from bot.serve import running
+    from storage.migrate import migrate
+
+    from ..serving import make_config
+
+    db = Database(db_url)
+    try:
+        await migrate(db)
+        job_id, _ = await jobs.enqueue(db, outbox.KIND, "effect:dry:1", pr_key="o/r#1")
+        async with db.session() as s:
+            await s.exec(update(Job).where(Job.id == job_id).values(status=DRY_RUN))
+    finally:
+        await db.dispose()
+    with pytest.raises(ConfigError, match="holds a dry run's decisions"):
+        async with running(make_config(db_url)):
+            pass
+    async with running(make_config(db_url, github={"dry_run": True})):
+        pass  # the dry run itself goes on with its own database
