@@ -240,7 +240,7 @@ async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findin
             "fixer_finished_at": utcnow() if verdict.finished else None, "verdict": status,
             "summary": verdict.summary or verdict.detail, "question": verdict.question,
             # What it fixed or declined: a repeat in a later round is answered from this.
-            "settled": None,
+            "settled": settled_json(settlements(settled, n, pr_url, verdict.pushed_head)) if settled else None,
         }, expect_attempt=attempt, open_only=True):
             raise _Superseded()
         await queue_progress(s, pr_key, pk, n, attempt, "fixer")
