@@ -20,6 +20,7 @@ from . import checkrun
 from .decide import decide_step, fresh_review
 from .dispatch import queue_fixer, queue_progress, requeue
 from .escalation import escalate, queue_missing
+from .findings import fingerprint
 from .merging import MERGE_STATUSES, merge_stage
 from .model import (
     CheckProgress,
@@ -186,8 +187,11 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
     if isinstance(action, Fix):
         text = findings_json(action.findings)
         async with rt.db.session() as s:
+            # Keyed by the threads answered: a later step of the round answering others (a repeat
+            # that came with another reviewer's review) is an effect of its own, the same ones not.
+            answered = fingerprint(*sorted(f.thread_id or "" for f, _ in action.declines))[:16]
             queued = await outbox.replies(s, pr.pr_key, pk, [(f, reason, True) for f, reason in action.declines],
-                                          key=f"{n}:declined", round_no=n)
+                                          key=f"{n}:declined:{answered}", round_no=n)
             if not action.findings:
                 if queued:
                     # Nothing for the fixer: look again once the replies are posted, and converge.
