@@ -544,8 +544,11 @@ class GitHubClient:
         owner, _, name = repo.partition("/")
         return await self.installation_for(owner, name)
 
-    async def _as_installation_of(self, what: str, repo: str | None, send, **kw: Any) -> Any:
-        """`self._call(what, send, ...)` with the token of `repo`'s installation."""
+    async def _as_installation_of(self, what: str, repo: str | None, send, *, foreign: bool = False,
+                                  **kw: Any) -> Any:
+        """`self._call(what, send, ...)` with the token of `repo`'s installation. `foreign`: the
+        request is for another repository (a fork's branch), whose 404 says nothing about
+        `repo`'s installation; only a refused token does."""
         installation = await self._choose(what, repo)
         if installation is None:
             return await self._call(what, send, **kw)
@@ -555,7 +558,7 @@ class GitHubClient:
         except GitHubError as e:
             minting = _minting_refused(e)
             refused = e.status == 401 or minting in (401, 404)
-            if (repo is not None and (refused or isinstance(e, NotFound))
+            if (repo is not None and (refused or (isinstance(e, NotFound) and not foreign))
                     and self.installations.doubt(repo, refused=refused)):
                 log.info("github.installation_doubted", repo=repo, installation_id=installation,
                          status=minting or e.status)
@@ -581,8 +584,10 @@ class GitHubClient:
         reads = _read_log.get() if method == "GET" else None
         if reads is not None:
             reads.reads += 1  # counted before the call: a read that fails is no "unchanged"
-        resp = await self._as_installation_of(f"{method} {url}", repo or repo_of_path(url),
-                                              lambda: self.gh.arequest(method, url, **kw))
+        named = repo_of_path(url)
+        foreign = repo is not None and named is not None and named.lower() != repo.lower()
+        resp = await self._as_installation_of(f"{method} {url}", repo or named,
+                                              lambda: self.gh.arequest(method, url, **kw), foreign=foreign)
         raw = resp.raw_response
         if method == "GET":
             cached = not_modified(raw)

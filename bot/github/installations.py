@@ -8,6 +8,9 @@ once a minute per repository. A plain 404 from the installation is mostly a reso
 is missing (a repository without a config file, a commenter who is no collaborator), so it makes
 the next request look again only once an hour.
 
+A listing's next pages name the repository by id (`/repositories/8514/...?page=2`, as GitHub
+links them), not by name: the client keeps the installation its first URL named for them.
+
 The client says which installation a request is for through a context variable (`chosen`), read
 by the auth flow of the one githubkit client: requests share its connection pool and HTTP cache,
 and each installation's token is githubkit's own (`AppAuth`), minted once and cached until a
@@ -53,7 +56,8 @@ class NotInstalled(NotFound):
 
 
 def repo_of_path(path: str) -> str | None:
-    """`owner/repo` for a REST path under /repos/ (an absolute URL's path too), else None."""
+    """`owner/repo` for a REST path under /repos/ (an absolute URL's path too), else None (a
+    next page's `/repositories/{id}/...` too: its caller knows the repository already)."""
     if "://" in path:
         path = httpx.URL(path).path
     m = _REPO_PATH.search(path.partition("?")[0])
@@ -116,7 +120,8 @@ class InstallationMap:
     def __init__(self) -> None:
         self._ids: dict[str, tuple[int, float]] = {}  # lower-cased owner/repo -> (id, learnt at)
         # Repositories found without the App, and when: asked again only after REVERIFY_SECONDS
-        # (a fork's owner is read on every sync of its PR, and has no installation).
+        # (a command on a PR of an account without the App). A PR's fork is never looked up:
+        # its branch is read with the base repository's installation (`branch_head(via=)`).
         self._missing: dict[str, float] = {}
 
     def get(self, repo: str) -> int | None:
