@@ -16,6 +16,7 @@ import pytest
 from bot.cli import NoSuchPr, _check_pr_exists
 from bot.config import Config
 from bot.doctor import run_doctor
+from bot.engine.progress import _head
 from bot.github import installations as installations_module
 from bot.github.client import GitHubClient, open_github
 from bot.github.errors import RateLimited, Unavailable
@@ -23,6 +24,7 @@ from bot.github.installations import NotInstalled, learn_from_payload
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from bot.scan import repositories
+from storage.models import PullRequest
 
 from ..helpers import app_private_key
 from ..serving import WEBHOOK_SECRET, make_config, serving
@@ -326,3 +328,30 @@ async def test_a_listing_that_spans_pages_keeps_its_repositorys_installation(sim
     assert counts.count(a, "org-a", "ok") == 2 and counts.count(b, "org-a") == 0
     assert counts.count(b, "org-b", "ok") == 9 and counts.count(a, "org-b") == 0  # 8 GETs, 1 POST
     assert sim.counters.get("GET", LOOKUP) == 2
+
+
+async def test_a_forks_branch_is_read_with_the_base_repositorys_installation(simulator, sim, pem, db,
+                                                                              monkeypatch):
+    """The progress check's head of a PR from a fork in an account without the App: the fork's
+    branch read with the base's installation (no lookup of the fork's account); a fork it cannot
+    read (private) falls back to the PR object's head instead of failing the check."""
+    monkeypatch.setattr(installations_module, "NOT_FOUND_REVERIFY_SECONDS", 0.0)  # any 404 would count
+    a, _, _, _ = await _two_orgs(sim)
+    await sim.fork_repo("org-a/one", "dev")
+    pr = await sim.open_pr("org-a/one", title="f", head="fix", author="dev", head_repo="dev/one",
+                           files={"f.txt": "f\n"})
+    row = PullRequest(pr_key=f"org-a/one#{pr.number}", repo="org-a/one", number=pr.number,
+                      head_repo="dev/one", head_branch="fix")
+    config = Config.model_validate({"database": {"url": db.url}, "github": {"api_url": simulator.url}})
+    async with _app(simulator.url, pem) as gh:
+        client = GitHubClient(gh)
+        rt = Runtime(config, db, client)
+        pushed = await sim.push("dev/one", "fix", {"f.txt": "g\n"}, author="dev")
+        assert await _head(rt, row) == pushed
+        assert sim.installations.count(a, "dev", "public") == 1
+        sim.repo("dev/one").private = True  # now only an installation on `dev` could read it
+        assert await _head(rt, row) == (await client.pull("org-a", "one", pr.number))["head"]["sha"]
+        assert sim.installations.count(a, "dev", "refused") == 1
+        assert client.installations.get("org-a/one") == a  # the fork's 404 did not unsettle it
+    assert [p for _, p, _ in sim.counters.recent if p == "/repos/dev/one/installation"] == []
+    assert sim.counters.get("GET", LOOKUP) == 1  # org-a/one's, once
