@@ -81,7 +81,9 @@ async def test_each_reviewer_is_asked_its_way_once_per_head_and_the_round_waits_
 
 
 async def test_a_required_reviewer_that_never_answers_escalates_after_its_own_timeout_naming_it(tmp_path, db_url):
-    conv = {"reviewer": reviewer_tables(rabbit_timeout=2), "review_wait_timeout_seconds": 600}
+    # Nudged every half second meanwhile: a nudge never posts the trigger again.
+    conv = {"reviewer": reviewer_tables(rabbit_timeout=3), "review_wait_timeout_seconds": 600,
+            "nudge_window_seconds": 0.5}
     async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"]), convergence=conv,
                                 collaborators=COLLABORATORS, poller={"interval_seconds": 0.25}) as h:
         # CodeRabbit has no script: its trigger is posted and nothing answers. Alice neither.
@@ -92,10 +94,11 @@ async def test_a_required_reviewer_that_never_answers_escalates_after_its_own_ti
         view = await h.wait_status(key, "escalated", timeout=30)
         (esc,) = await h.escalations(key)
         assert esc.kind == "review_stalled"
-        assert RABBIT in esc.question and "2 seconds" in esc.question
+        assert RABBIT in esc.question and "3 seconds" in esc.question
         # Those that answered, and Alice (optional, late), are not named.
         assert COPILOT not in esc.question and GEMINI not in esc.question and ALICE not in esc.question
-        assert len(trigger_comments(h, number)) == 1
+        nudges = [j for j in await jobs.list_jobs(h.rt.db, key) if ":nudge:" in j.key]
+        assert nudges and len(trigger_comments(h, number)) == 1
         # It escalated on its own timeout, long before the global one (600 s).
         assert view.pr.current_round == 1
 
