@@ -105,9 +105,10 @@ async def _check_run_said(rt: Runtime, pr_key: str) -> str | None:
 
 
 async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
-    """Ask the configured reviewers, except those who already reviewed this head since the
-    decision: a request whose answer was lost may already have been answered by a fast
-    reviewer, and asking again would buy a second review of the same head.
+    """Ask the configured reviewers, each its way (`bot/reviewers.py`), except those who
+    already reviewed this head since the decision: a request whose answer was lost may already
+    have been answered by a fast reviewer, and asking again would buy a second review of the
+    same head. `automatic` reviewers are never asked.
 
     A first try within 30 s of the time up to which the decision knew every review of the head
     (`reviews_known_at`: it read them then, or the head was pushed then) asks at once: the
