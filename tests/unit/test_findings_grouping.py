@@ -1,5 +1,6 @@
 """Findings of several reviewers about the same lines and meaning become one finding."""
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from bot.engine.findings import (
     threads_of,
 )
 from bot.engine.model import Thread
+from bot.fixers.base import FixRequest
+from bot.fixers.prompt import render_findings, render_prompt
 from bot.github import simulator
 from bot.github.simulator import load_scenario
 
@@ -87,3 +90,22 @@ def test_boilerplate_does_not_count_as_meaning():
                "<!-- fingerprinting:phantom:x -->")
     assert normalised(wrapped) == normalised(bare)
     assert similarity(wrapped, bare) == 1.0
+
+
+def test_the_fixer_reads_a_group_once_and_the_nits_apart():
+    a = Thread(id="A", is_resolved=False, is_outdated=False, path="x.py", line=10, comment_id=1,
+               body="Guard the empty list before dividing.", author="coderabbitai")
+    twin = replace(a, id="B", line=11, author="gemini-code-assist")
+    nit = replace(a, id="C", path="y.py", body="nit: a blank line here", author="alice")
+    found = group(from_threads((a, twin, nit)))
+    findings = tuple(replace(f, optional=f.severity == "nit") for f in found)
+    req = FixRequest(pr_key="o/r#1", round_no=1, attempt=0, title="t", description="", head_branch="b",
+                     entry_head="c" * 40, clone_url="file:///x", token=None, findings=findings, instructions=())
+    prompt = render_prompt(req)
+    assert "## Findings (1)" in prompt and "## Optional (non-blocking) (1)" in prompt
+    assert prompt.index("Guard the empty list") < prompt.index("## Optional") < prompt.index("a blank line")
+    assert "Also raised on thread `B` by gemini-code-assist" in prompt
+    assert prompt.count("Guard the empty list") == 1
+    doc = json.loads(render_findings(req))["findings"]
+    assert [(f["thread_id"], f["severity"], f["optional"], f["also_threads"]) for f in doc] == [
+        ("A", "major", False, ["B"]), ("C", "nit", True, [])]
