@@ -62,7 +62,9 @@ async def _dry_run(rt: Runtime, job: Job, effect: str, payload: dict) -> None:
     """Record the effect as decided and not performed: no GitHub request, not even the look an
     effect makes before its write, and no write budget spent (nothing was written). What waits on
     it sees it settled (`outbox.pending`)."""
-    summary = outbox.describe(effect, payload, reviewers.roster(rt.config))
+    # The PR's repository's reviewers: its `.github/convergebot.toml` may name its own.
+    settings = await repoconfig.effective_config(rt, parse_pr_key(job.pr_key).full_repo)
+    summary = outbox.describe(effect, payload, reviewers.roster(settings))
     if effect == "check_run":
         summary = await _check_run_said(rt, job.pr_key) or summary
     elif effect == "comment" and job.process_key and str(payload.get("marker", "")).startswith(FIX_MARKER):

@@ -139,8 +139,9 @@ def is_dry_run_state(state: str) -> bool:
 
 
 def comment_url(pr_url: str | None, comment_id: int | None) -> str | None:
-    """Where an issue comment of the PR is on GitHub (the PR page's anchor for it)."""
-    if not pr_url or not comment_id:
+    """Where an issue comment of the PR is on GitHub (the PR page's anchor for it); None unless
+    the PR's URL is http(s), as every link the dashboard draws from stored text."""
+    if not pr_url or not comment_id or not pr_url.lower().startswith(("https://", "http://")):
         return None
     return f"{pr_url}#issuecomment-{comment_id}"
 

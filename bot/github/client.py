@@ -34,6 +34,8 @@ from githubkit.exception import (
     RequestFailed,
     SecondaryRateLimitExceeded,
 )
+from graphql import FragmentDefinitionNode, GraphQLError, OperationDefinitionNode, OperationType
+from graphql import parse as graphql_parse
 
 from bot import metrics
 from bot.ratebudget import InstallationBudgets, RateBudget
@@ -315,10 +317,20 @@ class DryRunRefused(GitHubError):
     """A write asked of the client while `github.dry_run` is on: a write path the dry run missed."""
 
 
-# What the dry run lets through besides reads: a GraphQL document without a mutation, and the
-# App minting its installation token.
-_GRAPHQL_WRITE = re.compile(r"(?:^|})\s*(?:mutation|subscription)\b")
+# What the dry run lets through besides reads: a GraphQL document of queries only, and the App
+# minting its installation token.
 _TOKEN_MINT = re.compile(r"POST /app/installations/\d+/access_tokens")
+
+
+def _queries_only(document: str) -> bool:
+    """Whether a GraphQL document holds queries alone, as GraphQL itself reads it (commas,
+    comments and strings included); one that does not parse is no query."""
+    try:
+        parsed = graphql_parse(document)
+    except GraphQLError:
+        return False
+    return all(isinstance(d, OperationDefinitionNode) and d.operation is OperationType.QUERY
+               or isinstance(d, FragmentDefinitionNode) for d in parsed.definitions)
 
 
 def _minting_refused(err: GitHubError) -> int | None:
@@ -422,7 +434,7 @@ class GitHubClient:
             return
         method = what.partition(" ")[0]
         if query is not None:
-            if _GRAPHQL_WRITE.search(re.sub(r"#[^\n]*", "", query)) is None:
+            if _queries_only(query):
                 return
         elif method in ("GET", "HEAD") or _TOKEN_MINT.fullmatch(what):
             return

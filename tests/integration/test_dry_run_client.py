@@ -57,6 +57,13 @@ async def test_in_dry_run_every_write_is_refused_and_nothing_reaches_github(clie
     # The comment's look for its marker is a read and was made; the write after it was not.
     assert sim.effects() == []
     assert sim.counters.get(method="GET") >= 3
+    # A mutation is read as GraphQL reads the document: after a comma, behind a `#` in a
+    # string, or in a document that does not parse, it is still no query.
+    for document in ('query Q { viewer { login } } ,mutation M { x }',
+                     'query Q { a(s: "#") { b } } mutation M { x }', "mutation {"):
+        with pytest.raises(DryRunRefused):
+            await client._graphql("hostile", document, {})
+    assert writes_sent(sim) == 0 and sim.effects() == []
 
 
 async def test_in_dry_run_an_app_still_mints_its_installation_token(simulator, sim):  # noqa: F811
