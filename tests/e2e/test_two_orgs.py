@@ -1,6 +1,7 @@
 """One GitHub App installed on two organisations, `installation_id` unset: the real bot (serve's
 stack) converges and merges a PR in each org against the simulator, and every request for an
-org's repository, REST or GraphQL, went with that org's installation's token."""
+org's repository, REST or GraphQL, went with that org's installation's token, the next pages of
+a listing (named by repository id) too."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ async def test_one_app_on_two_orgs_converges_a_pr_in_each_with_its_own_installat
         for repo in REPOS:
             await sim.create_repo(repo, files=FILES, collaborators={"maint": "write"})
             sim.set_reviewer(repo, steps(1, 0))  # one finding, then a clean review
+            # A busy repository: the scan's read of its comments spans two pages, and GitHub's
+            # next link names the repository by id (/repositories/{id}/...), not by name.
+            chatter = await sim.open_pr(repo, title="Chatter", head="chatter", author="dev",
+                                        files={"notes.txt": "n\n"})
+            for i in range(101):
+                await sim.comment(repo, chatter.number, f"note {i}", user="dev")
         # githubkit caches App tokens process-wide by app id: an id of this test's own.
         config = bot_config(db_url, server.url, github={
             "app_id": str(uuid.uuid4().int % 10**8), "private_key_path": str(pem)})
@@ -58,3 +65,8 @@ async def test_one_app_on_two_orgs_converges_a_pr_in_each_with_its_own_installat
         assert len(lookups) <= 1, lookups
     assert sorted(set(sim.issued_tokens.values())) == sorted(installation.values())
     assert sim.counters.get("GET", "/installation/repositories") >= 2  # the scan read both
+    # The second page of each repository's comments was read, with its own installation's token
+    # (counted above: no request of one org went with the other's).
+    paged = "/repositories/{repository_id}/issues/comments"
+    assert sim.counters.get("GET", paged, 200) + sim.counters.get("GET", paged, 304) >= len(REPOS)
+    assert sim.counters.get("GET", paged) == sim.counters.get("GET", paged, 200) + sim.counters.get("GET", paged, 304)
