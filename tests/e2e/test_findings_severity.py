@@ -53,13 +53,21 @@ async def open_stats_pr(h) -> tuple[str, int]:
 
 async def test_three_bots_and_a_person_converge_with_only_nits_left_and_twins_fixed_once(tmp_path, db_url):
     fixer = Recording(ScriptedFixer(["push"]))
-    reviewers = [CODERABBIT, GEMINI, CODEX, PERSON]
+    # Each bot asked by its trigger comment, the person by a review request; all four waited for.
+    reviewers = [{"login": r.login, "kind": "comment", "trigger": r.trigger}
+                 for r in scenario().reviewers if r.trigger] + [{"login": PERSON, "kind": "request"}]
+    assert len(reviewers) == 4
     async with bot_on_simulator(tmp_path, db_url, fixer=fixer, collaborators={
             "maint": "write", PERSON: "write"},
-            convergence={"reviewers": reviewers, "block_on": "major", "merge": False}) as h:
+            convergence={"reviewer": reviewers, "block_on": "major", "merge": False}) as h:
         key, number = await open_stats_pr(h)
         view = await h.wait_status(key, "converged", timeout=60)
         await quiesce(h)
+
+        # Each bot was asked by its own trigger comment, once a round.
+        posted = [c.get("body") or "" for c in h.bot_comments(number)]
+        for trigger in ("@coderabbitai review", "/gemini review", "@codex review"):
+            assert sum(trigger in body for body in posted) == 2, (trigger, posted)
 
         # (2) The empty-list bug all three bots flagged reached the fixer once, as one finding
         # naming the other two threads; the person's change request is a finding of its own; the
