@@ -8,6 +8,7 @@ remark made again, or by another bot, is recognised (docs/architecture.md, "Find
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -36,6 +37,7 @@ _LINES = tuple(re.compile(p, re.IGNORECASE | re.MULTILINE) for p in (
     r"^\s*(?:\*\*|_)?\s*(?:nit|nitpick|nits)\s*(?:\*\*|_)?\s*:",  # a "nit:" prefix
 ))
 _MARKUP = re.compile(r"[*_`>#|~]+")
+_CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 _TOKEN = re.compile(r"[a-z0-9]+(?:[._][a-z0-9]+)*")
 _STOP = frozenset("a an and are as at be by can for from has have if in is it its of on or so that the "
                   "this to was we when which will with would you your".split())
@@ -62,6 +64,7 @@ def normalised(body: str) -> str:
     return _SPACE.sub(" ", _MARKUP.sub(" ", text)).strip().lower()
 
 
+@functools.lru_cache(maxsize=4096)
 def words(body: str) -> frozenset[str]:
     return frozenset(w for w in _TOKEN.findall(normalised(body)) if w not in _STOP)
 
@@ -107,12 +110,27 @@ def from_review_body(review: Review) -> tuple[Finding, ...]:
 # -- twins: one finding raised by several reviewers ------------------------------------------
 
 
+def code_named(body: str) -> frozenset[str]:
+    """The inline code a comment names (`x`, `mean([])`), outside its hidden and folded parts."""
+    text = body
+    for pattern in _BLOCKS:
+        text = pattern.sub(" ", text)
+    return frozenset(c.strip().lower() for c in _CODE.findall(text) if c.strip())
+
+
 def _near(a: Finding, b: Finding) -> bool:
     if not a.path or a.path != b.path or (a.author or "").lower() == (b.author or "").lower():
         return False
     if a.line is not None and b.line is not None and abs(a.line - b.line) > GROUP_LINES:
         return False
-    return a.fingerprint == b.fingerprint or similarity(a.body, b.body) >= GROUP_SIMILARITY
+    if a.fingerprint == b.fingerprint:
+        return True
+    # Two texts alike but naming different code ("missing type hint for `a`" and "... for `b`")
+    # are two findings: the words say the kind of problem, the code says which one.
+    ca, cb = code_named(a.body), code_named(b.body)
+    if ca and cb and not ca & cb:
+        return False
+    return similarity(a.body, b.body) >= GROUP_SIMILARITY
 
 
 def group(findings: Iterable[Finding]) -> tuple[Finding, ...]:
