@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 from bot.fixers import ScriptedFixer
 from bot.github.simulator import Simulator, SimulatorServer
+from storage import jobs
 
 from ..helpers import app_private_key
 from ..serving import WEBHOOK_SECRET, serving
@@ -68,6 +69,9 @@ async def test_the_fixer_pushes_to_a_fork_without_the_app_and_the_round_advances
         # The progress check read the fork's branch after the fixer's push: the round advanced
         # (no `no_advance`, no retries of an unreadable head).
         assert await h.escalations(key) == []
+        checks = [j for j in await jobs.list_jobs(h.rt.db, key) if j.kind == "progress_check"]
+        # (a round's deadline check may still wait, queued; none failed to read the head)
+        assert [j for j in checks if j.status == "done"] and [j.last_error for j in checks] == [None] * len(checks)
         first, second = await h.rounds(key)
         assert (first.status, second.status) == ("addressed", "converged")
         (req,) = fixer.requests
