@@ -34,8 +34,8 @@ log = structlog.get_logger("simulator.gateway")
 JSON = "application/json; charset=utf-8"
 # Path parameters that Starlette must convert (ids) or let span slashes (refs, file paths); the
 # GitHub-style template without converters is what counters report.
-CONVERTERS = {"number": "int", "repository_id": "int", "comment_id": "int", "check_run_id": "int", "review_id": "int",
-              "ref": "path", "path": "path", "basehead": "path"}
+CONVERTERS = {"number": "int", "repository_id": "int", "comment_id": "int", "check_run_id": "int",
+              "review_id": "int", "ref": "path", "path": "path", "basehead": "path"}
 # Seconds a `drop` fault holds a request open when the client never gives up.
 DROP_HOLD_SECONDS = 60.0
 
@@ -184,7 +184,10 @@ class Gateway:
             sim.counters.add(method, template, 401, request.url.path)
             return self._json(401, {"message": "Bad credentials",
                                     "documentation_url": "https://docs.github.com/rest"})
-        named = sim.state.repos.get(f"{request.path_params.get('owner')}/{request.path_params.get('repo')}".lower())
+        params = request.path_params
+        named = sim.state.repos.get(f"{params.get('owner')}/{params.get('repo')}".lower())  # None: no repository
+        # Any installation's token reads a public repository, as on GitHub (a PR's fork, read
+        # through the base repository's installation); it writes only to its own owner's.
         public_read = method == "GET" and named is not None and not named.private
         if not app_jwt and not sim.installations.admits(token, request.path_params.get("owner", ""),
                                                         public_read=public_read):
