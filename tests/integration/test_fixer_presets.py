@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,7 @@ import pytest
 from bot.config import ConfigError, load_config
 from bot.fixers.base import ThreadAction
 from bot.fixers.registry import build_fixer
-from bot.fixers.sandbox import sandbox_for
+from bot.fixers.sandbox import PRIVATE_DIRS, sandbox_for
 from bot.serve import build_fixer as serve_build_fixer
 
 from .test_fixer_sandbox import botdir, needs_bwrap  # noqa: F401  (a fixture)
@@ -34,9 +37,20 @@ def remote(tmp_path) -> Remote:
 
 
 @pytest.fixture
-def record(tmp_path, monkeypatch) -> Path:
+def agents() -> Iterator[Path]:
+    """The stand-ins' directory where a sandboxed agent can see it: a checkout under /tmp (the
+    sandbox gives the agent a private /tmp) has them copied next to the home directory."""
+    if not any(AGENTS.is_relative_to(d) for d in PRIVATE_DIRS):
+        yield AGENTS
+        return
+    with tempfile.TemporaryDirectory(dir=Path.home(), prefix=".convergebot-agents-") as d:
+        yield Path(shutil.copytree(AGENTS, Path(d) / "agents"))
+
+
+@pytest.fixture
+def record(tmp_path, monkeypatch, agents) -> Path:
     """The stand-ins first on PATH; the file each records what it received in."""
-    monkeypatch.setenv("PATH", f"{AGENTS}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{agents}{os.pathsep}{os.environ['PATH']}")
     path = tmp_path / "record" / "record.json"
     path.parent.mkdir()
     monkeypatch.setenv("STANDIN_RECORD", str(path))
@@ -201,7 +215,7 @@ async def test_doctor_checks_the_presets_program_is_on_path(tmp_path, monkeypatc
 
 
 @needs_bwrap
-def test_serve_builds_a_sandboxed_preset_fixer_from_the_config_file(botdir, remote):  # noqa: F811
+def test_serve_builds_a_sandboxed_preset_fixer_from_the_config_file(botdir, remote, agents):  # noqa: F811
     # The config as an operator writes it, read by a process standing in for `serve`
     # (tests/integration/fixer_bot.py): the preset's program found on PATH, run in bubblewrap.
     record = botdir / "out" / "record.json"
@@ -215,7 +229,7 @@ def test_serve_builds_a_sandboxed_preset_fixer_from_the_config_file(botdir, remo
         sandbox_write = [{json.dumps(str(record.parent))}]
     """))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVERGEBOT_")}
-    env.update(PYTHONPATH=str(AGENTS.parents[2]), PATH=f"{AGENTS}{os.pathsep}{env['PATH']}",
+    env.update(PYTHONPATH=str(AGENTS.parents[2]), PATH=f"{agents}{os.pathsep}{env['PATH']}",
                STANDIN_RECORD=str(record), STANDIN_MODE="edit")
     done = subprocess.run(
         [sys.executable, "-m", "tests.integration.fixer_bot", remote.url, BRANCH, remote.entry_head],
@@ -228,4 +242,4 @@ def test_serve_builds_a_sandboxed_preset_fixer_from_the_config_file(botdir, remo
     assert (verdict["status"], verdict["summary"]) == ("addressed", FIXED)
     assert verdict["pushed_head"] == remote.head() != remote.entry_head
     # The bot's PATH reached the agent inside the sandbox: its own tools are found there too.
-    assert str(AGENTS) in seen["path_env"]
+    assert str(agents) in seen["path_env"]
