@@ -86,8 +86,12 @@ async def test_a_dry_run_reads_and_decides_everything_and_writes_nothing(tmp_pat
             # The same set-up without the dry run writes: the acknowledgement, review requests,
             # check runs and the merge reach GitHub (so the 0 below measures something).
             await h.wait_status(merge_key, "merged", timeout=60)
-            kinds = {e["kind"] for e in github_writes(h.sim) if isinstance(e, dict)}
-            assert {"reaction", "copilot_review_requested", "check_run_created", "merge"} <= kinds
+            wanted = {"reaction", "copilot_review_requested", "check_run_created", "merge"}
+
+            async def written():  # a check run settles a moment before it is written
+                return wanted <= {e["kind"] for e in github_writes(h.sim) if isinstance(e, dict)}
+
+            await h.wait_for(f"writes of kinds {sorted(wanted)}", written, timeout=30)
             return
 
         # Decided: the clean PR would be merged, the other's round would go to the fixer.
