@@ -257,9 +257,11 @@ def decide_step(s: Snapshot) -> Decision:
                 return Decision((Wait("an escalation is still open"),))
             if any(f.answered is False for f, _ in declines):
                 # Answered before converging, not with it: a run that ends on converging (merge
-                # off) would drop its own replies still queued. The next step finds them posted.
+                # off) would drop its own replies still queued. The shell converges only once
+                # no reply of the PR is left to post (posted, or given up: a thread left
+                # unanswered must not hold the PR forever).
                 return Decision((Fix(review.id, (), instructions, declines),
-                                 Wait("answering findings settled before; converging next")))
+                                 Converge(review.id, s.head, found.optional)))
             return Decision((Converge(review.id, s.head, found.optional),))
     # The round runs the fixer anyway: what does not block is handed over too, as optional.
     return Decision((Fix(review.id, (*keep, *found.optional), instructions, declines),))

@@ -186,6 +186,7 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
         return won
     if isinstance(action, Fix):
         text = findings_json(action.findings)
+        won = False
         async with rt.db.session() as s:
             # Keyed by the threads answered: a later step of the round answering others (a repeat
             # that came with another reviewer's review) is an effect of its own, the same ones not.
@@ -196,17 +197,21 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
                 if queued:
                     # Nothing for the fixer: look again once the replies are posted, and converge.
                     await requeue(s, pr.pr_key, "answered", delay_seconds=SETTLING_RETRY_SECONDS)
-                return True
-            won = await prs.fenced_update(None, pr.pr_key, pk, {
-                "status": Status.CONVERGING, "last_review_id": action.review_id, "husk_retries": 0,
-                "last_action": f"fixer asked to address {len(action.findings)} finding(s)",
-            }, expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
-            if won:
-                attempt = await rounds.next_attempt(s, pr.pr_key, pk, n, {
-                    "review_id": action.review_id, "findings": text, "fixer": rt.config.fixer.kind,
-                    "fixer_started_at": now, "instructions": json.dumps(action.instructions)})
-                await queue_fixer(s, rt, pr, n, attempt, text, action.instructions)
-        return won
+            else:
+                won = await prs.fenced_update(None, pr.pr_key, pk, {
+                    "status": Status.CONVERGING, "last_review_id": action.review_id, "husk_retries": 0,
+                    "last_action": f"fixer asked to address {len(action.findings)} finding(s)",
+                }, expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
+                if won:
+                    attempt = await rounds.next_attempt(s, pr.pr_key, pk, n, {
+                        "review_id": action.review_id, "findings": text, "fixer": rt.config.fixer.kind,
+                        "fixer_started_at": now, "instructions": json.dumps(action.instructions)})
+                    await queue_fixer(s, rt, pr, n, attempt, text, action.instructions)
+        if action.findings:
+            return won
+        # Only answers: the Converge after this goes ahead once no reply of the PR is left to
+        # post (posted, or given up: a thread left unanswered must not hold the PR forever).
+        return not queued and not await outbox.pending(rt.db, pr.pr_key, "reply")
     if isinstance(action, Converge):
         status = Status.CONVERGED if pr.converge_only else Status.WAITING_DEPS
         async with rt.db.session() as s:

@@ -137,9 +137,9 @@ class TestStep:
         fp = fingerprint("thread", "a.py", "rename")
         memory = {fp: Adjudication(fp, "decline", "maint", T0)}
         d = decide_step(snap(reviews=(review(),), threads=(thread(body="rename"),), adjudications=memory))
-        # Answered first; converged once the answer is on the thread (a run that ends on
-        # converging would drop its own replies still queued).
-        assert kinds(d) == [Fix, Wait] and d.actions[0].findings == ()
+        # Answered first; the shell converges once the answer is no longer queued (a run that
+        # ends on converging would drop its own replies still queued).
+        assert kinds(d) == [Fix, Converge] and d.actions[0].findings == ()
         answered = replace(thread(body="rename"), replied=True)
         d = decide_step(snap(reviews=(review(),), threads=(answered,), adjudications=memory))
         assert kinds(d) == [Converge]

@@ -9,7 +9,7 @@ from bot.config import Config
 from bot.engine.checkrun import render
 from bot.engine.decide import decide_step
 from bot.engine.findings import from_threads, thread_fingerprint
-from bot.engine.model import Checks, Converge, Fix, Settled, Thread, Wait
+from bot.engine.model import Checks, Converge, Fix, Settled, Thread
 from bot.repoconfig import RepoConfigError, parse
 from bot.reviewers import Reviewer
 
@@ -85,11 +85,11 @@ def test_a_repeat_of_a_declined_finding_is_carried_over_not_fixed():
     later = replace(ROUND, round_no=3)
     d = decide_step(snap(round=later, reviews=(review(),), threads=(thread("T-new", MAJOR, line=30),),
                          history=(earlier,), now=snap().now + timedelta(seconds=1)))
-    fix, wait = d.actions
+    fix, then = d.actions
     assert isinstance(fix, Fix) and fix.findings == ()
     ((finding, text),) = fix.declines
     assert finding.thread_id == "T-new" and "https://x/pull/1#discussion_r9" in text
-    assert isinstance(wait, Wait)
+    assert isinstance(then, Converge)  # applied once the answer is no longer queued
     # Once our answer is on its thread, the run converges.
     answered = replace(thread("T-new", MAJOR, line=30), replied=True)
     (conv,) = decide_step(snap(round=later, reviews=(review(),), threads=(answered,), history=(earlier,))).actions
