@@ -26,15 +26,20 @@ DECLINE_WORDS = ("decline", "declined", "won't fix", "wont fix", "wontfix", "ign
 # Boilerplate the bots wrap around what they mean, removed before comparing texts: whole blocks
 # first, then lines.
 _BLOCKS = tuple(re.compile(p, re.IGNORECASE | re.DOTALL) for p in (
-    r"<!--.*?-->",  # hidden state (CodeRabbit's fingerprints, our own reply marker)
-    r"<details>.*?</details>",  # "🤖 Prompt for AI Agents", "📝 Committable suggestion", tool output
+    # An unclosed one runs to the end: each opener then scans the text once, not once per opener.
+    r"<!--.*?(?:-->|\Z)",  # hidden state (CodeRabbit's fingerprints, our own reply marker)
+    r"<details>.*?(?:</details>|\Z)",  # "🤖 Prompt for AI Agents", "📝 Committable suggestion", tool output
     r"!\[[^\]]*\]\([^)]*\)",  # badges and priority images
 ))
+# `[ \t]`, never `\s`, after `^`: under MULTILINE a `\s*` runs on over the following blank lines
+# from every line start, and two of them side by side made 2,000 newlines take 22 s (cubic).
 _LINES = tuple(re.compile(p, re.IGNORECASE | re.MULTILINE) for p in (
-    r"^\s*_[^_\n]+_(\s*\|\s*_[^_\n]+_)*\s*$",  # CodeRabbit's `_⚠️ Potential issue_ | _🟠 Major_` line
-    r"^\s*useful\? react with.*$",  # Codex's footer
-    r"</?[a-z][^>\n]*>",  # any other HTML tag (<sub>, <summary>, ...)
-    r"^\s*(?:\*\*|_)?\s*(?:nit|nitpick|nits)\s*(?:\*\*|_)?\s*:",  # a "nit:" prefix
+    # CodeRabbit's `_⚠️ Potential issue_ | _🟠 Major_` line: each badge starts with its emoji, so
+    # a person's `_this deletes the auth check_` keeps its words (the markup goes below).
+    r"^[ \t]*_[^\x00-\x7f][^_\n]*_(?:[ \t]*\|[ \t]*_[^\x00-\x7f][^_\n]*_)*[ \t]*$",
+    r"^[ \t]*useful\? react with.*$",  # Codex's footer
+    r"</?[a-z][^<>\n]*>",  # any other HTML tag (<sub>, <summary>, ...)
+    r"^[ \t]*(?:(?:\*\*|_)[ \t]*)?(?:nit|nitpick|nits)[ \t]*(?:(?:\*\*|_)[ \t]*)?:",  # a "nit:" prefix
 ))
 _MARKUP = re.compile(r"[*_`>#|~]+")
 _CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
@@ -43,11 +48,16 @@ _STOP = frozenset("a an and are as at be by can for from has have if in is it it
                   "this to was we when which will with would you your".split())
 
 # Two findings are one when they are on the same file, their lines at most this far apart, and
-# their normalised texts share at least this share of their words (token Jaccard similarity).
-# 0.5 is deliberately strict: merging two different findings would lose one, while missing a
+# their prints are equal or their normalised texts share at least this share of their words
+# (token Jaccard similarity). 0.8 means near-duplicates only: "missing null check before
+# dereferencing `user`" and "missing bounds check before indexing `user`" score 0.5 and are two
+# bugs. Merging two different findings loses one (its thread is answered "Fixed"); missing a
 # pair only costs the fixer reading the same thing twice.
 GROUP_LINES = 3
-GROUP_SIMILARITY = 0.5
+GROUP_SIMILARITY = 0.8
+# A text that normalises to less than this (an image, `_Typo_` stripped to nothing) is printed
+# from its raw body instead: otherwise every such comment on a file would share one print.
+MIN_PRINT_CHARS = 12
 
 
 def fingerprint(*parts: str | None) -> str:
@@ -58,7 +68,7 @@ def fingerprint(*parts: str | None) -> str:
 
 def normalised(body: str) -> str:
     """What a comment says, without the bot's wrapping, markup, case or spacing."""
-    text = body
+    text = body[:sev.MAX_CHARS]  # bounded work for any input: the print keeps 500 characters
     for pattern in (*_BLOCKS, *_LINES):
         text = pattern.sub(" ", text)
     return _SPACE.sub(" ", _MARKUP.sub(" ", text)).strip().lower()
@@ -77,8 +87,14 @@ def similarity(a: str, b: str) -> float:
     return len(wa & wb) / len(wa | wb)
 
 
+def printed(body: str) -> str:
+    """The text a print is made of: the normalised text, or the raw body when that says too little."""
+    text = normalised(body)
+    return (text if len(text) >= MIN_PRINT_CHARS else body[:sev.MAX_CHARS])[:500]
+
+
 def thread_fingerprint(path: str | None, body: str) -> str:
-    return fingerprint("thread", path, normalised(body)[:500])
+    return fingerprint("thread", path, printed(body))
 
 
 def from_threads(threads: tuple[Thread, ...], default_severity: Callable[[str | None], str] = lambda _: "major",
@@ -103,7 +119,7 @@ def from_review_body(review: Review) -> tuple[Finding, ...]:
         return ()
     body = review.body.strip()
     return (Finding(thread_id=None, comment_id=None, path=None, line=None, body=body,
-                    author=review.user, fingerprint=fingerprint("review", normalised(body)[:500]),
+                    author=review.user, fingerprint=fingerprint("review", printed(body)),
                     severity=sev.of(body, "major")),)
 
 
@@ -112,7 +128,7 @@ def from_review_body(review: Review) -> tuple[Finding, ...]:
 
 def code_named(body: str) -> frozenset[str]:
     """The inline code a comment names (`x`, `mean([])`), outside its hidden and folded parts."""
-    text = body
+    text = body[:sev.MAX_CHARS]
     for pattern in _BLOCKS:
         text = pattern.sub(" ", text)
     return frozenset(c.strip().lower() for c in _CODE.findall(text) if c.strip())
@@ -168,21 +184,24 @@ def threads_of(finding: Finding) -> tuple[Finding, ...]:
 # -- carried over: settled in an earlier round of this run -------------------------------------
 
 
-def carried_over(findings: tuple[Finding, ...], settled: dict[str, Settled]
+def carried_over(findings: tuple[Finding, ...], settled: dict[str, tuple[Settled, ...]]
                  ) -> tuple[tuple[Finding, ...], tuple[tuple[Finding, str], ...]]:
     """Split findings into (new, carried over with the reply that says where it was settled).
 
     A finding whose fingerprint was fixed or declined in an earlier round is not the fixer's
-    again: its thread is answered with a link to where that happened, and resolved. The thread
-    that was itself settled, reopened by someone, is a new question and goes to the fixer.
+    again: its thread is answered with a link to where that happened, and resolved. Any thread
+    that was itself settled (under whatever print), reopened by someone, is a person disagreeing:
+    it goes to the fixer (or escalation) as a new finding.
     """
     new: list[Finding] = []
     carried: list[tuple[Finding, str]] = []
+    settled_threads = {s.thread_id for records in settled.values() for s in records if s.thread_id}
     for f in findings:
-        done = settled.get(f.fingerprint)
-        if done is None or not f.thread_id or done.thread_id == f.thread_id:
+        records = settled.get(f.fingerprint)
+        if not records or not f.thread_id or f.thread_id in settled_threads:
             new.append(f)
             continue
+        done = records[-1]
         why = f" ({done.reason})" if done.reason else ""
         carried.append((f, f"Already {done.action} in round {done.round_no}{why}: {done.url}"))
     return tuple(new), tuple(carried)
@@ -212,9 +231,13 @@ def settled_of(text: str | None) -> tuple[Settled, ...]:
     return tuple(Settled(**r) for r in json.loads(text)) if text else ()
 
 
-def settled_index(records: Iterable[Settled]) -> dict[str, Settled]:
-    """The latest settlement of each fingerprint."""
-    return {s.fingerprint: s for s in sorted(records, key=lambda s: s.round_no)}
+def settled_index(records: Iterable[Settled]) -> dict[str, tuple[Settled, ...]]:
+    """Every settlement of each fingerprint, oldest round first (the last is the latest): two
+    threads with one text settled together both stay known as settled threads."""
+    index: dict[str, tuple[Settled, ...]] = {}
+    for s in sorted(records, key=lambda s: s.round_no):
+        index[s.fingerprint] = (*index.get(s.fingerprint, ()), s)
+    return index
 
 
 # -- remembered answers ------------------------------------------------------------------------

@@ -18,13 +18,20 @@ import re
 SEVERITIES = ("critical", "major", "minor", "nit")  # most severe first
 _RANK = {name: len(SEVERITIES) - i for i, name in enumerate(SEVERITIES)}
 
-# Explicit levels, most specific first: the first pattern found in the comment decides.
-_MARKERS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.IGNORECASE), s) for p, s in (
+# Only this much of a comment is read: every pattern below then runs in bounded time, whatever
+# anyone posts (a thread's text reaches us from anyone who can comment on the PR).
+MAX_CHARS = 8000
+
+# Explicit levels: the most severe one found decides, so a quoted marker cannot lower a finding.
+# A bot's level (CodeRabbit's level badge, Gemini's image, Codex's P-badge) comes first; the kind
+# badge alone is read only when there is none (its older comments carry no level badge, and a
+# newer `_⚠️ Potential issue_ | _🟡 Minor_` is minor, not major).
+_LEVELS, _KINDS = ((tuple((re.compile(p, re.IGNORECASE), s) for p, s in group)) for group in ((
     # CodeRabbit's level badge, after its kind badge: `_⚠️ Potential issue_ | _🔴 Critical_`.
-    (r"_\s*🔴\s*critical\s*_", "critical"),
-    (r"_\s*🟠\s*major\s*_", "major"),
-    (r"_\s*🟡\s*minor\s*_", "minor"),
-    (r"_\s*🔵\s*trivial\s*_", "nit"),
+    (r"_[ \t]*🔴[ \t]*critical[ \t]*_", "critical"),
+    (r"_[ \t]*🟠[ \t]*major[ \t]*_", "major"),
+    (r"_[ \t]*🟡[ \t]*minor[ \t]*_", "minor"),
+    (r"_[ \t]*🔵[ \t]*trivial[ \t]*_", "nit"),
     # Gemini Code Assist's priority image.
     (r"codereviewagent/critical\.svg", "critical"),
     (r"codereviewagent/high-priority\.svg", "major"),
@@ -35,16 +42,30 @@ _MARKERS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.IGNO
     (r"!\[P1 Badge\]|img\.shields\.io/badge/P1-", "major"),
     (r"!\[P2 Badge\]|img\.shields\.io/badge/P2-", "minor"),
     (r"!\[P3 Badge\]|img\.shields\.io/badge/P3-", "nit"),
-    # CodeRabbit's kind badge alone (its older comments carry no level badge).
-    (r"_\s*🧹\s*nitpick[^_\n]*_", "nit"),
-    (r"_\s*🛠️?\s*refactor suggestion\s*_", "minor"),
-    (r"_\s*⚠️?\s*potential issue\s*_", "major"),
-))
-# A person's (or a bot's) own "nit:" / "nitpick:" at the start of the comment.
-_NIT_PREFIX = re.compile(r"^\s*(?:\*\*|_)?\s*(?:nit|nitpick|nits)\s*(?:\*\*|_)?\s*[:(\-]", re.IGNORECASE)
+), (
+    # CodeRabbit's kind badge alone.
+    (r"_[ \t]*🧹[ \t]*nitpick[^_\n]*_", "nit"),
+    (r"_[ \t]*🛠️?[ \t]*refactor suggestion[ \t]*_", "minor"),
+    (r"_[ \t]*⚠️?[ \t]*potential issue[ \t]*_", "major"),
+)))
+# A person's (or a bot's) own "nit:" / "nitpick:" at the start of the comment. `[ \t]`, never
+# `\s`, and one optional markup group between the runs of blanks: two `\s*` side by side over a
+# run of newlines backtrack quadratically (cubically under MULTILINE).
+_NIT_PREFIX = re.compile(r"[ \t]*(?:(?:\*\*|_)[ \t]*)?(?:nit|nitpick|nits)[ \t]*(?:(?:\*\*|_)[ \t]*)?[:(\-]",
+                         re.IGNORECASE)
 # A GitHub suggestion block: a ready-made change of a few lines, by nature a small one.
-_SUGGESTION = re.compile(r"^\s*(`{3,}|~{3,})\s*suggestion\b", re.IGNORECASE | re.MULTILINE)
+_SUGGESTION = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[ \t]*suggestion\b", re.IGNORECASE | re.MULTILINE)
 SUGGESTION_SEVERITY = "minor"
+# What a comment quotes rather than says, removed before its markers are read: code fences (an
+# unclosed one runs to the end, as Markdown renders it), folded `<details>` (CodeRabbit's "Prompt
+# for AI Agents", a committable suggestion), HTML comments and inline code. A suggestion that
+# quotes `# _🔵 Trivial_` does not make a high-priority comment a nit.
+_QUOTED = tuple(re.compile(p, re.IGNORECASE | re.DOTALL | re.MULTILINE) for p in (
+    r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]*\1|\Z)",
+    r"<details\b.*?(?:</details>|\Z)",
+    r"<!--.*?(?:-->|\Z)",
+    r"`[^`\n]*`",
+))
 
 
 def rank(severity: str) -> int:
@@ -52,21 +73,39 @@ def rank(severity: str) -> int:
     return _RANK.get(severity, _RANK["major"])
 
 
+def said(body: str) -> str:
+    """The comment's own words: its first `MAX_CHARS`, without what it quotes (`_QUOTED`)."""
+    text = body[:MAX_CHARS]
+    for pattern in _QUOTED:
+        text = pattern.sub(" ", text)
+    return text
+
+
 def marked(body: str) -> str | None:
     """The severity the comment's own markers give, or None when it carries none."""
-    for pattern, severity in _MARKERS:
-        if pattern.search(body):
-            return severity
-    if _NIT_PREFIX.match(body):
+    text = said(body)
+    for markers in (_LEVELS, _KINDS):
+        found = [s for pattern, s in markers if pattern.search(text)]
+        if found:
+            return most(found)
+    if _NIT_PREFIX.match(text):
         return "nit"
-    if _SUGGESTION.search(body):
-        return SUGGESTION_SEVERITY
     return None
 
 
 def of(body: str, default: str) -> str:
-    """The comment's severity: its own marker, else its reviewer's `default`."""
-    return marked(body) or (default if default in _RANK else "major")
+    """The comment's severity: its own marker, else its reviewer's `default`.
+
+    A suggestion block alone says the change is small, not that the reviewer cares less: it can
+    raise a lower default to "minor", never lower the reviewer's own default.
+    """
+    found = marked(body)
+    if found:
+        return found
+    default = default if default in _RANK else "major"
+    if _SUGGESTION.search(body[:MAX_CHARS]) and rank(SUGGESTION_SEVERITY) > rank(default):
+        return SUGGESTION_SEVERITY
+    return default
 
 
 def blocks(severity: str, block_on: str) -> bool:

@@ -70,7 +70,23 @@ def test_needs_human_settles_nothing_and_a_group_settles_every_thread():
     assert {r.thread_id for r in record} == {"T1", "T5"}
 
 
-def test_the_latest_settlement_wins():
+def test_the_latest_settlement_is_last():
     older = Settled("fp", "declined", 1, "u1")
     newer = Settled("fp", "fixed", 3, "u3")
-    assert settled_index([newer, older])["fp"] == newer
+    assert settled_index([newer, older])["fp"] == (older, newer)
+
+
+def test_every_thread_of_a_settled_text_stays_settled_and_a_reopened_one_goes_to_the_fixer():
+    """Two threads with one text settled together: a person reopening either is disagreeing, not
+    a repeat to answer "Already fixed" and resolve again every round."""
+    a, b = from_threads((thread(id="T1", comment_id=501), thread(id="T2", line=40, comment_id=502)))
+    assert a.fingerprint == b.fingerprint
+    index = settled_index(settlements([(a, "fixed", ""), (b, "fixed", "")], 1, PR_URL, "abc123"))
+    assert {s.thread_id for s in index[a.fingerprint]} == {"T1", "T2"}
+    for reopened in ("T1", "T2"):
+        found = from_threads((thread(id=reopened, comment_id=1),))
+        assert carried_over(found, index) == (found, ())
+    # A third thread saying the same is still a repeat, answered with the latest settlement.
+    (repeat,) = from_threads((thread(id="T3", comment_id=503),))
+    new, ((f, text),) = carried_over((repeat,), index)
+    assert new == () and f.thread_id == "T3" and text.startswith("Already fixed in round 1")

@@ -113,9 +113,9 @@ def test_the_fixer_reads_a_group_once_and_the_nits_apart():
 
 def test_alike_texts_naming_different_code_are_not_grouped():
     a = Thread(id="A", is_resolved=False, is_outdated=False, path="x.py", line=10, comment_id=1,
-               body="Missing type hint for parameter `values`.", author="coderabbitai")
-    b = replace(a, id="B", line=11, body="Missing type hint for parameter `limit`.", author="gemini-code-assist")
-    c = replace(a, id="C", line=12, body="Missing type hint for the `values` parameter.", author="codex")
+               body="Missing type hint for parameter `values`; add a type annotation so callers know what it takes.", author="coderabbitai")
+    b = replace(a, id="B", line=11, body="Missing type hint for parameter `limit`; add a type annotation so callers know what it takes.", author="gemini-code-assist")
+    c = replace(a, id="C", line=12, body="Missing type hint for the `values` parameter; add a type annotation so callers know what it takes.", author="codex")
     assert similarity(a.body, b.body) >= GROUP_SIMILARITY  # the words alone would group them
     found = group(from_threads((a, b, c)))
     assert sorted((f.thread_id, tuple(t[0] for t in f.twins)) for f in found) == [("A", ("C",)), ("B", ())]

@@ -55,8 +55,6 @@ In stats/mean.py around line 2, add a guard. Nitpick: none.
     ("Nit: rename this", "nit"),
     ("nitpick: a blank line here", "nit"),
     ("**Nit:** spacing", "nit"),
-    # A suggestion block alone is a small, ready-made change.
-    ("Simpler:\n\n```suggestion\nreturn x\n```", "minor"),
 ])
 def test_each_marker_gives_its_severity(body, expected):
     assert severity.marked(body) == expected
@@ -107,3 +105,35 @@ def test_the_scenarios_bot_comments_read_as_their_bots_mean():
         ("gemini-code-assist[bot]", "README.md", 1): "nit",
         ("chatgpt-codex-connector[bot]", "stats/mean.py", 2): "major",
     }
+
+
+def test_a_suggestion_block_alone_never_lowers_the_reviewers_default():
+    body = "Simpler:\n\n```suggestion\nreturn x\n```"
+    assert severity.marked(body) is None  # a small change, not a level
+    assert severity.of(body, "nit") == "minor"  # raises a lower default
+    assert severity.of(body, "major") == "major"  # never lowers the reviewer's own
+    assert severity.of(body, "critical") == "critical"
+
+
+GEMINI_HIGH = "![high](https://www.gstatic.com/codereviewagent/high-priority.svg)\n\nThe auth check is skipped.\n\n"
+
+
+@pytest.mark.parametrize("quoted", [
+    "```suggestion\n# _🔵 Trivial_\ncheck(user)\n```",
+    "~~~python\n# _🔵 Trivial_ nit: x\n~~~",
+    "```\nunclosed fence: _🧹 Nitpick_ ![low](https://www.gstatic.com/codereviewagent/low-priority.svg)",
+    "<details>\n<summary>Committable suggestion</summary>\n\n_🔵 Trivial_\n</details>",
+    "<!-- _🔵 Trivial_ -->",
+    "The linter prints `_🔵 Trivial_` here.",
+])
+def test_quoted_markers_do_not_lower_a_finding(quoted):
+    assert severity.marked(GEMINI_HIGH + quoted) == "major"
+    assert severity.of(GEMINI_HIGH + quoted, "major") == "major"
+
+
+def test_the_most_severe_marker_decides_not_the_first():
+    body = ("![low](https://www.gstatic.com/codereviewagent/low-priority.svg)\n\n"
+            "**<sub><sub>![P0 Badge](https://img.shields.io/badge/P0-red?style=flat)</sub></sub>  Data loss**")
+    assert severity.marked(body) == "critical"
+    # A kind badge is read only without a level: CodeRabbit's "potential issue" can be minor.
+    assert severity.marked("_⚠️ Potential issue_ | _🟡 Minor_\n\n**Typo.**") == "minor"
