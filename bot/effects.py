@@ -139,13 +139,17 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
     # Copilot through its endpoint, people and teams through requested_reviewers: one call.
     requested = [COPILOT_REVIEWER if r.kind == "copilot" else r.login for r in wanted
                  if r.kind in ("copilot", "request")]
-    asked = await rt.github.request_review(key.owner, key.repo, key.number, requested) if requested else []
     # A comment-triggered bot is asked once a round: a nudge finds its trigger posted already.
+    # Asked first: a request GitHub refuses (a 422 for a login it cannot ask) would otherwise
+    # keep every trigger from being posted; posted again on a retry, a trigger finds itself.
+    triggered = []
     for r in wanted if not p.get("nudge") else ():
         if r.kind == "comment":
             await rt.github.comment_once(key.owner, key.repo, key.number,
                                          trigger_marker(job, p, r.login), r.trigger)
-            asked.append(r.login)
+            triggered.append(r.login)
+    asked = await rt.github.request_review(key.owner, key.repo, key.number, requested) if requested else []
+    asked = [*asked, *triggered]
     log.info("review.requested", pr_key=job.pr_key, asked=asked, already_reviewed=sorted(reviewed))
 
 

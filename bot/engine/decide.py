@@ -81,10 +81,13 @@ def fresh_reviews(s: Snapshot) -> tuple[Review, ...]:
     since = pr.waiting_since.replace(microsecond=0) if pr.waiting_since else None
     # A bot that reviews every push by itself is never asked: its review of the head may well
     # predate the round (it reviewed the push before the round began), and none other will come.
+    # But not one an earlier round on this same head already decided on: a round that starts
+    # again with nothing pushed would replay it, round after round.
     automatic = {_login(x.login) for x in s.settings.roster if x.kind == "automatic"}
+    used = max((h.review_id or 0 for h in s.history if h.entry_head == s.head), default=0)
     return tuple(sorted((
         r for r in s.reviews
-        if (_login(r.user) in automatic or (
+        if ((_login(r.user) in automatic and r.id > used) or (
             r.id > (pr.last_review_id or 0)
             and r.submitted_at is not None
             and (since is None or r.submitted_at >= since)))

@@ -179,6 +179,20 @@ class TestWaiting:
         stale = snap(reviews=(review(90, COPILOT, at=T0 - timedelta(minutes=1)), review(102, RABBIT), before))
         assert [r.login for r in missing_reviewers(stale)] == [COPILOT]
 
+    def test_an_automatic_review_an_earlier_round_on_this_head_decided_on_is_not_replayed(self):
+        # Round 1 decided on Gemini's review 90 of the head and pushed nothing (the fixer found
+        # nothing to change): round 2 on the same head waits for a new one instead of replaying it.
+        before = review(90, GEMINI, at=T0 - timedelta(minutes=1))
+        s = snap(reviews=(review(101, COPILOT), review(102, RABBIT), before))
+        round_1 = RoundState(round_no=1, entry_head=s.head, review_id=102, findings=(), fixer_started_at=T0,
+                             fixer_finished_at=T0, verdict="converged", summary=None, question=None,
+                             status="addressed")
+        again = replace(s, history=(round_1,))
+        assert [r.login for r in missing_reviewers(again)] == [GEMINI]
+        # After a push the same rule lets it count again.
+        moved = replace(again, history=(replace(round_1, entry_head="0" * 40),))
+        assert missing_reviewers(moved) == ()
+
     def test_the_review_timeout_comes_due_at_the_shortest_required_timeout(self):
         timeout_at, _ = review_wait_deadlines(T0, T0, T0, settings())
         assert timeout_at == T0 + timedelta(minutes=5)
