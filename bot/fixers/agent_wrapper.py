@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from .base import ADDRESSED, CONVERGED, NEEDS_INPUT, Finding
 from .verdict import TEXT_CAP
@@ -37,10 +37,12 @@ _NOTHING_NEEDED = re.compile(
 )
 # A question put to the reader that waits for an answer, not a courtesy offer.
 _COURTESY = re.compile(
-    r"^\s*(would you like|do you want|shall i|let me know|want me to|should i also|anything else)",
+    r"^[ \t]*(would you like|do you want|shall i|let me know|want me to|should i also|anything else)",
     re.IGNORECASE,
 )
-_MARKED_QUESTION = re.compile(r"^\s*(?:\*\*)?question(?:\*\*)?\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
+# `[ \t]*`, not `\s*`: in a MULTILINE pattern `^\s*` runs over every following blank line from
+# every line start, quadratic in a message of blank lines.
+_MARKED_QUESTION = re.compile(r"^[ \t]*(?:\*\*)?question(?:\*\*)?[ \t]*:[ \t]*(.+)$", re.IGNORECASE | re.MULTILINE)
 _BLOCKING = re.compile(
     r"\b(before I (can|could|change|proceed)|need (your|a) (decision|input|answer)|"
     r"can ?not proceed|can't proceed|unable to proceed|please (confirm|clarify|decide))\b",
@@ -61,18 +63,24 @@ def final_message(output: str, stdout: str, last_message: str | None = None) -> 
     if output == "claude-json":
         obj = _json_object(stdout, "result")
         if obj is not None and isinstance(obj.get("result"), str):
-            return obj["result"].strip()
+            return _tail(obj["result"])
     elif output == "gemini-json":
         obj = _json_object(stdout, "response")
         if obj is not None and isinstance(obj.get("response"), str):
-            return obj["response"].strip()
+            return _tail(obj["response"])
     elif output == "file" and last_message and last_message.strip():
-        return last_message.strip()
+        return _tail(last_message)
     elif output == "aider-history" and last_message:
         reply = _last_aider_reply(last_message)
         if reply:
             return reply
-    return stdout.strip()[-TAIL_CHARS:].strip()
+    return _tail(stdout)
+
+
+def _tail(text: str) -> str:
+    """The message's last `TAIL_CHARS`: an agent's output may be a MiB, and every regex and the
+    summary read only this much of it."""
+    return text.strip()[-TAIL_CHARS:].strip()
 
 
 def _last_aider_reply(history: str) -> str:
@@ -88,14 +96,13 @@ def _last_aider_reply(history: str) -> str:
 
 def _json_object(stdout: str, key: str) -> dict | None:
     """The JSON object holding `key`: all of stdout (it may be pretty-printed), else the last
-    line or the last block starting at a line's `{` that parses (logs may come before it)."""
+    line or the last block starting at a line's `{` that parses (logs may come before it).
+
+    Only the last `JSON_CANDIDATES` lines starting with `{` are tried, one at a time: each
+    block is a copy of the rest of stdout, and stdout of `{` lines would otherwise cost time
+    and memory quadratic in its size."""
     text = stdout.strip()
-    candidates = [text]
-    lines = text.splitlines()
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].lstrip().startswith("{"):
-            candidates += [lines[i], "\n".join(lines[i:])]
-    for candidate in candidates:
+    for candidate in _json_candidates(text):
         try:
             obj = json.loads(candidate)
         except ValueError:
@@ -103,6 +110,23 @@ def _json_object(stdout: str, key: str) -> dict | None:
         if isinstance(obj, dict) and key in obj:
             return obj
     return None
+
+
+JSON_CANDIDATES = 20  # lines starting with `{`, from the end, tried as an object's start
+
+
+def _json_candidates(text: str) -> Iterator[str]:
+    yield text
+    lines = text.splitlines()
+    tried = 0
+    for i in range(len(lines) - 1, -1, -1):
+        if tried >= JSON_CANDIDATES:
+            return
+        if lines[i].lstrip().startswith("{"):
+            tried += 1
+            yield lines[i]
+            if i < len(lines) - 1:
+                yield "\n".join(lines[i:])
 
 
 def question_in(message: str, changed: bool) -> str | None:
@@ -113,6 +137,7 @@ def question_in(message: str, changed: bool) -> str | None:
     to..."); when it changed files, only a question said to block the work ("before I can...")
     does, since agents end finished work with offers.
     """
+    message = _tail(message)
     marked = _MARKED_QUESTION.findall(message)
     if marked:
         return marked[-1].strip()
@@ -126,13 +151,13 @@ def question_in(message: str, changed: bool) -> str | None:
 
 
 def says_nothing_needed(message: str) -> bool:
-    return bool(_NOTHING_NEEDED.search(message))
+    return bool(_NOTHING_NEEDED.search(_tail(message)))
 
 
 def singled_out(message: str, finding: Finding) -> bool:
     """Whether a sentence naming the finding's thread or file says it was left undone."""
     names = [n for n in (finding.thread_id, finding.path, os.path.basename(finding.path or "")) if n]
-    for sentence in _SENTENCE_END.split(message):
+    for sentence in _SENTENCE_END.split(_tail(message)):
         if any(name in sentence for name in names) and _LEFT_UNDONE.search(sentence):
             return True
     return False

@@ -80,9 +80,10 @@ def test_after_a_change_only_a_blocking_question_counts():
 
 
 def test_the_question_and_summary_are_capped_like_any_verdict():
+    # The message is read from its last TEXT_CAP characters: a question asked there is found.
     long = "x" * (TEXT_CAP + 50)
-    v = verdict(f"{long}\nQuestion: {long}", changed=False)
-    assert len(v.summary) == TEXT_CAP and len(v.question) == TEXT_CAP
+    v = verdict(f"{long}\nQuestion: {'y' * (TEXT_CAP - 20)}?", changed=False)
+    assert len(v.summary) == TEXT_CAP and v.question.startswith("yyy") and v.question.endswith("?")
 
 
 # --- threads
@@ -161,3 +162,45 @@ def test_a_preset_refuses_a_full_command_and_an_unknown_name():
         resolve("claude-code", ["claude", "-p"])
     with pytest.raises(ValueError, match="unknown fixer preset 'cursor'"):
         resolve("cursor")
+
+
+# --- hostile output: bounded time and memory on the 1 MiB an agent's output is capped at
+
+
+def _bounded(call) -> tuple[float, int]:
+    import time
+    import tracemalloc
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        call()
+        return time.monotonic() - started, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_stdout_of_brace_lines_is_parsed_in_bounded_time_and_memory():
+    # Every line starts with `{`: each was once tried as the start of a block, a copy of the
+    # rest of stdout (about 4.6 s and 700 MB for 60 KB; 1 MiB killed the bot).
+    stdout = "{x\n" * (1024 * 1024 // 3)
+    seconds, peak = _bounded(lambda: final_message("claude-json", stdout))
+    assert seconds < 5 and peak < 50 * 1024 * 1024, (seconds, peak)
+
+
+def test_a_result_after_a_mib_of_brace_lines_is_still_found():
+    stdout = "{x\n" * 300_000 + json.dumps({"type": "result", "result": "Done."})
+    assert final_message("claude-json", stdout) == "Done."
+
+
+@pytest.mark.parametrize("message", ["\n" * (1024 * 1024), " \n" * (512 * 1024), "?\n" * (512 * 1024)])
+def test_a_mib_message_is_read_in_bounded_time(message):
+    seconds, peak = _bounded(lambda: (question_in(message, False),
+                                      infer_verdict(message, changed=True, findings=[APP, UTIL],
+                                                    changed_files=["src/app.py"])))
+    assert seconds < 5 and peak < 50 * 1024 * 1024, (seconds, peak)
+
+
+def test_a_mib_result_is_cut_to_the_tail_before_it_is_read():
+    result = "Question: which one?\n" + "x" * (1024 * 1024) + "\nDone."
+    message = final_message("claude-json", json.dumps({"result": result}))
+    assert len(message) <= TEXT_CAP and message.endswith("Done.")
