@@ -188,8 +188,11 @@ def carried_over(findings: tuple[Finding, ...], settled: dict[str, tuple[Settled
                  ) -> tuple[tuple[Finding, ...], tuple[tuple[Finding, str], ...]]:
     """Split findings into (new, carried over with the reply that says where it was settled).
 
-    A finding whose fingerprint was fixed or declined in an earlier round is not the fixer's
-    again: its thread is answered with a link to where that happened, and resolved. Any thread
+    A finding whose fingerprint was last declined in an earlier round is not the fixer's again:
+    its thread is answered with a link to the decline, and resolved. Only a decline (a decision)
+    is carried over: a fix the reviewer raises again is evidence it did not fix, so the repeat
+    goes back to the fixer (fixed and raised again and again, it is churn, escalated as such).
+    Any thread
     that was itself settled (under whatever print), reopened by someone, is a person disagreeing:
     it goes to the fixer (or escalation) as a new finding.
     """
@@ -198,7 +201,8 @@ def carried_over(findings: tuple[Finding, ...], settled: dict[str, tuple[Settled
     settled_threads = {s.thread_id for records in settled.values() for s in records if s.thread_id}
     for f in findings:
         records = settled.get(f.fingerprint)
-        if not records or not f.thread_id or f.thread_id in settled_threads:
+        if (not records or records[-1].action != "declined" or not f.thread_id
+                or f.thread_id in settled_threads):
             new.append(f)
             continue
         done = records[-1]

@@ -42,11 +42,24 @@ def test_a_declined_finding_repeated_after_a_line_move_is_answered_with_the_link
     assert text == f"Already declined in round 1 (the config is tiny): {PR_URL}#discussion_r501"
 
 
-def test_a_fixed_finding_links_to_the_commit_that_fixed_it():
+def test_a_fixed_finding_raised_again_goes_back_to_the_fixer():
+    """A fix the reviewer raises again is evidence it did not fix: only a decline is carried over."""
     (first,) = from_threads((thread(),))
     record = settlements([(first, "fixed", "cached")], 2, PR_URL, "abc123")
-    _, ((_, text),) = carried_over(from_threads((thread(id="T2", line=5),)), settled_index(record))
-    assert text.startswith("Already fixed in round 2") and text.endswith(f"{PR_URL}/commits/abc123")
+    assert record[0].url == f"{PR_URL}/commits/abc123"
+    repeated = from_threads((thread(id="T2", line=5),))
+    assert carried_over(repeated, settled_index(record)) == (repeated, ())
+
+
+def test_a_decline_after_a_fix_is_carried_over_and_a_fix_after_a_decline_is_not():
+    (first,) = from_threads((thread(),))
+    fixed = settlements([(first, "fixed", "")], 1, PR_URL, "abc123")
+    declined = settlements([(first, "declined", "by design")], 2, PR_URL, None)
+    repeated = from_threads((thread(id="T2", line=5),))
+    _, ((_, text),) = carried_over(repeated, settled_index(fixed + declined))
+    assert text.startswith("Already declined in round 2 (by design)")
+    later_fix = settlements([(first, "fixed", "")], 3, PR_URL, "def456")
+    assert carried_over(repeated, settled_index(fixed + declined + later_fix)) == (repeated, ())
 
 
 def test_new_findings_and_reopened_threads_go_to_the_fixer():
@@ -78,10 +91,10 @@ def test_the_latest_settlement_is_last():
 
 def test_every_thread_of_a_settled_text_stays_settled_and_a_reopened_one_goes_to_the_fixer():
     """Two threads with one text settled together: a person reopening either is disagreeing, not
-    a repeat to answer "Already fixed" and resolve again every round."""
+    a repeat to answer "Already declined" and resolve again every round."""
     a, b = from_threads((thread(id="T1", comment_id=501), thread(id="T2", line=40, comment_id=502)))
     assert a.fingerprint == b.fingerprint
-    index = settled_index(settlements([(a, "fixed", ""), (b, "fixed", "")], 1, PR_URL, "abc123"))
+    index = settled_index(settlements([(a, "declined", ""), (b, "declined", "")], 1, PR_URL, None))
     assert {s.thread_id for s in index[a.fingerprint]} == {"T1", "T2"}
     for reopened in ("T1", "T2"):
         found = from_threads((thread(id=reopened, comment_id=1),))
@@ -89,4 +102,4 @@ def test_every_thread_of_a_settled_text_stays_settled_and_a_reopened_one_goes_to
     # A third thread saying the same is still a repeat, answered with the latest settlement.
     (repeat,) = from_threads((thread(id="T3", comment_id=503),))
     new, ((f, text),) = carried_over((repeat,), index)
-    assert new == () and f.thread_id == "T3" and text.startswith("Already fixed in round 1")
+    assert new == () and f.thread_id == "T3" and text.startswith("Already declined in round 1")
