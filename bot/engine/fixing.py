@@ -227,7 +227,8 @@ async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findin
                     text, resolve = f"Needs a maintainer: {act.reason}", False
                 answers += [(each, text, resolve) for each in threads_of(finding)]
                 done[finding.thread_id] = resolve
-                settled.append((finding, act.action, act.reason))
+                if not act.inferred:  # the bot's guess answers this round, never a later repeat
+                    settled.append((finding, act.action, act.reason))
             await outbox.replies(s, pr_key, pk, answers, key=f"{n}:{attempt}", round_no=n)
         required = [f for f in findings if not f.optional]
         if verdict.finished and not verdict.pushed_head and required and all(

@@ -19,8 +19,9 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
-from .base import ADDRESSED, CONVERGED, NEEDS_INPUT, Finding
+from .base import ADDRESSED, CONVERGED, NEEDS_INPUT, Finding, Verdict
 from .verdict import TEXT_CAP
 
 TAIL_CHARS = TEXT_CAP  # of standard output, for the CLIs that print their answer as plain text
@@ -190,3 +191,9 @@ def infer_verdict(
                                 "reason": "changed in this commit"})
     summary = message or ("changed files; the agent said nothing" if changed else "")
     return {"status": status, "summary": summary, "question": question, "threads": threads}
+
+
+def inferred(verdict: Verdict) -> Verdict:
+    """`verdict` (normalized from `infer_verdict`) with its thread actions marked as the bot's
+    guesses: fixing.py replies to them but records none as settled."""
+    return replace(verdict, thread_actions=tuple(replace(a, inferred=True) for a in verdict.thread_actions))

@@ -82,6 +82,10 @@ class ThreadAction:
     thread_id: str
     action: ThreadActionKind
     reason: str = ""
+    # Guessed by the bot (a preset's agent printed no verdict: bot/fixers/agent_wrapper.py), not
+    # stated by the agent. Replied to on its round, never recorded as settled: a guess must not
+    # answer the same finding raised again later.
+    inferred: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bot.logs import get_logger
 
-from .agent_wrapper import final_message, infer_verdict
+from .agent_wrapper import final_message, infer_verdict, inferred
 from .base import FixRequest, Verdict, husk
 from .environment import GitIdentity, fixer_env, scrub, secret_forms
 from .git import GitError
@@ -171,8 +171,8 @@ class CommandFixer:
             names = await ws.local.run(*SAFE_CONFIG, "diff", "--name-only", "-z", req.entry_head,
                                        publication.pushed_head, cwd=ws.publish_repo)
             files = [name for name in names.split("\0") if name]
-        verdict = normalize(infer_verdict(message, changed=changed, findings=req.findings,
-                                          changed_files=files), finished=True)
+        verdict = inferred(normalize(infer_verdict(message, changed=changed, findings=req.findings,
+                                                   changed_files=files), finished=True))
         bound.info("fixer.verdict_inferred", preset=self.preset.name, status=verdict.status,
                    changed=changed, threads_fixed=len(verdict.thread_actions))
         return publication.apply(verdict)
