@@ -152,9 +152,9 @@ def _near(a: Finding, b: Finding) -> bool:
 def group(findings: Iterable[Finding]) -> tuple[Finding, ...]:
     """Findings of different reviewers about the same lines and meaning, as one finding each.
 
-    The group's finding is its most severe member's, carrying the group's worst severity and the
-    other members' threads as `twins`: the fixer reads it once, and its thread actions and our
-    replies reach every thread of the group (`threads_of`).
+    The group's finding is its most severe member's, carrying the group's worst severity, the
+    other members' threads as `twins` and their own texts as `twin_texts`: the fixer reads every
+    member's text under one finding, and answers each thread by its own id (bot/engine/fixing.py).
     """
     groups: list[list[Finding]] = []
     for f in findings:
@@ -169,7 +169,8 @@ def group(findings: Iterable[Finding]) -> tuple[Finding, ...]:
         rest = [m for m in members if m is not lead]
         if rest:
             lead = replace(lead, severity=sev.most(m.severity for m in members),
-                           twins=tuple((m.thread_id, m.author, m.answered, m.fingerprint) for m in rest))
+                           twins=tuple((m.thread_id, m.author, m.answered, m.fingerprint) for m in rest),
+                           twin_texts=tuple((m.thread_id, m.path, m.line, m.body) for m in rest))
         out.append(lead)
     return tuple(out)
 

@@ -38,11 +38,16 @@ class Finding:
     # answered, fingerprint) each. The fixer reads it once; replies reach every one of these
     # threads too.
     twins: tuple[tuple[str, str | None, bool | None, str], ...] = ()
+    # What each twin says, (thread_id, path, line, body): the fixer reads every member's own text
+    # (two reviewers' near-duplicates may differ in what matters), not only this finding's.
+    twin_texts: tuple[tuple[str, str | None, int | None, str], ...] = ()
 
     def __post_init__(self) -> None:
         # Read back from JSON, the twins are lists: keep the finding hashable and comparable.
-        if self.twins and not all(isinstance(t, tuple) for t in self.twins):
-            object.__setattr__(self, "twins", tuple(tuple(t) for t in self.twins))
+        for name in ("twins", "twin_texts"):
+            value = getattr(self, name)
+            if value and not all(isinstance(t, tuple) for t in value):
+                object.__setattr__(self, name, tuple(tuple(t) for t in value))
 
 
 @dataclass(frozen=True)
