@@ -10,13 +10,14 @@ A PR from a fork the fixer may not touch (forks.py) is escalated instead, before
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 import structlog
 from sqlalchemy import update
 
 from bot import metrics, outbox, repoconfig
-from bot.fixers.base import FixRequest, Verdict
+from bot.fixers.base import Finding, FixRequest, ThreadAction, Verdict
 from bot.github.errors import NotFound
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
@@ -201,23 +202,40 @@ async def _record(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findi
     return True
 
 
+def answered_threads(findings, actions) -> list[tuple[Finding, ThreadAction]]:
+    """Each thread the verdict answers, once, with its action (pure).
+
+    A group's thread (bot/engine/findings.py, `group`) is answered with the action stated for
+    its own id; a twin with none takes the lead's only when its text is the lead's (the same
+    print): a near-duplicate may say something the fixer's answer to the lead does not cover,
+    and is left for the next review to raise again."""
+    stated = {a.thread_id: a for a in actions}
+    out = []
+    for finding in findings:
+        if not finding.thread_id:
+            continue
+        lead = stated.get(finding.thread_id)
+        for member in threads_of(finding):
+            act = stated.get(member.thread_id)
+            if act is None and lead is not None and member.fingerprint == finding.fingerprint:
+                act = lead
+            if act is not None:  # the lead alone: its twins are members of their own here
+                out.append((replace(member, twins=(), twin_texts=()), act))
+    return out
+
+
 class _Superseded(Exception):
     """The round moved on (another attempt, another run) while this fixer ran: write nothing."""
 
 
 async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findings, verdict: Verdict,
                  pr_url: str = "") -> None:
-    # A finding raised by several reviewers is one for the fixer; it may name any of its threads.
-    by_thread = {t.thread_id: f for f in findings if f.thread_id for t in threads_of(f)}
     status = verdict.status
     settled: list = []
     async with rt.db.session() as s:
         answers, done = [], {}
         if verdict.finished and not verdict.push_rejected:
-            for act in verdict.thread_actions:
-                finding = by_thread.get(act.thread_id)
-                if finding is None or finding.thread_id in done:
-                    continue
+            for member, act in answered_threads(findings, verdict.thread_actions):
                 if act.action == "fixed":
                     where = f" in {verdict.pushed_head[:7]}" if verdict.pushed_head else ""
                     text, resolve = f"Fixed{where}. {act.reason}".strip(), True
@@ -225,10 +243,10 @@ async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findin
                     text, resolve = f"Declined: {act.reason}", True
                 else:
                     text, resolve = f"Needs a maintainer: {act.reason}", False
-                answers += [(each, text, resolve) for each in threads_of(finding)]
-                done[finding.thread_id] = resolve
+                answers.append((member, text, resolve))
+                done[member.thread_id] = resolve
                 if not act.inferred:  # the bot's guess answers this round, never a later repeat
-                    settled.append((finding, act.action, act.reason))
+                    settled.append((member, act.action, act.reason))
             await outbox.replies(s, pr_key, pk, answers, key=f"{n}:{attempt}", round_no=n)
         required = [f for f in findings if not f.optional]
         if verdict.finished and not verdict.pushed_head and required and all(

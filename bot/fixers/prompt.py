@@ -69,12 +69,29 @@ def _listed(req: FixRequest, findings: list[Finding], first: int) -> list[str]:
         about = f" ({source}{by})" if source else ""
         grade = f" · {finding.severity}" if req.kind == "review" else ""
         parts += [f"### {n}. `{location(finding)}`{about}{grade}", ""]
-        if finding.twins:
-            # One finding raised by several reviewers: answer it once, on its first thread.
-            also = ", ".join(f"thread `{tid}`" + (f" by {who}" if who else "") for tid, who, *_ in finding.twins)
-            parts += [f"Also raised on {also}: one answer (on thread `{finding.thread_id}`) covers them all.", ""]
         parts += [fenced(finding.body), ""]
+        if finding.twins:
+            # One finding raised by several reviewers: every member's own words, each answered
+            # on its own thread (their texts are alike, not always the same).
+            parts += ["Also raised by other reviewers, each on its own thread. Give each thread its "
+                      "own entry in `threads`; an entry on the first thread answers only the others "
+                      "whose text is the same.", ""]
+            for tid, who, where, body in twin_members(finding):
+                parts += [f"- thread `{tid}`" + (f" by {who}" if who else "") + f" at `{where}`:", "",
+                          fenced(body), ""]
     return parts
+
+
+def twin_members(finding: Finding) -> list[tuple[str, str | None, str, str]]:
+    """(thread_id, author, location, body) of each twin; a twin whose text was not carried (a
+    round stored before it was) reads as the group's own."""
+    texts = {t[0]: t[1:] for t in finding.twin_texts}
+    out = []
+    for tid, author, *_ in finding.twins:
+        path, line, body = texts.get(tid, (finding.path, finding.line, finding.body))
+        where = location(Finding(tid, None, path, line, body, author, ""))
+        out.append((tid, author, where, body))
+    return out
 
 
 def render_prompt(req: FixRequest) -> str:
@@ -159,6 +176,10 @@ def render_findings(req: FixRequest) -> str:
                 "severity": f.severity,
                 "optional": f.optional,
                 "also_threads": [tid for tid, *_ in f.twins],
+                "twins": [
+                    {"thread_id": tid, "author": who, "location": where, "body": body}
+                    for tid, who, where, body in twin_members(f)
+                ],
             }
             for f in req.findings
         ],

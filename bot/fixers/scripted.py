@@ -70,7 +70,7 @@ class ScriptedFixer:
             return await self._push(req)
         if behaviour == "husk":
             return husk("scripted husk")
-        threads = [f.thread_id for f in req.findings if f.thread_id]
+        threads = _thread_ids(req)
         raw: dict = {"status": "addressed", "summary": f"fake fixer: {behaviour}"}
         if behaviour.startswith(("ask:", "blocked:")):
             status, _, question = behaviour.partition(":")
@@ -103,15 +103,17 @@ class ScriptedFixer:
             {
                 "status": "addressed",
                 "summary": f"fake fixer: {summary}",
-                "threads": [
-                    {"id": f.thread_id, "action": "fixed", "reason": "fake fix"}
-                    for f in req.findings
-                    if f.thread_id
-                ],
+                "threads": [{"id": t, "action": "fixed", "reason": "fake fix"} for t in _thread_ids(req)],
             },
             finished=True,
         )
         return publication.apply(verdict)
+
+
+def _thread_ids(req: FixRequest) -> list[str]:
+    """Every thread it was shown, a group's twins each by its own id, as an agent following the
+    prompt answers them."""
+    return [tid for f in req.findings if f.thread_id for tid in (f.thread_id, *(t[0] for t in f.twins))]
 
 
 async def _merge_base(ws: Workspace, branch: str, base: str) -> str:

@@ -67,7 +67,7 @@ def test_the_findings_file_is_json_with_every_field():
     assert doc["findings"][0] == {
         "thread_id": "PRRT_a", "comment_id": 11, "path": "src/app.py", "line": 12,
         "body": "Off-by-one in the loop bound.", "author": "copilot", "fingerprint": "fp-a",
-        "severity": "major", "optional": False, "also_threads": []}
+        "severity": "major", "optional": False, "also_threads": [], "twins": []}
     assert [f["thread_id"] for f in doc["findings"]] == ["PRRT_a", "PRRT_b", None]
     assert doc["instructions"] == list(request().instructions)
 
@@ -82,3 +82,41 @@ def test_a_finding_body_cannot_close_its_fence():
 def test_an_empty_findings_list_still_renders():
     prompt = render_prompt(request(findings=()))
     assert "## Findings (0)" in prompt and "keep the Python 3.11 floor" in prompt
+
+
+# --- a group of twins: every member's own text reaches the fixer
+
+from bot.engine.findings import from_threads, group  # noqa: E402
+from bot.engine.model import Thread  # noqa: E402
+
+NULL = "Missing null check before dereferencing `user` in `load()`; it crashes on a guest."
+NULL_TWIN = "Missing null check before dereferencing `user` in `load()`; it crashes on a guest session."
+
+
+def twins() -> Finding:
+    threads = (
+        Thread(id="T1", is_resolved=False, is_outdated=False, path="src/app.py", line=12, comment_id=1,
+               body=NULL, author="coderabbitai[bot]"),
+        Thread(id="T2", is_resolved=False, is_outdated=False, path="src/app.py", line=13, comment_id=2,
+               body=NULL_TWIN, author="gemini-code-assist[bot]"),
+    )
+    (lead,) = group(from_threads(threads))
+    assert [t[0] for t in lead.twins] == ["T2"]
+    return lead
+
+
+def test_the_prompt_and_the_findings_file_carry_every_twins_text():
+    lead = twins()
+    prompt = render_prompt(request(findings=(lead,)))
+    assert NULL in prompt and NULL_TWIN in prompt
+    assert "- thread `T2` by gemini-code-assist[bot] at `src/app.py:13`:" in prompt
+    (doc,) = json.loads(render_findings(request(findings=(lead,))))["findings"]
+    assert doc["also_threads"] == ["T2"]
+    assert doc["twins"] == [{"thread_id": "T2", "author": "gemini-code-assist[bot]",
+                             "location": "src/app.py:13", "body": NULL_TWIN}]
+
+
+def test_a_twin_read_back_from_a_stored_round_keeps_its_text():
+    lead = twins()
+    stored = json.loads(json.dumps(lead.__dict__))
+    assert Finding(**stored) == lead and Finding(**stored).twin_texts[0][3] == NULL_TWIN
