@@ -104,8 +104,9 @@ def test_the_fixer_reads_a_group_once_and_the_nits_apart():
     prompt = render_prompt(req)
     assert "## Findings (1)" in prompt and "## Optional (non-blocking) (1)" in prompt
     assert prompt.index("Guard the empty list") < prompt.index("## Optional") < prompt.index("a blank line")
-    assert "Also raised on thread `B` by gemini-code-assist" in prompt
-    assert prompt.count("Guard the empty list") == 1
+    # One finding, every member's own text under it (the twin's, though alike, is read too).
+    assert "- thread `B` by gemini-code-assist at `x.py:11`:" in prompt
+    assert prompt.count("Guard the empty list") == 2 and prompt.count("### ") == 2
     doc = json.loads(render_findings(req))["findings"]
     assert [(f["thread_id"], f["severity"], f["optional"], f["also_threads"]) for f in doc] == [
         ("A", "major", False, ["B"]), ("C", "nit", True, [])]
