@@ -8,6 +8,7 @@ a rate limit re-schedules the job for when GitHub says.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -154,9 +155,13 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
 
 
 def trigger_marker(job: Job, p: dict, login: str) -> str:
-    """The hidden marker of a trigger comment: one per reviewer, run, round and head, so a
-    retry whose answer was lost finds the comment posted and does not post it again."""
-    return f"convergebot:trigger run={job.process_key} round={p.get('round')} head={p['head']} login={login}"
+    """The hidden marker of a trigger comment: one per reviewer, run, round, head and request,
+    so a retry whose answer was lost finds the comment posted and does not post it again, while
+    a new request of the same round and head (a maintainer's answer to a stalled review) asks
+    the bot again."""
+    ask = hashlib.sha256(job.key.encode()).hexdigest()[:12]
+    return (f"convergebot:trigger run={job.process_key} round={p.get('round')} head={p['head']} "
+            f"login={login} ask={ask}")
 
 
 async def _comment(rt: Runtime, job: Job, p: dict) -> None:

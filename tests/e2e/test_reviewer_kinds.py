@@ -101,6 +101,10 @@ async def test_a_required_reviewer_that_never_answers_escalates_after_its_own_ti
         assert nudges and len(trigger_comments(h, number)) == 1
         # It escalated on its own timeout, long before the global one (600 s).
         assert view.pr.current_round == 1
+        # A maintainer's answer asks again, on the same round and head: the trigger is posted
+        # once more (its request is a new one), not found as already posted.
+        await h.sim.comment(REPO, number, "/converge answer Ask CodeRabbit again.", user="maint")
+        await h.wait_for("the trigger posted again", lambda: _async(len(trigger_comments(h, number)) == 2))
 
 
 async def test_an_optional_reviewer_that_never_answers_does_not_block(tmp_path, db_url):
