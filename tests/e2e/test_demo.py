@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from datetime import datetime
 
 
 def test_demo_merges_every_pr_as_scripted():
@@ -21,6 +22,8 @@ def test_demo_merges_every_pr_as_scripted():
     assert all(r["merged_at"] and r["pr_key"].startswith("octo-org/widgets#") for r in rows)
     # The fourth PR says `Depends-on:` the first, which takes 3 rounds to its own 1: it waits.
     assert [r["depends_on"] for r in rows] == [[], [], [], [rows[0]["pr_key"]], []]
-    assert rows[3]["merged_at"] > rows[0]["merged_at"], "the dependent PR merged after its dependency"
+    # Times, not strings: a merge the bot read back from GitHub is stamped to the second.
+    merged = [datetime.fromisoformat(r["merged_at"]).replace(microsecond=0) for r in rows]
+    assert merged[3] >= merged[0], "the dependent PR merged after its dependency"
     assert "all 5 PRs merged" in p.stderr
     assert "conflict round: conflicts with the base in `README.md`" in p.stderr
