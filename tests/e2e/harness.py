@@ -14,6 +14,7 @@ from bot.github.simulator import ReviewerScript, ReviewStep, Simulator, Simulato
 from storage import escalations, prs, rounds
 from storage.prs import PrView
 
+from ..helpers import until
 from ..serving import WEBHOOK_SECRET, make_config, serving
 
 REPO = "acme/app"
@@ -57,14 +58,7 @@ class Harness:
         return await prs.get(self.rt.db, key)
 
     async def wait_for(self, what: str, check: Callable[[], Awaitable[Any]], timeout: float = 30) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = await check()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            await asyncio.sleep(0.05)
+        return await until(what, check, timeout)
 
     async def wait_status(self, key: str, *statuses: str, timeout: float = 30) -> PrView:
         async def check():

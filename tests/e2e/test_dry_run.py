@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import sys
-import time
 
 import httpx
 import pytest
@@ -22,6 +21,7 @@ from storage.database import Database
 from storage.models import Job
 
 from ..chaos.bot_process import free_port, to_toml
+from ..helpers import until
 from ..serving import WEBHOOK_SECRET
 from .harness import COPILOT, REPO, bot_on_simulator, quiesce
 
@@ -223,7 +223,7 @@ async def test_the_serve_dry_run_process_decides_a_merge_and_writes_nothing(tmp_
             async def listening():
                 return any(e.get("event") == "server.listening" for e in logged) or proc.returncode is not None
 
-            await _until("serve to listen", listening, 30)
+            await until("serve to listen", listening, 30)
             assert proc.returncode is None, logged[-5:]
             assert any(e.get("event") == "server.dry_run" for e in logged)
             assert any(e.get("event") == "redelivery.off" and "dry run" in e.get("reason", "") for e in logged)
@@ -243,15 +243,15 @@ async def test_the_serve_dry_run_process_decides_a_merge_and_writes_nothing(tmp_
                         and json.loads(j.payload)["effect"] == kind and j.status == DRY_RUN]
 
             for k in (key, work_key):
-                await _until("the review request decided", lambda k=k: effect("request_review", k), 30)
+                await until("the review request decided", lambda k=k: effect("request_review", k), 30)
             await sim.submit_review(REPO, pr.number, user=COPILOT, body="Copilot reviewed and generated no comments.")
             await sim.submit_review(REPO, work.number, user=COPILOT, body="Copilot reviewed and generated 1 comment.",
                                     threads=[ThreadSpec(path="a.txt", line=1, body="finding one")])
-            (merge,) = await _until("the merge decided", lambda: effect("merge"), 30)
+            (merge,) = await until("the merge decided", lambda: effect("merge"), 30)
             assert merge.last_error.startswith("dry run: would have merged at ")
             # The author fixer's request (a comment) is not posted: nobody was asked, so the
             # round's deadline check is held and the PR says what it would have asked.
-            (ask,) = await _until("the fixer's ask decided", lambda: effect("comment", work_key), 30)
+            (ask,) = await until("the fixer's ask decided", lambda: effect("comment", work_key), 30)
             assert ask.last_error.startswith("dry run: would have posted a comment")
             (check,) = [j for j in await jobs.list_jobs(db, work_key) if j.kind == "progress_check"]
             assert check.status == "queued" and check.last_error.startswith("dry run: held")
@@ -278,17 +278,6 @@ async def test_the_serve_dry_run_process_decides_a_merge_and_writes_nothing(tmp_
                     await proc.wait()
             await reader
         assert proc.returncode == 0
-
-
-async def _until(what: str, check, timeout: float):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def test_serve_for_real_refuses_a_database_a_dry_run_decided_in(db_url):

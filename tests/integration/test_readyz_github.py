@@ -3,11 +3,9 @@ and GitHub not answering for longer than `[github] unreachable_after_seconds`.""
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 from tests.simulator_fixtures import start_simulator
 
+from ..helpers import until
 from ..serving import make_config, serving
 
 REPO = "acme/app"
@@ -17,15 +15,6 @@ AUTH = {"Authorization": "Bearer api-token"}
 async def _problems(http) -> tuple[int, list[str]]:
     r = await http.get("/readyz")
     return r.status_code, r.json()["problems"]
-
-
-async def _until(what: str, check, timeout: float = 20):
-    deadline = time.monotonic() + timeout
-    while not (found := await check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-    return found
 
 
 async def test_a_token_github_rejects_fails_readyz_and_an_accepted_one_clears_it(tmp_path, db_url):
@@ -43,10 +32,10 @@ async def test_a_token_github_rejects_fails_readyz_and_an_accepted_one_clears_it
                 status, problems = await _problems(http)
                 return status == 503 and "GitHub rejected the credentials (401)" in problems
 
-            await _until("readyz to report the rejected token", rejected)
+            await until("readyz to report the rejected token", rejected, 20)
             # The operator fixes the token: the next answered request clears it.
             gh.sim.tokens.add("wrong-token")
-            await _until("readyz ok again", lambda: _ok(http))
+            await until("readyz ok again", lambda: _ok(http), 20)
     finally:
         await gh.stop()
 
@@ -69,9 +58,9 @@ async def test_github_unanswered_past_the_configured_time_fails_readyz(tmp_path,
                 status, problems = await _problems(http)
                 return status == 503 and any(p.startswith("GitHub unreachable for ") for p in problems)
 
-            await _until("readyz to report GitHub unreachable", unreachable)
+            await until("readyz to report GitHub unreachable", unreachable, 20)
             assert rt.github.reach.unanswered_since is not None
             gh.sim.clear_faults()  # back: the step's retry is answered
-            await _until("readyz ok again", lambda: _ok(http))
+            await until("readyz ok again", lambda: _ok(http), 20)
     finally:
         await gh.stop()
