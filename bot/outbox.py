@@ -92,12 +92,15 @@ async def queued_since(db, pr_key: str, effect: str, since: datetime, *, besides
             *_effects(pr_key, effect), Job.id != besides, Job.created_at >= since).limit(1))).first() is not None
 
 
-async def pending(db, pr_key: str, effect: str) -> bool:
-    """Whether an effect of this kind is still to be done (queued or running) for the PR, or
-    was recorded in a dry run: a dry-run merge holds `merging` ("would merge"), where a step
-    finding no merge pending would decide the merge again, and again."""
+async def pending(db, pr_key: str, effect: str, *, dry_run: bool = False) -> bool:
+    """Whether an effect of this kind is still to be done (queued or running) for the PR, or,
+    in a dry run, was recorded as one: a dry-run merge holds `merging` ("would merge"), where a
+    step finding no merge pending would decide the merge again, and again. (A real run never
+    meets dry-run rows: `serve` refuses their database, so it makes no read for them.)"""
     if await next_due(db, pr_key, effect) is not None:
         return True
+    if not dry_run:
+        return False
     async with db.read_session() as s:
         return (await s.exec(select(Job.id).where(
             *_effects(pr_key, effect), Job.status == DRY_RUN).limit(1))).first() is not None

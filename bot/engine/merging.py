@@ -91,7 +91,7 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
         view = replace(view, failing_checks=tuple(await asyncio.gather(
             *(_annotated(rt, key, c) for c in view.failing_checks))))
     pk = pr.process_key
-    if step.kind == "back_to_waiting" and await outbox.pending(rt.db, pr.pr_key, "merge"):
+    if step.kind == "back_to_waiting" and await outbox.pending(rt.db, pr.pr_key, "merge", dry_run=rt.config.github.dry_run):
         return  # the merge effect is still trying: it alone settles `merging`
     if (step.kind == "back_to_waiting" and mergequeue.queue_known(rt, pr.pr_key)
             and await mergequeue.settle(rt, pr, bound)):

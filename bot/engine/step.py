@@ -211,7 +211,7 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
             return won
         # Only answers: the Converge after this goes ahead once no reply of the PR is left to
         # post (posted, or given up: a thread left unanswered must not hold the PR forever).
-        return not queued and not await outbox.pending(rt.db, pr.pr_key, "reply")
+        return not queued and not await outbox.pending(rt.db, pr.pr_key, "reply", dry_run=rt.config.github.dry_run)
     if isinstance(action, Converge):
         status = Status.CONVERGED if pr.converge_only else Status.WAITING_DEPS
         async with rt.db.session() as s:
