@@ -63,9 +63,10 @@ async def _dry_run(rt: Runtime, job: Job, effect: str, payload: dict) -> None:
     """Record the effect as decided and not performed: no GitHub request, not even the look an
     effect makes before its write, and no write budget spent (nothing was written). What waits on
     it sees it settled (`outbox.pending`)."""
-    # The PR's repository's reviewers: its `.github/convergebot.toml` may name its own.
-    settings = await repoconfig.effective_config(rt, parse_pr_key(job.pr_key).full_repo)
-    summary = outbox.describe(effect, payload, reviewers.roster(settings))
+    roster: tuple[reviewers.Reviewer, ...] = ()
+    if effect == "request_review":  # the PR's repository's reviewers: its file may name its own
+        roster = reviewers.roster(await repoconfig.effective_config(rt, parse_pr_key(job.pr_key).full_repo))
+    summary = outbox.describe(effect, payload, roster)
     if effect == "check_run":
         summary = await _check_run_said(rt, job.pr_key) or summary
     elif effect == "comment" and job.process_key and str(payload.get("marker", "")).startswith(FIX_MARKER):
