@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from datetime import datetime, timedelta
 
 import structlog
@@ -40,6 +41,7 @@ class Poller:
         self.queued = 0  # syncs the last tick queued
         self.deferred = 0  # idle re-reads the last tick put off for the rate limit
         self.skipped = 0  # re-reads the last tick left out: their repository's list said unchanged
+        self.fresh = 0  # re-reads the last tick left out: a step had just read the PR
         self.watch = RepoWatch(rt.github)
         self.polled_at: dict[str, datetime] = {}  # when this process last queued each PR's re-read
         self._ticking = asyncio.Lock()  # held while a tick runs, so a shutdown can wait for it
@@ -92,6 +94,22 @@ class Poller:
                          key=lambda k: self.polled_at.get(k, never))
         share = math.ceil(len(resting) * cfg.interval_seconds / cfg.full_sync_seconds)
         return set(resting) - set(overdue[:share])
+
+    def _fresh(self, active: list[str]) -> set[str]:
+        """The active PRs a step read from GitHub within `fresh_read_seconds` (at most half an
+        interval, so the poll's own read never leaves out its next tick): that read is as recent
+        as this tick's would be. A busy PR is read by its own steps, each woken by its news; the
+        tick re-reads it once they go quiet. What a step read and a lost webhook missed after it
+        is seen one tick later at most."""
+        window = min(self.rt.config.poller.fresh_read_seconds, self.rt.config.poller.interval_seconds / 2)
+        still = set(active)
+        read_at = self.rt.read_at
+        for key in [k for k in read_at if k not in still]:
+            del read_at[key]
+        if window <= 0:
+            return set()
+        since = time.monotonic() - window
+        return {k for k in active if read_at.get(k, since) > since}
 
     def _within_budget(self, views, active: list[str]) -> list[str]:
         """The PRs this tick may re-read. Idle re-reads compete with PRs that have news for one
@@ -165,9 +183,11 @@ class Poller:
                     continue
                 active.append(pr.pr_key)
             resting = await self._resting(views, active)
+            fresh = self._fresh(active)
+            self.fresh = len(fresh)
             self.skipped = len(resting)
             metrics.IDLE_POLLS_SKIPPED.inc(self.skipped)
-            polled = self._within_budget(views, [k for k in active if k not in resting])
+            polled = self._within_budget(views, [k for k in active if k not in resting and k not in fresh])
             # One transaction and a few multi-row statements for the whole tick. A PR whose sync
             # is still queued gets no second one: the queue stays one job per PR however slow
             # the workers are.
@@ -193,5 +213,5 @@ class Poller:
         metrics.ACTIVE_PRS.set(len(active))
         metrics.RUNAWAY_PRS.set(len(self.rt.health.runaway))
         log.info("poller.tick", active=len(active), queued=self.queued, deferred=self.deferred,
-                 resting=self.skipped, tick=self.ticks)
+                 resting=self.skipped, fresh=self.fresh, tick=self.ticks)
         self.rt.wake_workers()

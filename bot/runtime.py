@@ -47,6 +47,9 @@ class Runtime:
     rate_budget: RateBudget = None  # type: ignore[assignment]  # set in __post_init__
     # Whether this replica runs the periodic duties (poller, scans, redelivery) right now.
     leadership: Leadership = None  # type: ignore[assignment]  # set in __post_init__
+    # When a step last read each PR from GitHub in full (time.monotonic()): the poller leaves
+    # out a PR read within `[poller] fresh_read_seconds`.
+    read_at: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.config.github.dry_run:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import structlog
@@ -42,6 +43,7 @@ async def read_tracked(rt: Runtime, pr_key: str) -> tuple[Observation, bool]:
     changed on GitHub since this process last read the PR."""
     with rt.github.tracking_reads() as reads:
         seen = await read_observation(rt, pr_key)
+    rt.read_at[pr_key] = time.monotonic()
     return seen, reads.all_unchanged
 
 

@@ -19,7 +19,9 @@ def make_config(db_url: str, api_url: str = "http://127.0.0.1:9/", **sections: d
         "github": {"api_url": api_url, "token": "test-token", "webhook_secret": WEBHOOK_SECRET,
                    "timeout_seconds": 5, "read_timeout_seconds": 5},
         "server": {"port": 0, "api_token": "api-token", "shutdown_grace_seconds": 2},
-        "poller": {"interval_seconds": 3600, "jitter_seconds": 0},
+        # Ticks are driven by hand, back to back: each re-reads every active PR unless a test
+        # turns on leaving out the PRs a step just read.
+        "poller": {"interval_seconds": 3600, "jitter_seconds": 0, "fresh_read_seconds": 0},
         "jobs": {"workers": 2, "idle_poll_seconds": 0.05, "backoff_base_seconds": 0.2,
                  "backoff_cap_seconds": 1},
     }

@@ -221,3 +221,41 @@ async def test_the_client_tells_a_304_from_a_fresh_answer_and_a_failed_read(tmp_
         with gh.tracking_reads() as none:
             await asyncio.sleep(0)
         assert none.all_unchanged is False
+
+
+# -- leaving out what a step just read --------------------------------------------------------
+
+
+async def test_a_tick_leaves_out_a_pr_a_step_read_moments_ago(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 3600, "fresh_read_seconds": 30}) as h:
+        key = await _enroll_and_idle(h)
+        poller = Poller(h.rt)
+        # The enrollment's steps read the PR just now: the tick queues no re-read of it.
+        assert key in h.rt.read_at
+        h.sim.counters.reset()
+        await poller.tick()
+        await quiesce(h)
+        assert (poller.queued, poller.fresh) == (0, 1)
+        assert h.sim.counters.get(method="GET", route="/repos/{owner}/{repo}/pulls/{number}") == 0
+        # Once that read is older than the window, the tick re-reads the PR, and that read
+        # (a step's) counts as fresh for the tick after.
+        h.rt.read_at[key] -= 31
+        await poller.tick()
+        await quiesce(h)
+        assert (poller.queued, poller.fresh) == (1, 0)
+        assert h.sim.counters.get(method="GET", route="/repos/{owner}/{repo}/pulls/{number}") == 1
+        await poller.tick()
+        assert (poller.queued, poller.fresh) == (0, 1)
+
+
+async def test_the_fresh_window_is_at_most_half_a_poll_interval(tmp_path, db_url):
+    # A window longer than half the interval would let each poll's own read leave out the next
+    # tick: the PR would be re-read every other tick.
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 40, "fresh_read_seconds": 30}) as h:
+        key = await _enroll_and_idle(h)
+        poller = Poller(h.rt)
+        h.rt.read_at[key] -= 21
+        await poller.tick()
+        assert (poller.queued, poller.fresh) == (1, 0)
