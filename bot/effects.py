@@ -150,7 +150,11 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
             await rt.github.comment_once(key.owner, key.repo, key.number,
                                          trigger_marker(job, p, r.login), r.trigger)
             triggered.append(r.login)
-    asked = await rt.github.request_review(key.owner, key.repo, key.number, requested) if requested else []
+    # A first try asks without reading who is requested: that read was a rate-limited one per
+    # run (the first), and only a try that may have asked before has anything to find there. A
+    # nudge still looks: it comes while a request may be pending.
+    look = not first_try(job) or bool(p.get("nudge"))
+    asked = await rt.github.request_review(key.owner, key.repo, key.number, requested, look=look) if requested else []
     asked = [*asked, *triggered]
     log.info("review.requested", pr_key=job.pr_key, asked=asked, already_reviewed=sorted(reviewed))
 

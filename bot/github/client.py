@@ -935,15 +935,19 @@ class GitHubClient:
         data = await self._json("GET", f"/repos/{owner}/{repo}/pulls/{number}/requested_reviewers")
         return [u["login"] for u in data.get("users", [])]
 
-    async def request_review(self, owner: str, repo: str, number: int, reviewers: list[str]) -> list[str]:
+    async def request_review(self, owner: str, repo: str, number: int, reviewers: list[str], *,
+                             look: bool = True) -> list[str]:
         """Ask for reviews from those not already asked; Copilot through its endpoint where it
         exists, else as a reviewer. Returns whom it asked.
 
         Looking first makes a repeat harmless: a request whose answer was lost (GitHub did it,
-        then answered 502) is seen as pending and not made again.
+        then answered 502) is seen as pending and not made again. `look=False` (a first try:
+        nothing of ours can be pending) asks at once; GitHub answers a Copilot review already
+        pending with a 409, and a person already requested stays requested.
         """
         async with self.mutating(f"{owner}/{repo}#{number}"):
-            pending = {login.lower() for login in await self.requested_reviewers(owner, repo, number)}
+            pending = ({login.lower() for login in await self.requested_reviewers(owner, repo, number)}
+                       if look else set())
             wanted = [r for r in reviewers if r.lower() not in pending]
             people = [r for r in wanted if r != COPILOT_REVIEWER]
             if COPILOT_REVIEWER in wanted:

@@ -192,12 +192,12 @@ async def test_a_first_review_request_asks_without_looking_only_while_its_decisi
     from bot.effects import REVIEW_LOOK_AFTER, run_effect
     from storage.models import utcnow
 
-    def review_reads() -> int:
+    def review_reads(what: str = "reviews") -> int:
         return sum(1 for method, path, _ in h.sim.counters.recent
-                   if method == "GET" and path.endswith(f"/pulls/{pr.number}/reviews"))
+                   if method == "GET" and path.endswith(f"/pulls/{pr.number}/{what}"))
 
-    async def request(known_at, decided=None, **fields) -> None:
-        payload = {"effect": "request_review", "head": head}
+    async def request(known_at, decided=None, on=None, **fields) -> None:
+        payload = {"effect": "request_review", "head": on or head}
         if known_at is not None:
             payload["reviews_known_at"] = known_at.isoformat()
         decided = decided or utcnow()
@@ -213,6 +213,8 @@ async def test_a_first_review_request_asks_without_looking_only_while_its_decisi
         h.sim.counters.reset()
         await request(utcnow())
         assert review_reads() == 0 and len(h.sim.effects("copilot_review_requested")) == 1
+        # Nor does it read who is requested: nothing of this request can be pending yet.
+        assert review_reads("requested_reviewers") == 0
 
         # Decided before Copilot reviewed the head: each of these looks, finds the review, and
         # asks nobody. (GitHub stamps reviews to the second: the decision is well before.)
@@ -222,6 +224,12 @@ async def test_a_first_review_request_asks_without_looking_only_while_its_decisi
         await request(decided - REVIEW_LOOK_AFTER, decided)
         await request(decided, decided, last_error="cancelled")
         assert review_reads() == 3 and len(h.sim.effects("copilot_review_requested")) == 1
+        # A retry for a head not reviewed yet looks at who is requested, and finds Copilot
+        # asked already (by the try whose answer was lost).
+        await h.sim.request_copilot_review(REPO, pr.number, actor="someone")
+        await request(utcnow(), on="0" * 40, last_error="502 after the write")
+        assert review_reads("requested_reviewers") == 1
+        assert len(h.sim.effects("copilot_review_requested")) == 1  # the retry asked nobody
 
 
 ASKS = ScriptedFixer(["ask:which way?"])  # answers no thread: the bot itself queues no reply

@@ -59,6 +59,23 @@ async def test_copilot_review_falls_back_to_requested_reviewers_where_the_endpoi
     assert set(requested) == {COPILOT_REVIEWER, "maint"}
 
 
+async def test_a_first_request_asks_without_looking_and_a_repeat_is_harmless(client, sim):  # noqa: F811
+    n = await _pr(sim)
+    looks = dict(method="GET", route="/repos/{owner}/{repo}/pulls/{number}/requested_reviewers")
+    sim.counters.reset()
+    assert await client.request_review("acme", "lib", n, [COPILOT_REVIEWER, "maint"], look=False) == [
+        COPILOT_REVIEWER, "maint"]
+    assert sim.counters.get(**looks) == 0
+    # Asked again without looking (a nudge or a lost answer would look; this shows why that is
+    # only a saving): Copilot's pending review answers 409, and the person stays asked once.
+    await client.request_review("acme", "lib", n, [COPILOT_REVIEWER, "maint"], look=False)
+    _, pr = sim.pr("acme/lib", n)
+    assert pr.requested_reviewers.count("maint") == 1 and len(pr.requested_reviewers) == 2
+    # Looking finds both pending and asks nobody.
+    assert await client.request_review("acme", "lib", n, [COPILOT_REVIEWER, "maint"]) == []
+    assert sim.counters.get(**looks) == 1
+
+
 async def test_server_errors_and_rate_limits_become_job_layer_errors(client, sim):  # noqa: F811
     n = await _pr(sim)
     sim.inject_fault(rf"/pulls/{n}$", status=502, count=1)
