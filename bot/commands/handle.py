@@ -1,4 +1,4 @@
-"""The command job: one maintainer comment, re-read from GitHub, checked, acted on, acknowledged."""
+"""The command job: one maintainer comment, as GitHub sent it, checked, acted on, acknowledged."""
 
 from __future__ import annotations
 
@@ -36,10 +36,14 @@ async def handle_command(rt: Runtime, job: Job) -> None:
     key = parse_pr_key(job.pr_key)
     review = p.get("kind") == "review"
     comment_id = int(p["comment_id"])
-    try:
-        comment = await rt.github.comment(key.owner, key.repo, comment_id, review_comment=review)
-    except NotFound:
-        return  # deleted before we got to it
+    # The comment as it was created, from the signed delivery or the scan's read; a job queued
+    # without it (a long comment, an escalation's recovery) reads it.
+    comment = p.get("comment")
+    if not isinstance(comment, dict):
+        try:
+            comment = await rt.github.comment(key.owner, key.repo, comment_id, review_comment=review)
+        except NotFound:
+            return  # deleted before we got to it
     user = comment.get("user") or {}
     author = user.get("login") or ""
     if user.get("type") == "Bot" or author == rt.config.github.bot_login or author.endswith("[bot]"):

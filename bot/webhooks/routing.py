@@ -147,8 +147,12 @@ def _pr_key(repo: str | None, number: int | None) -> PrKey | None:
 # --- the wakes ---------------------------------------------------------------------------------
 
 
+# A command comment up to this long is kept in its job; a longer one is read again by the job.
+COMMAND_TEXT_KEPT = 4000
+
+
 def looks_like_command(body: object) -> bool:
-    """Worth a `command` job: the job re-reads the comment and parses it for real."""
+    """Worth a `command` job: the job parses the comment for real."""
     return isinstance(body, str) and ("/converge" in body or "convergebot escalation #" in body)
 
 
@@ -158,9 +162,15 @@ def command_wake(key: PrKey | None, comment: object, kind: str) -> Wake | None:
     comment_id = _id(comment, "id")
     if key is None or comment_id is None:
         return None
-    if _obj(comment, "user").get("type") == "Bot" or not looks_like_command(comment.get("body")):
+    user, body = _obj(comment, "user"), comment.get("body")
+    if user.get("type") == "Bot" or not looks_like_command(body):
         return None
-    return Wake("command", f"cmd:{comment_id}", str(key), {"comment_id": comment_id, "kind": kind})
+    payload: dict[str, Any] = {"comment_id": comment_id, "kind": kind}
+    if len(body) <= COMMAND_TEXT_KEPT:
+        # The comment as GitHub sent it (a signed delivery, or the scan's read) rides along: the
+        # job acts on it without reading it again, and a comment is a command as it was created.
+        payload["comment"] = {"body": body, "user": {"login": _text(user, "login"), "type": user.get("type")}}
+    return Wake("command", f"cmd:{comment_id}", str(key), payload)
 
 
 def _command(key: PrKey | None, comment: object, kind: str) -> tuple[Wake, ...]:

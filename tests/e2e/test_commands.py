@@ -168,3 +168,21 @@ async def _a_second_later(h, comment) -> None:
         return datetime.now(UTC).replace(microsecond=0) > comment.created_at.replace(microsecond=0)
 
     await h.wait_for("the next second", later)
+
+
+async def test_a_command_acts_on_the_comment_its_delivery_carried_and_reads_a_long_one(tmp_path, db_url):
+    """The signed delivery holds the comment as it was created: the job does not read it again
+    (one rate-limited request per command). A comment too long to keep in the job is read."""
+    reads = dict(method="GET", route="/repos/{owner}/{repo}/issues/comments/{comment_id}")
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"])) as h:
+        pr = await h.sim.open_pr(REPO, title="t", head="feat", author="dev", files={"app/x.py": "x = 1\n"})
+        key = f"{REPO}#{pr.number}"
+        h.sim.counters.reset()
+        short = await h.sim.comment(REPO, pr.number, "/converge status", user="maint")
+        await h.wait_for("the status command", lambda: _settled(h, short.id))
+        assert h.sim.counters.get(**reads) == 0
+        long = await h.sim.comment(REPO, pr.number, "/converge status\n\n" + "context " * 600, user="maint")
+        await h.wait_for("the long command", lambda: _settled(h, long.id))
+        assert h.sim.counters.get(**reads) == 1
+        handled = [(c.author, c.verb, c.accepted) for c in await commands.for_pr(h.rt.db, key)]
+        assert handled == [("maint", "status", True), ("maint", "status", True)]
