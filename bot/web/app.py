@@ -12,7 +12,7 @@ from bot.runtime import Runtime
 
 from . import api, health, openapi
 from .dashboard import dashboard, pr_page
-from .webhook import receive_webhook
+from .webhook import WebhookEndpoint
 
 
 async def http_error(request: Request, exc: HTTPException) -> Response:
@@ -24,11 +24,28 @@ async def http_error(request: Request, exc: HTTPException) -> Response:
     return PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
 
 
+class _App(Starlette):
+    """Starlette, with POST /webhook answered before its middleware and routing: the endpoint
+    is a plain ASGI app (`WebhookEndpoint`), the server's one hot path. Anything else, a
+    /webhook under a root path or with another method included, goes through Starlette, whose
+    route for /webhook is the same endpoint."""
+
+    webhook: WebhookEndpoint
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/webhook" and scope["method"] == "POST" \
+                and not scope.get("root_path"):
+            await self.webhook(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 def build_app(rt: Runtime) -> Starlette:
-    app = Starlette(exception_handlers={HTTPException: http_error}, routes=[
+    webhook = WebhookEndpoint(rt)
+    app = _App(exception_handlers={HTTPException: http_error}, routes=[
         Route("/", dashboard),
         Route("/prs/{owner}/{repo}/{number}", pr_page),
-        Route("/webhook", receive_webhook, methods=["POST"]),
+        Route("/webhook", webhook, methods=["POST"]),
         Route("/livez", health.livez),
         Route("/readyz", health.readyz),
         Route("/metrics", health.metrics),
@@ -39,4 +56,5 @@ def build_app(rt: Runtime) -> Starlette:
         Route("/api/openapi.json", openapi.openapi),
     ])
     app.state.runtime = rt
+    app.webhook = webhook
     return app

@@ -9,16 +9,20 @@ answered 400 and nothing is recorded; the JSON is parsed with a depth limit (Pyt
 limit, about a thousand levels) and integers of at most 4300 digits (Python's own limit), else
 400. The routing reads the rest of the payload field by field (`bot/webhooks/routing.py`), so
 a payload that names no PR it can read is recorded and ignored. No hostile body answers 500.
+
+The endpoint is a plain ASGI callable (`WebhookEndpoint`), which the app calls ahead of
+Starlette's routing (`bot/web/app.py`): it is the one hot path of the server, and Starlette's
+Request, its JSONResponse and its middleware cost more per delivery than the checks here.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
 
 import structlog
-from githubkit.webhooks import verify
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse
 
 from bot import metrics, repoconfig
 from bot.github.installations import learn_from_payload
@@ -33,29 +37,84 @@ MAX_BODY_BYTES = 25 * 1024 * 1024
 MAX_EVENT = 64  # `webhook_deliveries.event` and `.action`
 MAX_DELIVERY_ID = 100  # `webhook_deliveries.delivery_id`
 
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+# The headers read, by their lowercased names as ASGI gives them.
+_WANTED = frozenset({b"content-length", b"x-hub-signature-256", b"x-github-event", b"x-github-delivery"})
 
 
-async def _read_body(request: Request) -> bytes | None:
+class _Disconnected(Exception):
+    """The client went away before its body was read whole."""
+
+
+def _json(content: dict) -> bytes:
+    # As Starlette's JSONResponse renders it.
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()
+
+
+async def _respond(send: Send, status: int, content: dict) -> None:
+    body = _json(content)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _error(send: Send, status: int, message: str) -> None:
+    await _respond(send, status, {"error": message})
+
+
+def _headers(scope: Scope) -> dict[bytes, str]:
+    """The headers this endpoint reads, decoded as Starlette does (latin-1); of a header sent
+    twice, the first."""
+    found: dict[bytes, str] = {}
+    for name, value in scope["headers"]:
+        if name in _WANTED and name not in found:
+            found[name] = value.decode("latin-1")
+    return found
+
+
+async def _read_body(headers: dict[bytes, str], receive: Receive) -> bytes | None:
     """The raw body, or None once it passes the 25 MB GitHub caps payloads at."""
-    declared = request.headers.get("content-length")
+    declared = headers.get(b"content-length")
     if declared and declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         return None
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            return None
-    return bytes(body)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Disconnected
+        chunk = message.get("body", b"")
+        if chunk:
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                return None
+        if not message.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _header(request: Request, name: str, limit: int) -> str | None:
+def _header(headers: dict[bytes, str], name: bytes, limit: int) -> str | None:
     """A header that is there, at most `limit` characters, and printable: no NUL or control
     character reaches the database or a log line."""
-    value = request.headers.get(name, "").strip()
+    value = headers.get(name, "").strip()
     return value if value and len(value) <= limit and value.isprintable() else None
+
+
+def signed(secret: str, body: bytes, signature: str) -> bool:
+    """Whether `signature` is `sha256=` and the body's HMAC-SHA256 under `secret`, in hex.
+
+    Compared in constant time (hmac.compare_digest), so how long a forged signature takes to be
+    refused does not tell a sender how many of its leading characters were right (`==` stops at
+    the first wrong one). ASCII only: compare_digest refuses a non-ASCII str (a TypeError, not a
+    mismatch)."""
+    if not secret or not signature.isascii() or not signature.startswith("sha256="):
+        return False
+    return hmac.compare_digest("sha256=" + hmac.digest(secret.encode(), body, "sha256").hex(), signature)
 
 
 def intake(rt: Runtime) -> Intake:
@@ -70,57 +129,79 @@ def intake(rt: Runtime) -> Intake:
     return found
 
 
-async def receive_webhook(request: Request) -> JSONResponse:
-    rt = request.app.state.runtime
+def _rules(rt: Runtime) -> EnrollRules:
+    """The routing's rules from the runtime's config, made once per config (not per delivery)."""
+    pushes = own_pushes(rt)
+    found = rt.extras.get("webhook_rules")
+    if found is None or found[0] is not rt.config or found[1].own_pushes is not pushes:
+        cfg = rt.config.convergence
+        rules = EnrollRules(cfg.label, frozenset(a.lower() for a in cfg.auto_enroll_authors),
+                            bot_login=rt.config.github.bot_login, own_pushes=pushes,
+                            max_prs=rt.config.webhooks.max_prs_per_delivery)
+        found = rt.extras["webhook_rules"] = (rt.config, rules)
+    return found[1]
+
+
+_counters: dict[tuple[str, str], Any] = {}
+
+
+def _count(label: str, outcome: str) -> None:
+    """`convergebot_webhooks_total{event, outcome}` += 1, its child looked up once."""
+    counter = _counters.get((label, outcome))
+    if counter is None:
+        counter = _counters[(label, outcome)] = metrics.WEBHOOKS.labels(label, outcome)
+    counter.inc()
+
+
+class WebhookEndpoint:
+    """POST /webhook as a plain ASGI app, for one runtime."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await receive_webhook(self.rt, scope, receive, send)
+
+
+async def receive_webhook(rt: Runtime, scope: Scope, receive: Receive, send: Send) -> None:
+    headers = _headers(scope)
     try:
-        body = await _read_body(request)
-    except ClientDisconnect:
-        return _error(400, "client disconnected")
+        body = await _read_body(headers, receive)
+    except _Disconnected:
+        return await _error(send, 400, "client disconnected")
     if body is None:
-        return _error(413, "payload larger than 25 MB")
+        return await _error(send, 413, "payload larger than 25 MB")
 
-    # The signature is checked on the raw bytes before anything is parsed or stored. The
-    # constant-time comparison happens here: githubkit's `verify` compares with
-    # hmac.compare_digest, so how long a forged signature takes to be refused does not tell a
-    # sender how many of its leading characters were right (`==` stops at the first wrong one).
-    secret = rt.webhook_secret
-    signature = request.headers.get("x-hub-signature-256", "")
-    # ASCII only: hmac.compare_digest refuses a non-ASCII str (a TypeError, not a mismatch).
-    if (not secret or not signature.isascii() or not signature.startswith("sha256=")
-            or not verify(secret, body, signature)):
-        log.warning("webhook.bad_signature", delivery_id=request.headers.get("x-github-delivery"))
-        return _error(401, "missing or invalid X-Hub-Signature-256")
+    # The signature is checked on the raw bytes before anything is parsed or stored.
+    # `github_event` in the log lines: structlog keeps the line's own name under `event`.
+    if not signed(rt.webhook_secret, body, headers.get(b"x-hub-signature-256", "")):
+        log.warning("webhook.bad_signature", delivery_id=headers.get(b"x-github-delivery"))
+        return await _error(send, 401, "missing or invalid X-Hub-Signature-256")
 
-    event = _header(request, "x-github-event", MAX_EVENT)
-    delivery_id = _header(request, "x-github-delivery", MAX_DELIVERY_ID)
+    event = _header(headers, b"x-github-event", MAX_EVENT)
+    delivery_id = _header(headers, b"x-github-delivery", MAX_DELIVERY_ID)
     if event is None or delivery_id is None:
-        return _error(400, "missing or malformed X-GitHub-Event or X-GitHub-Delivery header")
+        return await _error(send, 400, "missing or malformed X-GitHub-Event or X-GitHub-Delivery header")
     try:
         payload = json.loads(body)
     except ValueError as e:  # not UTF-8/16/32, not JSON, or an integer past 4300 digits
-        return _error(400, f"malformed JSON: {e}")
+        return await _error(send, 400, f"malformed JSON: {e}")
     except RecursionError:
-        return _error(400, "malformed JSON: nested too deeply")
+        return await _error(send, 400, "malformed JSON: nested too deeply")
     if not isinstance(payload, dict):
-        return _error(400, "payload is not a JSON object")
+        return await _error(send, 400, "payload is not a JSON object")
     action = payload.get("action")
     if action is not None and not (isinstance(action, str) and storable(action, MAX_EVENT)):
-        return _error(400, f"action is not a string of at most {MAX_EVENT} storable characters")
+        return await _error(send, 400, f"action is not a string of at most {MAX_EVENT} storable characters")
 
     learn_from_payload(rt.github, payload)  # which installation the repository is on: no lookup
-    cfg = rt.config.convergence
-    rules = EnrollRules(cfg.label, frozenset(a.lower() for a in cfg.auto_enroll_authors),
-                        bot_login=rt.config.github.bot_login, own_pushes=own_pushes(rt),
-                        max_prs=rt.config.webhooks.max_prs_per_delivery)
-    # `github_event`: structlog keeps the log line's own name under `event`.
-    bound = log.bind(delivery_id=delivery_id, github_event=event, action=action)
     error = None
     try:
-        routed = route(event, payload, delivery_id, rules)
+        routed = route(event, payload, delivery_id, _rules(rt))
     except Exception as e:
         # The routing reads every field as "its type or absent", so this is a bug; recorded and
         # ignored all the same, since GitHub would send the same payload again after a 500.
-        bound.exception("webhook.unroutable")
+        log.exception("webhook.unroutable", delivery_id=delivery_id, github_event=event, action=action)
         routed, error = Routed("ignored", "the payload could not be routed"), repr(e)[:1000]
     if event == "push" and (changed := repoconfig.touched(payload)) is not None:
         repoconfig.forget(rt, changed)  # its .github/convergebot.toml changed: read it at next use
@@ -131,16 +212,16 @@ async def receive_webhook(request: Request) -> JSONResponse:
         ))
     except BatchFailed as e:
         # Nothing of this delivery was stored: not acknowledged, so GitHub may deliver it again.
-        bound.error("webhook.not_recorded", error=str(e))
-        metrics.WEBHOOKS.labels(label, "not_recorded").inc()
-        return _error(503, "the delivery could not be recorded; deliver it again")
+        log.error("webhook.not_recorded", delivery_id=delivery_id, github_event=event, action=action,
+                  error=str(e))
+        _count(label, "not_recorded")
+        return await _error(send, 503, "the delivery could not be recorded; deliver it again")
     if not new:
-        bound.info("webhook.duplicate")
-        metrics.WEBHOOKS.labels(label, "duplicate").inc()
-        return JSONResponse({"delivery_id": delivery_id, "outcome": "duplicate"}, status_code=200)
-    bound.info("webhook.accepted", outcome=routed.outcome, reason=routed.reason, jobs=len(routed.wakes))
-    metrics.WEBHOOKS.labels(label, routed.outcome).inc()
+        log.info("webhook.duplicate", delivery_id=delivery_id, github_event=event, action=action)
+        _count(label, "duplicate")
+        return await _respond(send, 200, {"delivery_id": delivery_id, "outcome": "duplicate"})
+    log.info("webhook.accepted", delivery_id=delivery_id, github_event=event, action=action,
+             outcome=routed.outcome, reason=routed.reason, jobs=len(routed.wakes))
+    _count(label, routed.outcome)
     metrics.webhook_woke(w.pr_key for w in routed.wakes)
-    return JSONResponse(
-        {"delivery_id": delivery_id, "outcome": routed.outcome, "reason": routed.reason}, status_code=202
-    )
+    await _respond(send, 202, {"delivery_id": delivery_id, "outcome": routed.outcome, "reason": routed.reason})
