@@ -203,26 +203,25 @@ async def claim(db: Database, owner: str, lease_seconds: float, *, kinds: Collec
     async with db.read_session() as r:
         if (await r.exec(query)).first() is None:
             return None
-    async with db.session() as s:
-        if db.is_postgres:
-            query = query.with_for_update(skip_locked=True)
-        job_id = (await s.exec(query)).first()
-        if job_id is None:
-            return None
-        stmt = (
-            update(Job)
-            .where(Job.id == job_id, _due(now))
-            .values(
-                status=JobStatus.RUNNING,
-                lease_owner=owner,
-                lease_until=now + timedelta(seconds=lease_seconds),
-                started_at=now,
-                attempts=Job.attempts + 1,
-            )
+    if db.is_postgres:
+        query = query.with_for_update(skip_locked=True)
+    # The pick and the take in one statement: the job is the one the subquery finds, and still
+    # due when it is taken (on SQLite the write lock is held; on PostgreSQL the row lock is).
+    stmt = (
+        update(Job)
+        .where(Job.id == query.scalar_subquery(), _due(now))
+        .values(
+            status=JobStatus.RUNNING,
+            lease_owner=owner,
+            lease_until=now + timedelta(seconds=lease_seconds),
+            started_at=now,
+            attempts=Job.attempts + 1,
         )
-        if (await s.exec(stmt)).rowcount != 1:
-            return None
-        return await s.get(Job, job_id)
+        .returning(Job)
+        .execution_options(synchronize_session=False)
+    )
+    async with db.session() as s:
+        return (await s.exec(stmt)).scalars().first()
 
 
 def _mine(job: Job):
