@@ -180,6 +180,7 @@ class Job(SQLModel, table=True):
     __table_args__ = (
         Index("ix_jobs_status_run_at", "status", "run_at"),
         Index("ix_jobs_pr_key_kind_status", "pr_key", "kind", "status"),
+        Index("ix_jobs_status_kind_run_at", "status", "kind", "run_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
