@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -66,16 +67,22 @@ async def record_many(db: Database, batch: Sequence[Delivery]) -> Recorded:
     return await db.write(_record, batch)
 
 
-def _record(s: Session, batch: Sequence[Delivery]) -> Recorded:
-    now = utcnow()
-    dialect = postgresql if s.bind.dialect.name == "postgresql" else sqlite
+@functools.cache
+def _insert(dialect_name: str):
+    """The batch's INSERT, built once per dialect (building it cost as much as running it).
+
+    One statement for all the rows (an executemany SQLAlchemy sends as one multi-row INSERT):
+    RETURNING names the rows inserted, so a delivery recorded before, by any process, is told
+    apart without a statement of its own."""
+    dialect = postgresql if dialect_name == "postgresql" else sqlite
     table = WebhookDelivery.__table__
-    # One statement for all the rows (an executemany SQLAlchemy sends as one multi-row INSERT):
-    # RETURNING names the rows inserted, so a delivery recorded before, by any process, is told
-    # apart without a statement of its own.
-    stmt = dialect.insert(table).on_conflict_do_nothing(index_elements=["delivery_id"]).returning(
+    return dialect.insert(table).on_conflict_do_nothing(index_elements=["delivery_id"]).returning(
         table.c.delivery_id
     )
+
+
+def _record(s: Session, batch: Sequence[Delivery]) -> Recorded:
+    now = utcnow()
     # In id order (stable, so of one id twice the first stays first): two PostgreSQL processes
     # inserting overlapping batches then take the rows' locks in the same order, never a deadlock.
     rows = [
@@ -83,7 +90,10 @@ def _record(s: Session, batch: Sequence[Delivery]) -> Recorded:
              processed_at=now, outcome=d.outcome, error=d.error)
         for d in sorted(batch, key=lambda d: d.delivery_id)
     ]
-    inserted = set(s.exec(stmt, params=rows).scalars().all())
+    # Through the session's connection (Core), not `Session.exec`: the ORM's handling of a
+    # statement costs more than SQLite takes to run it, and there is no ORM object here.
+    conn = s.connection()
+    inserted = set(conn.execute(_insert(conn.dialect.name), rows).scalars().all())
     new: list[bool] = []
     wakes = []
     for d in batch:
