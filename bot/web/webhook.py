@@ -50,15 +50,15 @@ class _Disconnected(Exception):
     """The client went away before its body was read whole."""
 
 
-def _json(content: dict) -> bytes:
-    # As Starlette's JSONResponse renders it.
-    return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()
+# As Starlette's JSONResponse renders it; one encoder (`json.dumps` with options makes one a call).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+_JSON_TYPE = (b"content-type", b"application/json")
 
 
 async def _respond(send: Send, status: int, content: dict) -> None:
-    body = _json(content)
+    body = _ENCODER.encode(content).encode()
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]})
+                "headers": [(b"content-length", str(len(body)).encode()), _JSON_TYPE]})
     await send({"type": "http.response.body", "body": body})
 
 
