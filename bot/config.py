@@ -113,8 +113,8 @@ class PollerConfig(_Section):
     repo_watch_min_prs: int = Field(4, ge=0)
     # Even so, each such PR is re-read at least this often (spread over the ticks).
     full_sync_seconds: float = Field(900.0, gt=0)
-    # A PR whose step read it from GitHub this recently is left out of the tick: that read
-    # is as fresh as the tick's would be (a busy PR is read by its own steps). 0 turns it off.
+    # A PR whose step read it from GitHub this recently, or with a job of its own queued to run
+    # within the interval, is left out of the tick: its own work reads it. 0 turns both off.
     fresh_read_seconds: float = Field(30.0, ge=0)
 
 

@@ -146,9 +146,12 @@ class WorkerPool:
         self._tasks.clear()
 
     async def _loop(self, owner: str, claim: dict, lane: _Lane) -> None:
+        ran = False
         while not self._stopping:
             try:
-                ran = await self.run_one(owner, _claimed=lane.poke, **claim)
+                # After a job, the next claim goes straight for the write lock: while the queue
+                # is long the lock-free look would find a job every time, and cost a read.
+                ran = await self.run_one(owner, _claimed=lane.poke, _look=not ran, **claim)
             except Exception:
                 log.exception("jobs.loop_error", owner=owner)
                 ran = False
@@ -173,10 +176,10 @@ class WorkerPool:
                     lane.idle.remove(waiter)
 
     async def run_one(self, owner: str | None = None, *, _claimed: Callable[[], None] | None = None,
-                      **lane) -> bool:
+                      _look: bool = True, **lane) -> bool:
         """Claim and run one due job (of the lane's kinds); False when nothing was due."""
         owner = owner or f"{self._instance}:direct"
-        job = await jobs.claim(self.db, owner, self.settings.lease_seconds, **lane)
+        job = await jobs.claim(self.db, owner, self.settings.lease_seconds, look=_look, **lane)
         if job is None:
             return False
         if _claimed is not None:

@@ -6,6 +6,7 @@ so a worker whose lease expired and was reclaimed cannot overwrite the new owner
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -13,7 +14,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import and_, or_, update
+from sqlalchemy import and_, bindparam, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -127,6 +128,13 @@ async def enqueue_syncs(
     return created
 
 
+async def busy_pr_keys(db: Database, before: datetime) -> set[str]:
+    """The PRs with a job queued to run before `before` (their work under way or coming)."""
+    async with db.read_session() as s:
+        return set((await s.exec(select(Job.pr_key).distinct().where(
+            Job.status == JobStatus.QUEUED, Job.run_at < before, Job.pr_key.is_not(None)))).all())
+
+
 def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> int:
     """Insert new jobs' rows, skipping a key that exists; how many were inserted."""
     if not rows:
@@ -178,10 +186,6 @@ def queue_wakes(session: Session, wakes: Sequence[Mapping[str, Any]]) -> datetim
     return min(due, default=None)
 
 
-# Looks a claim makes before it gives up on a job other workers keep taking first.
-CLAIM_TRIES = 3
-
-
 def _due(now: datetime):
     # A running job whose lease ran out belongs to a worker that died: it is due again.
     return or_(
@@ -190,59 +194,76 @@ def _due(now: datetime):
     )
 
 
-def _lane(query, kinds: Collection[str] | None, besides: Collection[str]):
+def _lane(query, kinds: tuple[str, ...] | None, besides: tuple[str, ...]):
     if kinds is not None:
-        query = query.where(Job.kind.in_(tuple(kinds)))
+        query = query.where(Job.kind.in_(kinds))
     if besides:
-        query = query.where(Job.kind.not_in(tuple(besides)))
+        query = query.where(Job.kind.not_in(besides))
     return query
 
 
-async def _next_due(session, now: datetime, kinds: Collection[str] | None, besides: Collection[str]) -> int | None:
-    """The id of the lane's first due job (by run_at, then id), or None.
-
-    Two queries, not one with `_due`'s OR: each walks an index in order and stops at its first
-    row, where the OR made SQLite gather every due job and sort them (a few thousand queued
-    jobs at scale, on every look)."""
+@functools.lru_cache(maxsize=16)  # one set per worker lane
+def _claim_statements(kinds: tuple[str, ...] | None, besides: tuple[str, ...]) -> tuple[Any, Any, Any]:
+    """The lane's look (two queries) and take, built once: a claim runs for every job, and
+    building the statements anew was as costly as running them."""
+    stamp = Job.__table__.c.run_at.type
+    now = bindparam("now", type_=stamp)
     order = (Job.run_at, Job.id)
     queued = _lane(select(Job.run_at, Job.id).where(Job.status == JobStatus.QUEUED, Job.run_at <= now),
                    kinds, besides).order_by(*order).limit(1)
     expired = _lane(select(Job.run_at, Job.id).where(Job.status == JobStatus.RUNNING, Job.lease_until < now),
                     kinds, besides).order_by(*order).limit(1)
-    found = [row for q in (queued, expired) if (row := (await session.exec(q)).first()) is not None]
+    take = (update(Job).where(Job.id == bindparam("job_id"))
+            .values(status=JobStatus.RUNNING, lease_owner=bindparam("owner"),
+                    lease_until=bindparam("until", type_=stamp), started_at=now, attempts=Job.attempts + 1)
+            .returning(Job).execution_options(synchronize_session=False))
+    return queued, expired, take
+
+
+async def _next_due(session, now: datetime, statements) -> int | None:
+    """The id of the lane's first due job (by run_at, then id), or None.
+
+    Two queries, not one with `_due`'s OR: each walks an index in order and stops at its first
+    row, where the OR made SQLite gather every due job and sort them (a few thousand queued
+    jobs at scale, on every look)."""
+    found = [row for q in statements[:2] if (row := (await session.exec(q, params={"now": now})).first()) is not None]
     return min(found)[1] if found else None
 
 
 async def claim(db: Database, owner: str, lease_seconds: float, *, kinds: Collection[str] | None = None,
-                besides: Collection[str] = ()) -> Job | None:
+                besides: Collection[str] = (), look: bool = True) -> Job | None:
     """Take the next due job under a lease, or None when nothing is due; only of `kinds` when
-    given, and never of `besides` (a worker lane's share of the queue)."""
+    given, and never of `besides` (a worker lane's share of the queue).
+
+    `look`: first look without the write lock. Most claims of woken or polling workers find
+    nothing (or nothing of their lane), and each write transaction queues for SQLite's one
+    writer with the webhook intake and every other worker; a worker whose last claim found a
+    job skips the look (while the queue is long, it finds one)."""
     now = utcnow()
-    take = dict(status=JobStatus.RUNNING, lease_owner=owner, lease_until=now + timedelta(seconds=lease_seconds),
-                started_at=now, attempts=Job.attempts + 1)
+    until = now + timedelta(seconds=lease_seconds)
+    kinds = tuple(kinds) if kinds is not None else None
+    besides = tuple(besides)
     if db.is_postgres:
         # Replicas' workers claim side by side: each skips the rows another holds.
         query = _lane(select(Job.id).where(_due(now)), kinds, besides).order_by(Job.run_at, Job.id).limit(1)
         stmt = (update(Job).where(Job.id == query.with_for_update(skip_locked=True).scalar_subquery(), _due(now))
-                .values(**take).returning(Job).execution_options(synchronize_session=False))
-        async with db.session() as s:
-            return (await s.exec(stmt)).scalars().first()
-    for _ in range(CLAIM_TRIES):
-        # A look without the write lock first: most claims of woken or polling workers find
-        # nothing (or nothing of their lane), and each write transaction queues for SQLite's
-        # one writer with the webhook intake and every other worker.
-        async with db.read_session() as r:
-            job_id = await _next_due(r, now, kinds, besides)
-        if job_id is None:
-            return None
-        # Taken only if still due: another worker of this process may have taken it since.
-        stmt = (update(Job).where(Job.id == job_id, _due(now)).values(**take)
+                .values(status=JobStatus.RUNNING, lease_owner=owner, lease_until=until, started_at=now,
+                        attempts=Job.attempts + 1)
                 .returning(Job).execution_options(synchronize_session=False))
         async with db.session() as s:
-            job = (await s.exec(stmt)).scalars().first()
-        if job is not None:
-            return job
-    return None
+            return (await s.exec(stmt)).scalars().first()
+    statements = _claim_statements(kinds, besides)
+    if look:
+        async with db.read_session() as r:
+            if await _next_due(r, now, statements) is None:
+                return None
+    # The pick under the write lock, so workers woken together never race for one job.
+    async with db.session() as s:
+        job_id = await _next_due(s, now, statements)
+        if job_id is None:
+            return None
+        params = {"job_id": job_id, "owner": owner, "until": until, "now": now}
+        return (await s.exec(statements[2], params=params)).scalars().first()
 
 
 def _mine(job: Job):

@@ -259,3 +259,21 @@ async def test_the_fresh_window_is_at_most_half_a_poll_interval(tmp_path, db_url
         h.rt.read_at[key] -= 21
         await poller.tick()
         assert (poller.queued, poller.fresh) == (1, 0)
+
+
+async def test_a_tick_leaves_out_a_pr_whose_own_work_is_queued(tmp_path, db_url):
+    """A job of the PR queued to run within the interval reads it (or waits ahead of a re-read
+    in the queue): no sync for it. One put off beyond the interval (a backoff) does not count."""
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 60, "fresh_read_seconds": 30}) as h:
+        key = await _enroll_and_idle(h)
+        h.rt.read_at.clear()  # not read lately: only its queued work can leave it out
+        poller = Poller(h.rt)
+        await jobs.enqueue(h.rt.db, "effect", "later", pr_key=key, delay_seconds=600)
+        await poller.tick()
+        assert (poller.queued, poller.fresh) == (1, 0)
+        await quiesce(h)  # the re-read ran (and read the PR: forget that too)
+        h.rt.read_at.clear()
+        await jobs.enqueue(h.rt.db, "effect", "soon", pr_key=key, delay_seconds=20)
+        await poller.tick()
+        assert (poller.queued, poller.fresh) == (0, 1)
