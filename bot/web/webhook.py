@@ -105,15 +105,11 @@ def _header(headers: dict[bytes, str], name: bytes, limit: int) -> str | None:
     return value if value and len(value) <= limit and value.isprintable() else None
 
 
-def signed(secret: str, body: bytes, signature: str) -> bool:
-    """Whether `signature` is `sha256=` and the body's HMAC-SHA256 under `secret`, in hex.
-
-    Compared in constant time (hmac.compare_digest), so how long a forged signature takes to be
-    refused does not tell a sender how many of its leading characters were right (`==` stops at
-    the first wrong one). ASCII only: compare_digest refuses a non-ASCII str (a TypeError, not a
-    mismatch)."""
-    if not secret or not signature.isascii() or not signature.startswith("sha256="):
-        return False
+def verify(secret: str, body: bytes, signature: str) -> bool:
+    """Whether `signature` is `sha256=` and the body's HMAC-SHA256 under `secret` in hex (what
+    githubkit's `verify` does, in one `hmac.digest`). Compared with hmac.compare_digest, in
+    constant time: how long a forged signature takes to be refused does not tell a sender how
+    many of its leading characters were right (`==` stops at the first wrong one)."""
     return hmac.compare_digest("sha256=" + hmac.digest(secret.encode(), body, "sha256").hex(), signature)
 
 
@@ -172,9 +168,14 @@ async def receive_webhook(rt: Runtime, scope: Scope, receive: Receive, send: Sen
     if body is None:
         return await _error(send, 413, "payload larger than 25 MB")
 
-    # The signature is checked on the raw bytes before anything is parsed or stored.
-    # `github_event` in the log lines: structlog keeps the line's own name under `event`.
-    if not signed(rt.webhook_secret, body, headers.get(b"x-hub-signature-256", "")):
+    # The signature is checked on the raw bytes before anything is parsed or stored, in
+    # constant time (`verify`).
+    secret = rt.webhook_secret
+    signature = headers.get(b"x-hub-signature-256", "")
+    # ASCII only: hmac.compare_digest refuses a non-ASCII str (a TypeError, not a mismatch).
+    if (not secret or not signature.isascii() or not signature.startswith("sha256=")
+            or not verify(secret, body, signature)):
+        # `github_event` in the log lines: structlog keeps the line's own name under `event`.
         log.warning("webhook.bad_signature", delivery_id=headers.get(b"x-github-delivery"))
         return await _error(send, 401, "missing or invalid X-Hub-Signature-256")
 
