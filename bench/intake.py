@@ -205,22 +205,6 @@ async def main(args) -> None:
     from tests.serving import WEBHOOK_SECRET, make_config, serving
 
     configure_logging("warning", "json")
-    if args.tcp_nodelay:
-        import socket
-
-        import bot.serve
-
-        listen = bot.serve._listen
-
-        def listen_tcp(host: str, port: int) -> socket.socket:
-            # The same socket, told it is TCP: asyncio sets TCP_NODELAY on accepted sockets only
-            # when the listening socket's proto is IPPROTO_TCP, and `socket.socket(AF_INET,
-            # SOCK_STREAM)` leaves it 0. Without it a response's second write (uvicorn writes the
-            # head and the body apart) waits for the client's delayed ACK, ~40 ms.
-            sock = listen(host, port)
-            return socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
-
-        bot.serve._listen = listen_tcp
     payload = (webhook_examples("pull_request", action="synchronize") if args.event == "pull_request"
                else webhook_examples(args.event))[0]
     body = json.dumps(payload).encode()
@@ -316,9 +300,6 @@ if __name__ == "__main__":
     parser.add_argument("--workers", type=int, default=4, help="job workers (they run the queued jobs)")
     parser.add_argument("--phases", nargs="+", default=["all"], choices=["all", "bare", "webhook"],
                         help="run only these endpoints' phases (to profile one)")
-    parser.add_argument("--tcp-nodelay", action="store_true",
-                        help="serve's listening socket made with proto IPPROTO_TCP, so its connections get "
-                             "TCP_NODELAY like the bare endpoint's (what a fix in bot/serve.py would do)")
     parser.add_argument("--batch-max", type=int, default=None, help="server.webhook_batch_max")
     parser.add_argument("--batch-wait", type=float, default=None, help="server.webhook_batch_wait_seconds")
     # The load process.
