@@ -44,6 +44,8 @@ class Poller:
         self.fresh = 0  # re-reads the last tick left out: a step had just read the PR
         self.watch = RepoWatch(rt.github)
         self.polled_at: dict[str, datetime] = {}  # when this process last queued each PR's re-read
+        self.watch_changed: set[str] = set()  # PRs the last tick's list reads said changed
+        self.busy_last: set[str] = set()  # PRs the last tick left out for their queued work
         self._ticking = asyncio.Lock()  # held while a tick runs, so a shutdown can wait for it
 
     def schedule(self, scheduler: AsyncIOScheduler) -> None:
@@ -71,6 +73,7 @@ class Poller:
         cfg = self.rt.config.poller
         if cfg.repo_watch_min_prs <= 0 or self.rt.github is None:
             return set()
+        self.watch_changed = set()
         if not self.watch.loaded:
             self.watch.load(await marks.load(self.rt.db))
         self.watch.begin()
@@ -87,6 +90,8 @@ class Poller:
         for candidates, changed in zip(watched.values(), answers, strict=True):
             if changed is not None:
                 resting.extend(v.pr.pr_key for v in candidates if v.pr.number not in changed)
+                # The marks move past these now: this tick must re-read them, whatever else.
+                self.watch_changed.update(v.pr.pr_key for v in candidates if v.pr.number in changed)
         # The share of resting PRs re-read anyway, so each is re-read once per full_sync_seconds.
         due_by = now - timedelta(seconds=cfg.full_sync_seconds)
         never = datetime.min.replace(tzinfo=now.tzinfo)
@@ -112,15 +117,19 @@ class Poller:
         return {k for k in active if read_at.get(k, since) > since}
 
     async def _busy(self, active: list[str]) -> set[str]:
-        """The active PRs with a job queued to run within the interval: their own work reads
-        them (or waits ahead of a re-read in the queue), so the tick leaves them out. Under a
-        backlog the re-reads queued behind the PRs' own work were most of the queue (1,000 PRs
-        at once: about 1,000 syncs every tick). A job put off longer (a backoff through a GitHub
-        outage) does not count: its PR is re-read as usual."""
+        """The active PRs with a job queued to run within the interval, left out of this tick
+        (not of two in a row): a re-read queued now would wait behind that work. Under a backlog
+        the re-reads queued behind the PRs' own work were most of the queue (1,000 PRs at once:
+        about 1,000 syncs every tick). A job put off longer (a backoff through a GitHub outage)
+        does not count: its PR is re-read as usual."""
         if self.rt.config.poller.fresh_read_seconds <= 0:
             return set()
         soon = utcnow() + timedelta(seconds=self.rt.config.poller.interval_seconds)
-        return await jobs.busy_pr_keys(self.rt.db, soon) & set(active)
+        busy = await jobs.busy_pr_keys(self.rt.db, soon) & set(active)
+        # Left out one tick at most in a row: a job that stays queued (a backlog of fixer runs)
+        # must not keep its PR from the re-read that would see it closed.
+        self.busy_last = busy - self.busy_last
+        return self.busy_last
 
     def _within_budget(self, views, active: list[str]) -> list[str]:
         """The PRs this tick may re-read. Idle re-reads compete with PRs that have news for one
@@ -167,7 +176,8 @@ class Poller:
             log.info("poller.follower")
         self.rt.health.leader = leads
         if not leads:
-            self.watch, self.polled_at = RepoWatch(self.rt.github), {}
+            self.watch, self.polled_at, self.busy_last = RepoWatch(self.rt.github), {}, set()
+            self.rt.read_at.clear()  # only the leader's poll reads it
             self.rt.health.last_poll_at, self.rt.health.last_poll_error = utcnow(), None
         return leads
 
@@ -194,7 +204,8 @@ class Poller:
                     continue
                 active.append(pr.pr_key)
             resting = await self._resting(views, active)
-            fresh = self._fresh(active) | await self._busy(active)
+            read = self._fresh(active) - self.watch_changed
+            fresh = read | (await self._busy(active) - self.watch_changed)
             self.fresh = len(fresh)
             self.skipped = len(resting)
             metrics.IDLE_POLLS_SKIPPED.inc(self.skipped)
@@ -209,7 +220,9 @@ class Poller:
             self.watch.accept()
             still = set(active)
             self.polled_at = {k: t for k, t in self.polled_at.items() if k in still}
-            self.polled_at.update(dict.fromkeys(polled, utcnow()))
+            # A PR a step just read counts as re-read for the full-sync share (left out, it
+            # would stay the most overdue and take the share from the others).
+            self.polled_at.update(dict.fromkeys([*polled, *read], utcnow()))
             await liveness.check(self.rt, active)
             self.rt.health.runaway = await paused(self.rt)
             await jobs.prune(self.rt.db, utcnow() - JOB_RETENTION, utcnow() - RETENTION)

@@ -154,3 +154,44 @@ async def test_after_a_restart_only_what_changed_is_re_read(tmp_path, db_url):
         assert (restarted.queued, restarted.skipped) == (4 - resting, resting)
         assert (await h.view(keys[3])).pr.latest_review_id == review.id
         assert (await marks.load(h.rt.db))[REPO] > saved
+
+
+async def test_a_changed_pr_the_list_names_is_re_read_though_its_own_work_is_queued(tmp_path, sqlite_db_url):
+    """The list read moves the repository's mark past a changed PR: that tick must re-read it,
+    even when it would leave it out for a job of its own queued (a review request backing off),
+    or the PR would rest with its review unread."""
+    from storage import jobs
+
+    async with bot_on_simulator(tmp_path, sqlite_db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 3600, "repo_watch_min_prs": 2,
+                                        "fresh_read_seconds": 30},
+                                convergence=PATIENT) as h:
+        h.sim.webhook_faults(drop_all=True)  # only the poll can see what happens next
+        keys = await _enroll_waiting(h, 3)
+        poller = Poller(h.rt)
+        await _settled(h, poller)
+        number = int(keys[2].split("#")[1])
+        await jobs.enqueue(h.rt.db, "effect", "backing-off", pr_key=keys[2], delay_seconds=20)
+        h.rt.read_at.clear()
+        review = await h.sim.submit_review(REPO, number, user=COPILOT, body="LGTM", state="COMMENTED")
+        await _tick(h, poller)
+        assert keys[2] in poller.watch_changed and poller.fresh == 0
+        assert (await h.view(keys[2])).pr.latest_review_id == review.id
+
+
+async def test_a_pr_left_out_for_its_queued_work_is_re_read_the_tick_after(tmp_path, sqlite_db_url):
+    """A job that stays queued (a backlog) leaves its PR out of one tick at most in a row."""
+    from storage import jobs
+
+    async with bot_on_simulator(tmp_path, sqlite_db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 60, "fresh_read_seconds": 30},
+                                convergence=PATIENT) as h:
+        (key,) = await _enroll_waiting(h, 1)
+        poller = Poller(h.rt)
+        await jobs.enqueue(h.rt.db, "effect", "queued-long", pr_key=key, delay_seconds=20)
+        left_out = []
+        for _ in range(4):
+            h.rt.read_at.clear()  # not read lately: only its queued work can leave it out
+            await _tick(h, poller)
+            left_out.append(poller.fresh)
+        assert left_out == [1, 0, 1, 0]
