@@ -15,7 +15,7 @@ from datetime import timedelta
 
 import structlog
 
-from bot.github.errors import Conflict
+from bot.github.errors import Conflict, NotFound
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from storage import escalations, prs, rounds
@@ -216,7 +216,10 @@ async def _answered(rt: Runtime, job: Job, p: dict, items: list[dict]) -> dict[s
 async def _react(rt: Runtime, job: Job, p: dict) -> None:
     # GitHub answers 200 to a reaction the user already made: a repeat creates nothing.
     key = parse_pr_key(job.pr_key)
-    await rt.github.react(key.owner, key.repo, p["comment_id"], p["content"], review_comment=p["review_comment"])
+    try:
+        await rt.github.react(key.owner, key.repo, p["comment_id"], p["content"], review_comment=p["review_comment"])
+    except NotFound:
+        log.info("reaction.comment_gone", pr_key=job.pr_key, comment_id=p["comment_id"])  # deleted meanwhile
 
 
 async def _check_run(rt: Runtime, job: Job, p: dict) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 
 import structlog
 
@@ -13,6 +14,7 @@ from bot.engine.findings import attribution
 from bot.engine.model import Adjudication
 from bot.enrollment import SubmitOptions, abandon_pr, submit_pr
 from bot.github.errors import NotFound
+from bot.github.stamps import parse_time
 from bot.prkey import PrKey, parse_pr_key
 from bot.runtime import Runtime
 from bot.views import Dependencies, dependencies_of
@@ -29,6 +31,9 @@ log = structlog.get_logger(__name__)
 # cached one may be a minute old, and a writer revoked meanwhile would still be obeyed.
 READ_ONLY_VERBS = frozenset({"status"})
 LONG_COMMENT = 4000  # characters
+# A command's job acts on the comment its delivery carried when it runs this soon after the
+# comment was posted; later it reads the comment again (deleted or edited meanwhile?).
+CARRIED_FOR = timedelta(minutes=2)
 
 
 async def handle_command(rt: Runtime, job: Job) -> None:
@@ -36,14 +41,14 @@ async def handle_command(rt: Runtime, job: Job) -> None:
     key = parse_pr_key(job.pr_key)
     review = p.get("kind") == "review"
     comment_id = int(p["comment_id"])
-    # The comment as it was created, from the signed delivery or the scan's read; a job queued
-    # without it (a long comment, an escalation's recovery) reads it.
-    comment = p.get("comment")
-    if not isinstance(comment, dict):
+    comment = _carried(job, p)
+    if comment is None:
         try:
             comment = await rt.github.comment(key.owner, key.repo, comment_id, review_comment=review)
         except NotFound:
             return  # deleted before we got to it
+        if comment.get("updated_at") != comment.get("created_at"):
+            return  # edited: only what a comment said when it was posted is a command
     user = comment.get("user") or {}
     author = user.get("login") or ""
     if user.get("type") == "Bot" or author == rt.config.github.bot_login or author.endswith("[bot]"):
@@ -77,6 +82,21 @@ async def handle_command(rt: Runtime, job: Job) -> None:
             await outbox.comment(s, str(key), f"convergebot:cmd:{comment_id}", message)
         await commands.settle(s, comment_id, accepted, message or "done")
     bound.info("command.handled", accepted=accepted, why=message)
+
+
+def _carried(job: Job, p: dict) -> dict | None:
+    """The comment as the signed delivery (or the scan's read) carried it, when the job runs on
+    its first try within `CARRIED_FOR` of the comment's posting; else None and the job reads it.
+
+    Saves the read of every command (a rate-limited request). A late job (a redelivery hours
+    later, a backlog) reads it again: a comment deleted or edited since is no command."""
+    comment = p.get("comment")
+    if not isinstance(comment, dict) or job.attempts > 1 or job.last_error is not None:
+        return None
+    posted = parse_time(comment.get("created_at"))
+    if posted is None or comment.get("updated_at") != comment.get("created_at"):
+        return None
+    return comment if abs(utcnow() - posted) <= CARRIED_FOR else None
 
 
 async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[bool, str | None]:

@@ -169,7 +169,8 @@ def command_wake(key: PrKey | None, comment: object, kind: str) -> Wake | None:
     if len(body) <= COMMAND_TEXT_KEPT:
         # The comment as GitHub sent it (a signed delivery, or the scan's read) rides along: the
         # job acts on it without reading it again, and a comment is a command as it was created.
-        payload["comment"] = {"body": body, "user": {"login": _text(user, "login"), "type": user.get("type")}}
+        payload["comment"] = {"body": body, "user": {"login": _text(user, "login"), "type": user.get("type")},
+                              "created_at": comment.get("created_at"), "updated_at": comment.get("updated_at")}
     return Wake("command", f"cmd:{comment_id}", str(key), payload)
 
 

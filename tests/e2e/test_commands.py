@@ -186,3 +186,34 @@ async def test_a_command_acts_on_the_comment_its_delivery_carried_and_reads_a_lo
         assert h.sim.counters.get(**reads) == 1
         handled = [(c.author, c.verb, c.accepted) for c in await commands.for_pr(h.rt.db, key)]
         assert handled == [("maint", "status", True), ("maint", "status", True)]
+
+
+async def test_a_late_command_job_reads_its_comment_and_a_deleted_or_edited_one_is_no_command(tmp_path, db_url):
+    """A redelivery hours later (or a backlog) carries the comment as it was posted; by then it
+    may have been deleted or edited. A job that runs over two minutes after the posting reads
+    the comment again: gone or edited, it is no command."""
+    import json
+    from datetime import timedelta
+
+    from bot.commands.handle import handle_command
+    from storage.models import Job, utcnow
+
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"])) as h:
+        h.sim.webhook_faults(drop_all=True)
+        pr = await h.sim.open_pr(REPO, title="t", head="feat", author="dev", files={"app/x.py": "x = 1\n"})
+        key = f"{REPO}#{pr.number}"
+        deleted = await h.sim.comment(REPO, pr.number, "/converge status", user="maint")
+        edited = await h.sim.comment(REPO, pr.number, "/converge status", user="maint")
+        kept = await h.sim.comment(REPO, pr.number, "/converge status", user="maint")
+        await h.sim.delete_comment(REPO, deleted.id, user="maint")
+        await _a_second_later(h, edited)
+        await h.sim.edit_comment(REPO, edited.id, "never mind", user="maint")
+        posted = (utcnow() - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for comment in (deleted, edited, kept):
+            carried = {"body": "/converge status", "user": {"login": "maint", "type": "User"},
+                       "created_at": posted, "updated_at": posted}
+            await handle_command(h.rt, Job(kind="command", key=f"cmd:{comment.id}", pr_key=key, attempts=1,
+                                           payload=json.dumps({"comment_id": comment.id, "kind": "issue",
+                                                               "comment": carried})))
+        handled = [(c.comment_id, c.verb) for c in await commands.for_pr(h.rt.db, key)]
+        assert handled == [(kept.id, "status")]

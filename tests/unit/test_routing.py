@@ -22,7 +22,8 @@ def test_a_command_comment_on_a_pr_becomes_a_command_job():
     (wake,) = route("issue_comment", on_pr, "d").wakes
     assert (wake.kind, wake.key, wake.pr_key, wake.payload) == (
         "command", "cmd:55", "o/r#3", {"comment_id": 55, "kind": "issue", "comment": {
-            "body": "/converge stop", "user": {"login": "m", "type": "User"}}})
+            "body": "/converge stop", "user": {"login": "m", "type": "User"},
+            "created_at": None, "updated_at": None}})
     # A comment too long to keep in the job is left for the job to read.
     long = comment | {"body": "/converge stop " + "x" * 4000}
     (wake,) = route("issue_comment", on_pr | {"comment": long}, "d").wakes
