@@ -12,8 +12,9 @@ The file is read through the client's HTTP cache, so an unchanged file is a 304 
 limit), and the parsed result is kept per repository in this process: a file is revalidated at
 most once per poll interval however many PRs the repository has. A missing file is a 404, which
 GitHub does not answer conditionally and which counts against the limit, so it is asked again
-only once per scan interval; a `push` to the default branch touching the file forgets either at
-once (`forget`).
+only once an hour (or per scan interval, if longer); a `push` to the default branch touching the
+file forgets either at once (`forget`), so only a file added while its push's webhook was lost
+waits the hour.
 """
 
 from __future__ import annotations
@@ -121,6 +122,10 @@ def load(found: tuple[str, str] | None, base: Config) -> RepoConfig:
         return RepoConfig(base, sha, str(e)[:PROBLEM_CAP])
 
 
+# How long a missing file stays missing without a push that adds it: a 404 spends the rate
+# limit, and 1,000 repositories without the file asked once per scan interval cost 12,000 an hour.
+ABSENT_SECONDS = 3600.0
+
 @dataclass
 class _Entry:
     result: RepoConfig
@@ -143,7 +148,7 @@ def _fresh(rt: Runtime, entry: _Entry | None) -> bool:
         return False
     cfg = rt.config
     ttl = cfg.poller.interval_seconds if entry.result.sha else max(cfg.poller.interval_seconds,
-                                                                   cfg.scan.interval_seconds)
+                                                                   cfg.scan.interval_seconds, ABSENT_SECONDS)
     return time.monotonic() - entry.read_at < ttl
 
 

@@ -144,6 +144,14 @@ async def test_the_file_is_read_conditionally_once_per_interval(tmp_path, db_url
         for _ in range(2):
             assert (await repoconfig.effective_config(rt, "acme/none")).convergence.max_rounds == 8
         assert h.sim.counters.get("GET", CONTENTS, 404) == 1
+        # Missing, it stays missing for an hour (past the scan interval), then is asked again.
+        entry = repoconfig._cache(rt).entries["acme/none"]
+        entry.read_at -= rt.config.scan.interval_seconds + 1
+        await repoconfig.effective_config(rt, "acme/none")
+        assert h.sim.counters.get("GET", CONTENTS, 404) == 1
+        entry.read_at -= repoconfig.ABSENT_SECONDS
+        await repoconfig.effective_config(rt, "acme/none")
+        assert h.sim.counters.get("GET", CONTENTS, 404) == 2
 
         # An invalid file: the global settings, and one warning per version of the file.
         with capture_logs() as logs:
