@@ -119,21 +119,19 @@ async def publish(rt: Runtime, pr_key: str) -> None:
 
 async def sync(rt: Runtime, pr_key: str) -> None:
     """The effect: make the check run on the current head say what the row says."""
-    view = await prs.get(rt.db, pr_key)
-    if view is None or not view.pr.head_sha:
-        return
-    if _said(rt).get(pr_key) == (view.pr.head_sha, await _fields(rt, view)):
-        return
     key = parse_pr_key(pr_key)
-    # Look and create under the PR's mutation lock: two updates of one PR on two workers must
-    # not both find no run on the head and both create one.
+    # Read, look and create under the PR's mutation lock (in this process): two updates of one
+    # PR on two workers must not both find no run on the head and both create one, and the row
+    # read under it shows the run the other may have just made. One read of the row and its
+    # round per update (two of each before: one outside the lock to skip an unchanged update).
     async with rt.github.mutating(pr_key):
-        # The row again, under the lock: the other worker may have just made the run.
         view = await prs.get(rt.db, pr_key)
         if view is None or not view.pr.head_sha:
             return
         pr, head = view.pr, view.pr.head_sha
         fields = await _fields(rt, view)
+        if _said(rt).get(pr_key) == (head, fields):
+            return
         run_id = await _run_on(rt, view, head)
         if run_id is None:
             run_id = (await rt.github.create_check_run(key.owner, key.repo, name=CHECK_RUN_NAME,
