@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import and_, bindparam, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -209,10 +209,18 @@ def _lane(query, kinds: tuple[str, ...] | None, besides: tuple[str, ...]):
     return query
 
 
-@functools.lru_cache(maxsize=16)  # one set per worker lane
-def _claim_statements(kinds: tuple[str, ...] | None, besides: tuple[str, ...]) -> tuple[Any, Any, Any]:
-    """The lane's look (two queries) and take, built once: a claim runs for every job, and
-    building the statements anew was as costly as running them."""
+class _Claim(NamedTuple):
+    """A lane's claim statements, built once (a claim runs for every job, and building them
+    anew cost as much as running them). Bound: `now`, and for a take `owner` and `until`."""
+
+    queued: Any  # the lane's first queued job due by `now`: (run_at, id)
+    expired: Any  # the lane's first running job whose lease ran out by `now`: (run_at, id)
+    take: Any  # SQLite: the job `job_id`, taken under the write lock
+    take_first: Any  # PostgreSQL: the first due job no other transaction holds, taken
+
+
+@functools.lru_cache(maxsize=16)  # one per worker lane
+def _claim_statements(kinds: tuple[str, ...] | None, besides: tuple[str, ...]) -> _Claim:
     stamp = Job.__table__.c.run_at.type
     now = bindparam("now", type_=stamp)
     order = (Job.run_at, Job.id)
@@ -220,20 +228,26 @@ def _claim_statements(kinds: tuple[str, ...] | None, besides: tuple[str, ...]) -
                    kinds, besides).order_by(*order).limit(1)
     expired = _lane(select(Job.run_at, Job.id).where(Job.status == JobStatus.RUNNING, Job.lease_until < now),
                     kinds, besides).order_by(*order).limit(1)
-    take = (update(Job).where(Job.id == bindparam("job_id"))
-            .values(status=JobStatus.RUNNING, lease_owner=bindparam("owner"),
-                    lease_until=bindparam("until", type_=stamp), started_at=now, attempts=Job.attempts + 1)
-            .returning(Job).execution_options(synchronize_session=False))
-    return queued, expired, take
+    first = _lane(select(Job.id).where(_due(now)), kinds, besides).order_by(*order).limit(1)
+
+    def take(*where):
+        return (update(Job).where(*where)
+                .values(status=JobStatus.RUNNING, lease_owner=bindparam("owner"),
+                        lease_until=bindparam("until", type_=stamp), started_at=now, attempts=Job.attempts + 1)
+                .returning(Job).execution_options(synchronize_session=False))
+
+    return _Claim(queued, expired, take(Job.id == bindparam("job_id")),
+                  take(Job.id == first.with_for_update(skip_locked=True).scalar_subquery(), _due(now)))
 
 
-async def _next_due(session, now: datetime, statements) -> int | None:
+async def _next_due(session, now: datetime, statements: _Claim) -> int | None:
     """The id of the lane's first due job (by run_at, then id), or None.
 
     Two queries, not one with `_due`'s OR: each walks an index in order and stops at its first
     row, where the OR made SQLite gather every due job and sort them (a few thousand queued
     jobs at scale, on every look)."""
-    found = [row for q in statements[:2] if (row := (await session.exec(q, params={"now": now})).first()) is not None]
+    found = [row for q in (statements.queued, statements.expired)
+             if (row := (await session.exec(q, params={"now": now})).first()) is not None]
     return min(found)[1] if found else None
 
 
@@ -247,19 +261,12 @@ async def claim(db: Database, owner: str, lease_seconds: float, *, kinds: Collec
     writer with the webhook intake and every other worker; a worker whose last claim found a
     job skips the look (while the queue is long, it finds one)."""
     now = utcnow()
-    until = now + timedelta(seconds=lease_seconds)
-    kinds = tuple(kinds) if kinds is not None else None
-    besides = tuple(besides)
+    params = {"owner": owner, "until": now + timedelta(seconds=lease_seconds), "now": now}
+    statements = _claim_statements(tuple(kinds) if kinds is not None else None, tuple(besides))
     if db.is_postgres:
         # Replicas' workers claim side by side: each skips the rows another holds.
-        query = _lane(select(Job.id).where(_due(now)), kinds, besides).order_by(Job.run_at, Job.id).limit(1)
-        stmt = (update(Job).where(Job.id == query.with_for_update(skip_locked=True).scalar_subquery(), _due(now))
-                .values(status=JobStatus.RUNNING, lease_owner=owner, lease_until=until, started_at=now,
-                        attempts=Job.attempts + 1)
-                .returning(Job).execution_options(synchronize_session=False))
         async with db.session() as s:
-            return (await s.exec(stmt)).scalars().first()
-    statements = _claim_statements(kinds, besides)
+            return (await s.exec(statements.take_first, params=params)).scalars().first()
     if look:
         async with db.read_session() as r:
             if await _next_due(r, now, statements) is None:
@@ -269,8 +276,7 @@ async def claim(db: Database, owner: str, lease_seconds: float, *, kinds: Collec
         job_id = await _next_due(s, now, statements)
         if job_id is None:
             return None
-        params = {"job_id": job_id, "owner": owner, "until": until, "now": now}
-        return (await s.exec(statements[2], params=params)).scalars().first()
+        return (await s.exec(statements.take, params={**params, "job_id": job_id})).scalars().first()
 
 
 def _mine(job: Job):
