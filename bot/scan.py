@@ -29,7 +29,7 @@ from .github.stamps import parse_time
 from .periodic import every
 from .prkey import PrKey, try_parse_pr_key
 from .runtime import Runtime
-from .webhooks.routing import Wake, command_wake
+from .webhooks.routing import Wake, command_wake, edited
 
 log = structlog.get_logger(__name__)
 
@@ -136,7 +136,7 @@ def _command_wakes(looks: list[_Look], handled: set[int]) -> list[Wake]:
                 continue
             # Only what a comment said when it was posted is a command (an edit never is), and
             # an edited one no longer shows that: it is left out.
-            if comment.get("created_at") != comment.get("updated_at"):
+            if edited(comment):
                 continue
             if (wake := command_wake(_pull_key(comment), comment, kind)) is not None:
                 wakes.append(wake)

@@ -9,6 +9,7 @@ from datetime import timedelta
 import structlog
 
 from bot import outbox, repoconfig
+from bot.effects import first_try
 from bot.engine.dispatch import queue_fixer, requeue
 from bot.engine.findings import attribution
 from bot.engine.model import Adjudication
@@ -18,6 +19,7 @@ from bot.github.stamps import parse_time
 from bot.prkey import PrKey, parse_pr_key
 from bot.runtime import Runtime
 from bot.views import Dependencies, dependencies_of
+from bot.webhooks.routing import edited
 from storage import adjudications, commands, escalations, jobs, prs, rounds
 from storage.models import Job, utcnow
 from storage.statuses import RoundKind, Status
@@ -47,8 +49,8 @@ async def handle_command(rt: Runtime, job: Job) -> None:
             comment = await rt.github.comment(key.owner, key.repo, comment_id, review_comment=review)
         except NotFound:
             return  # deleted before we got to it
-        if comment.get("updated_at") != comment.get("created_at"):
-            return  # edited: only what a comment said when it was posted is a command
+        if edited(comment):
+            return
     user = comment.get("user") or {}
     author = user.get("login") or ""
     if user.get("type") == "Bot" or author == rt.config.github.bot_login or author.endswith("[bot]"):
@@ -91,10 +93,10 @@ def _carried(job: Job, p: dict) -> dict | None:
     Saves the read of every command (a rate-limited request). A late job (a redelivery hours
     later, a backlog) reads it again: a comment deleted or edited since is no command."""
     comment = p.get("comment")
-    if not isinstance(comment, dict) or job.attempts > 1 or job.last_error is not None:
+    if not isinstance(comment, dict) or not first_try(job):
         return None
     posted = parse_time(comment.get("created_at"))
-    if posted is None or comment.get("updated_at") != comment.get("created_at"):
+    if posted is None or edited(comment):
         return None
     return comment if abs(utcnow() - posted) <= CARRIED_FOR else None
 

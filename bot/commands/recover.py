@@ -15,7 +15,7 @@ import structlog
 
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
-from bot.webhooks.routing import looks_like_command
+from bot.webhooks.routing import edited, looks_like_command
 from storage import commands, jobs
 from storage.models import PullRequest
 
@@ -40,7 +40,7 @@ async def recover_commands(rt: Runtime, pr: PullRequest) -> int:
                 continue
             if not looks_like_command(comment.get("body")):
                 continue
-            if comment.get("updated_at") != comment.get("created_at"):
+            if edited(comment):
                 continue  # edited: only a comment as it was created is a command, never an edit
             _, created = await jobs.enqueue_in(s, rt.db.is_postgres, "command", f"cmd:{cid}", pr_key=pr.pr_key,
                                                payload={"comment_id": cid, "kind": "issue"})

@@ -156,6 +156,12 @@ def looks_like_command(body: object) -> bool:
     return isinstance(body, str) and ("/converge" in body or "convergebot escalation #" in body)
 
 
+def edited(comment: dict) -> bool:
+    """Whether the comment was edited after it was posted: only what a comment said when it
+    was posted is a command (an edit never is), wherever the comment was found."""
+    return comment.get("updated_at") != comment.get("created_at")
+
+
 def command_wake(key: PrKey | None, comment: object, kind: str) -> Wake | None:
     """The `command` job a PR comment (`kind`: issue or review) wakes, or None. Its key is the
     comment id, so a webhook, its redelivery and the repository scan all queue the one job."""
