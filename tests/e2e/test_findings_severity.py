@@ -132,6 +132,18 @@ MAGIC = ("Name the magic number", "`f()` returns a bare literal; give it a name 
 GLOBAL = ("Avoid a mutable module global", "`X` is rebound at import time; make it a constant.")
 
 
+
+async def converge_under(h, script: ReviewerScript):
+    """A PR under `script`, enrolled by /converge, run until converged and quiet: its key and PR."""
+    h.sim.set_reviewer(REPO, script)
+    pr = await h.sim.open_pr(REPO, title="Tidy", head="tidy", author="dev",
+                             files={"app/core.py": "def f():\n    return 2\n"})
+    key = f"{REPO}#{pr.number}"
+    await h.sim.comment(REPO, pr.number, "/converge", user="maint")
+    await h.wait_status(key, "converged", timeout=60)
+    await quiesce(h)
+    return key, pr
+
 async def test_a_finding_declined_in_round_1_and_repeated_in_round_3_is_answered_from_the_record(tmp_path, db_url):
     fixer = Recording(ScriptedFixer(["decline", "push"]))
     script = ReviewerScript(login=CODEX, delay=0.1, steps=[
@@ -142,13 +154,7 @@ async def test_a_finding_declined_in_round_1_and_repeated_in_round_3_is_answered
     ])
     async with bot_on_simulator(tmp_path, db_url, fixer=fixer,
                                 convergence={"reviewers": [CODEX], "merge": False}) as h:
-        h.sim.set_reviewer(REPO, script)
-        pr = await h.sim.open_pr(REPO, title="Tidy", head="tidy", author="dev",
-                                 files={"app/core.py": "def f():\n    return 2\n"})
-        key = f"{REPO}#{pr.number}"
-        await h.sim.comment(REPO, pr.number, "/converge", user="maint")
-        await h.wait_status(key, "converged", timeout=60)
-        await quiesce(h)
+        key, pr = await converge_under(h, script)
 
         # The fixer ran in rounds 1 and 2 only; round 3's repeat never reached it.
         assert [(r.round_no, [f.path for f in r.findings]) for r in fixer.requests] == [

@@ -9,8 +9,8 @@ from bot.fixers import ScriptedFixer
 from bot.fixers.agent_wrapper import inferred
 from bot.github.simulator import ReviewerScript, ReviewStep
 
-from .harness import REPO, Recording, bot_on_simulator, quiesce
-from .test_findings_severity import CODEX, MAGIC, codex, replies_to, threads_by
+from .harness import Recording, bot_on_simulator
+from .test_findings_severity import CODEX, MAGIC, codex, converge_under, replies_to, threads_by
 
 
 class Guessing:
@@ -33,13 +33,7 @@ async def test_a_guessed_decline_answers_its_thread_but_a_repeat_goes_to_the_fix
     ])
     async with bot_on_simulator(tmp_path, db_url, fixer=fixer,
                                 convergence={"reviewers": [CODEX], "merge": False}) as h:
-        h.sim.set_reviewer(REPO, script)
-        pr = await h.sim.open_pr(REPO, title="Tidy", head="tidy", author="dev",
-                                 files={"app/core.py": "def f():\n    return 2\n"})
-        key = f"{REPO}#{pr.number}"
-        await h.sim.comment(REPO, pr.number, "/converge", user="maint")
-        await h.wait_status(key, "converged", timeout=60)
-        await quiesce(h)
+        key, pr = await converge_under(h, script)
 
         # The guessed decline answered round 1's thread, but settled nothing: round 2's repeat
         # went to the fixer instead of being answered "Already declined" from the record.
