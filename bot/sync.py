@@ -56,12 +56,7 @@ def records_nothing_new(row: PullRequest, values: dict[str, Any]) -> bool:
 async def sync_ref(rt: Runtime, job: Job) -> None:
     """A status, check or push names a sha or branch: wake the enrolled PRs sitting there."""
     ref = json.loads(job.payload)
-    for view in await prs.list_all(rt.db, active_only=True):
+    for view in await prs.active_at(rt.db, ref["repo"], sha=ref.get("sha"), branch=ref.get("branch")):
         pr = view.pr
-        if pr.repo.lower() != ref["repo"]:
-            continue
-        if (ref.get("sha") and pr.head_sha == ref["sha"]) or (
-            ref.get("branch") and pr.head_branch == ref["branch"]
-        ):
-            await jobs.enqueue(rt.db, "sync", f"sync:{pr.pr_key}:{job.key}", pr_key=pr.pr_key)
+        await jobs.enqueue(rt.db, "sync", f"sync:{pr.pr_key}:{job.key}", pr_key=pr.pr_key)
     rt.wake_workers()

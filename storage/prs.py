@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, exists, update
+from sqlalchemy import and_, exists, func, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -43,8 +43,8 @@ def _with_run():
     return select(PullRequest, Run.state).outerjoin(Run, Run.process_key == PullRequest.process_key)
 
 
-async def get(db: Database, pr_key: str) -> PrView | None:
-    async with db.read_session() as s:
+async def get(db: Database, pr_key: str, *, session: AsyncSession | None = None) -> PrView | None:
+    async with db.reading(session) as s:
         row = (await s.exec(_with_run().where(PullRequest.pr_key == pr_key))).first()
     return None if row is None else PrView(row[0], row[1])
 
@@ -56,6 +56,21 @@ async def list_all(db: Database, *, active_only: bool = False) -> list[PrView]:
     if active_only:
         views = [v for v in views if not v.resubmittable]
     return views
+
+
+async def active_at(db: Database, repo: str, *, sha: str | None = None,
+                    branch: str | None = None) -> list[PrView]:
+    """The active PRs of `repo` (any case) whose head is `sha` or whose head branch is `branch`.
+
+    Selected by the database, not by loading every PR: a push to a base branch asks this once,
+    and with a thousand active PRs the load was most of the bot's CPU per merge."""
+    at = [PullRequest.head_sha == sha] if sha else []
+    at += [PullRequest.head_branch == branch] if branch else []
+    if not at:
+        return []
+    async with db.read_session() as s:
+        rows = (await s.exec(_with_run().where(func.lower(PullRequest.repo) == repo.lower(), or_(*at)))).all()
+    return [view for view in (PrView(pr, state) for pr, state in rows) if not view.resubmittable]
 
 
 def _owned_by(process_key: str):
