@@ -206,7 +206,8 @@ async def run(args) -> int:
                                 # tests' 50 ms idle polls: 8 workers looking 20 times a second
                                 # were about a tenth of the run's CPU (0.85 → 0.76 s a round).
                                 jobs={"idle_poll_seconds": 1.0, "backoff_base_seconds": 2.0,
-                                      "backoff_cap_seconds": 600.0})
+                                      "backoff_cap_seconds": 600.0, "workers": args.workers,
+                                      "fixer_workers": args.fixer_workers})
             async with serving(config, fixer=ScriptedFixer(["push"])) as (rt, http):
                 hook = {"url": f"{http.base_url}/webhook", "secret": WEBHOOK_SECRET}
                 if isinstance(gh, Remote):
@@ -257,7 +258,8 @@ async def run(args) -> int:
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     limit = f"{args.limit} per {args.window} s" if args.limit else "lifted"
     where = "in this process" if args.in_process else "in a child process"
-    print(f"{n} PRs × 3 rounds, poll {args.poll:g}s, rate limit {limit}, {args.db}, simulator {where}")
+    print(f"{n} PRs × 3 rounds, poll {args.poll:g}s, rate limit {limit}, {args.db}, simulator {where}, "
+          f"workers {args.workers} + {args.fixer_workers} for fixers")
     print(f"merged {merged}/{n}; rounds per PR {min(n_rounds)}-{max(n_rounds)}")
     if args.in_process:
         print(f"wall {wall:.1f}s; CPU (bot and simulator) {cpu:.1f}s = {cpu / per_round:.3f}s per round")
@@ -288,6 +290,8 @@ def main() -> int:
                    help="the rate limit's window, seconds (GitHub's is an hour; shorter compresses a run)")
     p.add_argument("--db", default="sqlite", help="sqlite, or a migrated PostgreSQL URL")
     p.add_argument("--timeout", type=float, default=3600.0, help="give up after this many seconds")
+    p.add_argument("--workers", type=int, default=4, help="`[jobs] workers` (the default's 4)")
+    p.add_argument("--fixer-workers", type=int, default=4, help="`[jobs] fixer_workers` (the default's 4)")
     p.add_argument("--in-process", action="store_true",
                    help="run the simulator in this process (the CPU figure is then the two together)")
     p.add_argument("--simulator-child", help=argparse.SUPPRESS)  # the child: its git root
