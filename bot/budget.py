@@ -28,9 +28,9 @@ WINDOW = timedelta(hours=1)
 RUNAWAY = "runaway"
 
 
-async def _since(rt: Runtime, pr_key: str, *, session=None):
+async def _since(rt: Runtime, pr_key: str):
     since = utcnow() - WINDOW
-    answered = [e.answered_at for e in await escalations.for_pr(rt.db, pr_key, session=session)
+    answered = [e.answered_at for e in await escalations.for_pr(rt.db, pr_key)
                 if e.kind == RUNAWAY and e.answered_at is not None]
     return max([since, *answered])
 
@@ -38,11 +38,10 @@ async def _since(rt: Runtime, pr_key: str, *, session=None):
 async def over_budget(rt: Runtime, pr_key: str, effect: str) -> str | None:
     """Why this write would break the PR's budget, or None."""
     cfg = rt.config.budget
-    # Reads only, in one read transaction: no write lock to count what was written.
-    async with rt.db.read_session() as s:
-        since = await _since(rt, pr_key, session=s)
-        done = (Job.kind == "effect", Job.pr_key == pr_key, Job.process_key.is_not(None),
-                Job.status == JobStatus.DONE, Job.finished_at >= since)
+    since = await _since(rt, pr_key)
+    done = (Job.kind == "effect", Job.pr_key == pr_key, Job.process_key.is_not(None),
+            Job.status == JobStatus.DONE, Job.finished_at >= since)
+    async with rt.db.session() as s:
         writes = (await s.exec(select(func.count()).select_from(Job).where(*done))).one()
         posted = (await s.exec(select(Job.payload).where(
             *done, Job.payload.contains('"effect": "comment"') | Job.payload.contains('"effect": "reply"')))).all()

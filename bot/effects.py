@@ -100,10 +100,10 @@ async def _check_run_said(rt: Runtime, pr_key: str) -> str | None:
     """Take the check run as said, in this process, as it would have been written: `publish`
     then queues no update until the row changes again (else every step of an unchanged PR
     would queue one, never written). What it would say, for the record; None: nothing to say."""
-    view, rnd = await checkrun._read(rt, pr_key)
+    view = await prs.get(rt.db, pr_key)
     if view is None or not view.pr.head_sha:
         return None
-    fields = await checkrun._fields(rt, view, rnd)
+    fields = await checkrun._fields(rt, view)
     checkrun._said(rt)[pr_key] = (view.pr.head_sha, fields)
     return f"set the convergebot check run on {view.pr.head_sha[:7]} to {fields['output']['title']!r}"
 
@@ -207,11 +207,9 @@ async def _answered(rt: Runtime, job: Job, p: dict, items: list[dict]) -> dict[s
     answered = {i["thread_id"]: i.get("answered") for i in items}
     if any(v is None for v in answered.values()):
         return None
-    async with rt.db.read_session() as s:
-        rnd = await rounds.get(rt.db, job.pr_key, job.process_key, p["round"], session=s)
-        if rnd is None or await outbox.queued_since(rt.db, job.pr_key, "reply", rnd.started_at,
-                                                    besides=job.id, session=s):
-            return None
+    rnd = await rounds.get(rt.db, job.pr_key, job.process_key, p["round"])
+    if rnd is None or await outbox.queued_since(rt.db, job.pr_key, "reply", rnd.started_at, besides=job.id):
+        return None
     return answered
 
 

@@ -66,10 +66,10 @@ def _effects(pr_key: str, effect: str) -> tuple:
     return Job.kind == KIND, Job.pr_key == pr_key, Job.payload.contains(f'"effect": "{effect}"')
 
 
-async def next_due(db, pr_key: str, effect: str, *, session=None) -> datetime | None:
+async def next_due(db, pr_key: str, effect: str) -> datetime | None:
     """When the PR's earliest effect of this kind still to be done (queued or running) is due (a
     running one: its past start), or None when none is waiting."""
-    async with db.reading(session) as s:
+    async with db.read_session() as s:
         return (await s.exec(select(func.min(Job.run_at)).where(
             *_effects(pr_key, effect), Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING))))).one()
 
@@ -84,11 +84,10 @@ async def count(db, pr_key: str, effect: str, process_key: str, since: datetime 
         return (await s.exec(select(func.count()).select_from(Job).where(*conds))).one()
 
 
-async def queued_since(db, pr_key: str, effect: str, since: datetime, *, besides: int | None,
-                       session=None) -> bool:
+async def queued_since(db, pr_key: str, effect: str, since: datetime, *, besides: int | None) -> bool:
     """Whether an effect of this kind for the PR, other than the job `besides`, was queued at
     or after `since` (whatever became of it)."""
-    async with db.reading(session) as s:
+    async with db.read_session() as s:
         return (await s.exec(select(Job.id).where(
             *_effects(pr_key, effect), Job.id != besides, Job.created_at >= since).limit(1))).first() is not None
 

@@ -179,10 +179,9 @@ class WorkerPool:
                       _look: bool = True, **lane) -> bool:
         """Claim and run one due job (of the lane's kinds); False when nothing was due."""
         owner = owner or f"{self._instance}:direct"
-        taken = await jobs.claim_owned(self.db, owner, self.settings.lease_seconds, look=_look, **lane)
-        if taken is None:
+        job = await jobs.claim(self.db, owner, self.settings.lease_seconds, look=_look, **lane)
+        if job is None:
             return False
-        job, owned = taken
         if _claimed is not None:
             _claimed()  # there may be more: the next idle worker of the lane looks
         bound = log.bind(
@@ -194,7 +193,7 @@ class WorkerPool:
             await jobs.give_up(self.db, job, "lease expired on every attempt")
             bound.error("job.failed", why="lease expired on every attempt")
             return True
-        if not owned:
+        if not await self._owned(job):
             await jobs.drop(self.db, job, "process_key no longer owns the PR")
             bound.info("job.dropped", why="stale process_key")
             return True

@@ -29,7 +29,7 @@ async def record(session: AsyncSession, pr_key: str, fingerprint: str, answer: s
     await session.exec(stmt.on_conflict_do_update(index_elements=["pr_key", "fingerprint"], set_=values))
 
 
-async def live_for(db: Database, pr_key: str, *, session: AsyncSession | None = None) -> list[Adjudication]:
-    async with db.reading(session) as s:
+async def live_for(db: Database, pr_key: str) -> list[Adjudication]:
+    async with db.read_session() as s:
         return list(await s.exec(select(Adjudication).where(
             Adjudication.pr_key == pr_key, Adjudication.invalidated_at.is_(None))))

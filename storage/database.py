@@ -181,17 +181,6 @@ class Database:
             yield s
 
     @asynccontextmanager
-    async def reading(self, session: AsyncSession | None = None) -> AsyncIterator[AsyncSession]:
-        """`session` when the caller holds one, else a read session of its own: several reads of
-        one step share a transaction (each session is a begin, a connection checkout and an end,
-        which cost more than the indexed read inside)."""
-        if session is not None:
-            yield session
-            return
-        async with self.read_session() as s:
-            yield s
-
-    @asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:
         """Whether this process alone may act on `name` (a PR's step) for the block's length.
 

@@ -32,14 +32,14 @@ async def create(
     return esc
 
 
-async def open_for(db: Database, pr_key: str, *, session: AsyncSession | None = None) -> list[Escalation]:
-    async with db.reading(session) as s:
+async def open_for(db: Database, pr_key: str) -> list[Escalation]:
+    async with db.read_session() as s:
         return list(await s.exec(select(Escalation).where(
             Escalation.pr_key == pr_key, Escalation.status == "open").order_by(Escalation.id)))
 
 
-async def for_pr(db: Database, pr_key: str, *, session: AsyncSession | None = None) -> list[Escalation]:
-    async with db.reading(session) as s:
+async def for_pr(db: Database, pr_key: str) -> list[Escalation]:
+    async with db.read_session() as s:
         return list(await s.exec(select(Escalation).where(Escalation.pr_key == pr_key).order_by(Escalation.id)))
 
 

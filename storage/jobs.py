@@ -20,8 +20,7 @@ from sqlmodel import Session, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database, present
-from .models import Job, PullRequest, Run, utcnow
-from .statuses import RunState
+from .models import Job, utcnow
 
 
 class JobStatus(StrEnum):
@@ -254,36 +253,8 @@ async def _next_due(session, now: datetime, statements: _Claim) -> int | None:
 
 async def claim(db: Database, owner: str, lease_seconds: float, *, kinds: Collection[str] | None = None,
                 besides: Collection[str] = (), look: bool = True) -> Job | None:
-    """Take the next due job under a lease (`claim_owned`, without the ownership answer)."""
-    taken = await claim_owned(db, owner, lease_seconds, kinds=kinds, besides=besides, look=look)
-    return None if taken is None else taken[0]
-
-
-@functools.lru_cache(maxsize=1)
-def _run_state():
-    # The state of the job's run while its key is on the PR's row; no row when it is not.
-    return (select(Run.state).join(PullRequest, PullRequest.process_key == Run.process_key)
-            .where(PullRequest.pr_key == bindparam("pr_key"), Run.process_key == bindparam("process_key")))
-
-
-async def _owns(session, job: Job) -> bool:
-    """Whether the job's run still owns its PR: its key on the row and the run active. A job
-    without a run (a sync, a command) always does."""
-    if job.process_key is None:
-        return True
-    if job.pr_key is None:
-        return False
-    state = (await session.exec(_run_state(), params={"pr_key": job.pr_key,
-                                                      "process_key": job.process_key})).first()
-    return state == RunState.ACTIVE
-
-
-async def claim_owned(db: Database, owner: str, lease_seconds: float, *, kinds: Collection[str] | None = None,
-                      besides: Collection[str] = (), look: bool = True) -> tuple[Job, bool] | None:
     """Take the next due job under a lease, or None when nothing is due; only of `kinds` when
-    given, and never of `besides` (a worker lane's share of the queue). With it, whether the
-    job's run still owns its PR (`_owns`), read in the claim's own transaction: a job of an
-    older run (abandoned, resubmitted) must not run its handler.
+    given, and never of `besides` (a worker lane's share of the queue).
 
     `look`: first look without the write lock. Most claims of woken or polling workers find
     nothing (or nothing of their lane), and each write transaction queues for SQLite's one
@@ -295,8 +266,7 @@ async def claim_owned(db: Database, owner: str, lease_seconds: float, *, kinds: 
     if db.is_postgres:
         # Replicas' workers claim side by side: each skips the rows another holds.
         async with db.session() as s:
-            job = (await s.exec(statements.take_first, params=params)).scalars().first()
-            return None if job is None else (job, await _owns(s, job))
+            return (await s.exec(statements.take_first, params=params)).scalars().first()
     if look:
         async with db.read_session() as r:
             if await _next_due(r, now, statements) is None:
@@ -306,8 +276,7 @@ async def claim_owned(db: Database, owner: str, lease_seconds: float, *, kinds: 
         job_id = await _next_due(s, now, statements)
         if job_id is None:
             return None
-        job = (await s.exec(statements.take, params={**params, "job_id": job_id})).scalars().first()
-        return None if job is None else (job, await _owns(s, job))
+        return (await s.exec(statements.take, params={**params, "job_id": job_id})).scalars().first()
 
 
 def _mine(job: Job):

@@ -43,8 +43,8 @@ def _with_run():
     return select(PullRequest, Run.state).outerjoin(Run, Run.process_key == PullRequest.process_key)
 
 
-async def get(db: Database, pr_key: str, *, session: AsyncSession | None = None) -> PrView | None:
-    async with db.reading(session) as s:
+async def get(db: Database, pr_key: str) -> PrView | None:
+    async with db.read_session() as s:
         row = (await s.exec(_with_run().where(PullRequest.pr_key == pr_key))).first()
     return None if row is None else PrView(row[0], row[1])
 

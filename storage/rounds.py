@@ -10,7 +10,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from . import events, prs
+from . import events
 from .database import Database
 from .models import Round, utcnow
 
@@ -22,26 +22,15 @@ VERDICT_FIELDS = {
 }
 
 
-async def get(db: Database, pr_key: str, process_key: str, round_no: int, *,
-              session: AsyncSession | None = None) -> Round | None:
-    async with db.reading(session) as s:
+async def get(db: Database, pr_key: str, process_key: str, round_no: int) -> Round | None:
+    async with db.read_session() as s:
         return (await s.exec(select(Round).where(
             Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no
         ))).first()
 
 
-async def with_row(db: Database, pr_key: str, process_key: str | None,
-                   round_no: int) -> tuple[prs.PrView | None, Round | None]:
-    """The PR's row and the run's round `round_no`, in one read transaction."""
+async def history(db: Database, pr_key: str, process_key: str) -> list[Round]:
     async with db.read_session() as s:
-        view = await prs.get(db, pr_key, session=s)
-        rnd = await get(db, pr_key, process_key, round_no, session=s) if process_key else None
-    return view, rnd
-
-
-async def history(db: Database, pr_key: str, process_key: str, *,
-                  session: AsyncSession | None = None) -> list[Round]:
-    async with db.reading(session) as s:
         return list(await s.exec(select(Round).where(
             Round.pr_key == pr_key, Round.process_key == process_key
         ).order_by(Round.round_no)))

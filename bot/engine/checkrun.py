@@ -86,18 +86,10 @@ def fields_of(view: PrView, rnd: Round | None, config_problem: str | None = None
                   optional)
 
 
-async def _read(rt: Runtime, pr_key: str) -> tuple[PrView | None, Round | None]:
-    """The row and its current round, in one read transaction."""
-    async with rt.db.read_session() as s:
-        view = await prs.get(rt.db, pr_key, session=s)
-        if view is None or not view.pr.process_key:
-            return view, None
-        pr = view.pr
-        return view, await rounds.get(rt.db, pr_key, pr.process_key, pr.current_round, session=s)
-
-
-async def _fields(rt: Runtime, view: PrView, rnd: Round | None) -> dict:
-    return fields_of(view, rnd, (await repoconfig.repo_config(rt, view.pr.repo)).problem)
+async def _fields(rt: Runtime, view: PrView) -> dict:
+    pr = view.pr
+    rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, pr.current_round) if pr.process_key else None
+    return fields_of(view, rnd, (await repoconfig.repo_config(rt, pr.repo)).problem)
 
 
 def _said(rt: Runtime) -> dict:
@@ -115,10 +107,10 @@ def says(rt: Runtime, view: PrView, rnd: Round | None) -> bool:
 
 async def publish(rt: Runtime, pr_key: str) -> None:
     """Queue a check-run update when what it would say changed since this process last said it."""
-    view, rnd = await _read(rt, pr_key)
+    view = await prs.get(rt.db, pr_key)
     if view is None or not view.pr.head_sha:
         return
-    if _said(rt).get(pr_key) == (view.pr.head_sha, await _fields(rt, view, rnd)):
+    if _said(rt).get(pr_key) == (view.pr.head_sha, await _fields(rt, view)):
         return
     async with rt.db.session() as s:
         await outbox.check_run(s, pr_key)
@@ -133,11 +125,11 @@ async def sync(rt: Runtime, pr_key: str) -> None:
     # read under it shows the run the other may have just made. One read of the row and its
     # round per update (two of each before: one outside the lock to skip an unchanged update).
     async with rt.github.mutating(pr_key):
-        view, rnd = await _read(rt, pr_key)
+        view = await prs.get(rt.db, pr_key)
         if view is None or not view.pr.head_sha:
             return
         pr, head = view.pr, view.pr.head_sha
-        fields = await _fields(rt, view, rnd)
+        fields = await _fields(rt, view)
         if _said(rt).get(pr_key) == (head, fields):
             return
         run_id = await _run_on(rt, view, head)

@@ -42,7 +42,8 @@ async def fix(rt: Runtime, job: Job) -> None:
     attempt = json.loads(job.payload).get("attempt", 0)
     pk, n = job.process_key, job.round_no
     bound = log.bind(pr_key=job.pr_key, process_key=pk, round=n, attempt=attempt)
-    view, rnd = await rounds.with_row(rt.db, job.pr_key, pk, n)
+    view = await prs.get(rt.db, job.pr_key)
+    rnd = await rounds.get(rt.db, job.pr_key, pk, n)
     # The job's own run first: a stopped run's round row can still look open at the new run's
     # round and attempt, and its fix job would run the agent (and push) for a run nobody drives.
     if (view is None or view.pr.process_key != pk or view.pr.status != Status.CONVERGING
@@ -75,7 +76,7 @@ async def fix(rt: Runtime, job: Job) -> None:
         async def still_current() -> bool:
             # Asked by the fixer right before it pushes: a run stopped or superseded, or a round
             # rerun or retried, while the agent worked must not push what it made.
-            now, latest = await rounds.with_row(rt.db, pr.pr_key, pk, n)
+            now, latest = await prs.get(rt.db, pr.pr_key), await rounds.get(rt.db, pr.pr_key, pk, n)
             return (now is not None and now.pr.process_key == pk and now.derived_status == Status.CONVERGING
                     and now.pr.current_round == n and latest is not None and latest.attempt == attempt
                     and latest.entry_head == rnd.entry_head and latest.fixer_started_at is not None

@@ -61,12 +61,7 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
     attempt = json.loads(job.payload).get("attempt", 0)
     pk, n = job.process_key, job.round_no
     bound = log.bind(pr_key=job.pr_key, process_key=pk, round=n, job_key=job.key)
-    # The row, the job's round and the run's history in one read transaction.
-    async with rt.db.read_session() as s:
-        view = await prs.get(rt.db, job.pr_key, session=s)
-        rnd = await rounds.get(rt.db, job.pr_key, pk, n, session=s) if pk else None
-        rows = await rounds.history(rt.db, job.pr_key, pk, session=s) if pk else []
-        memory = await memory_of(rt, job.pr_key, session=s)
+    view = await prs.get(rt.db, job.pr_key)
     if view is None:
         return
     pr = view.pr
@@ -82,6 +77,7 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
     if pr.process_key != pk or pr.status != Status.CONVERGING or pr.current_round != n:
         bound.info("progress.not_applicable", status=pr.status, round=pr.current_round)
         return
+    rnd = await rounds.get(rt.db, pr.pr_key, pk, n)
     if rnd is None or rnd.attempt != attempt or rnd.status is not None:
         bound.info("progress.other_attempt", attempt=attempt)
         return
@@ -95,7 +91,8 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
         # would leave the round waiting on a fixer that finished long ago.
         bound.warning("progress.head_unreadable", error=str(e))
         raise Unavailable(f"progress-check: head unreadable ({e})") from e
-    history = tuple(round_state(r) for r in rows if r.round_no < n)
+    history = tuple(round_state(r) for r in await rounds.history(rt.db, pr.pr_key, pk) if r.round_no < n)
+    memory = await memory_of(rt, pr.pr_key)
     settings = settings_of(rt, await repoconfig.effective_config(rt, pr.repo))
     outcome = decide_progress(pr_state(pr), round_state(rnd), head, history, settings, memory)
 

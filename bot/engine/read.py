@@ -123,35 +123,32 @@ def pr_state(pr: PullRequest) -> PrState:
                    escalated_at=pr.escalated_at)
 
 
-async def memory_of(rt: Runtime, pr_key: str, *, session=None) -> dict[str, Adjudication]:
+async def memory_of(rt: Runtime, pr_key: str) -> dict[str, Adjudication]:
     """The PR's live adjudications, by question fingerprint."""
     return {a.fingerprint: Adjudication(a.fingerprint, a.answer, a.adjudicated_by, a.adjudicated_at)
-            for a in await adjudications.live_for(rt.db, pr_key, session=session)}
+            for a in await adjudications.live_for(rt.db, pr_key)}
 
 
 async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_reviews: list[dict]) -> Snapshot:
-    from .decide import fresh_review
-
     key = parse_pr_key(pr.pr_key)
+    history = await rounds.history(rt.db, pr.pr_key, pr.process_key)
+    current = next((r for r in history if r.round_no == pr.current_round), None)
     config = await repoconfig.effective_config(rt, pr.repo)
     settings = settings_of(rt, config)
     reviews = tuple(review_of(r) for r in raw_reviews if isinstance(r.get("id"), int))
-    # The row's rounds, escalations, memory and pending replies in one read transaction.
-    async with rt.db.read_session() as s:
-        history = await rounds.history(rt.db, pr.pr_key, pr.process_key, session=s)
-        current = next((r for r in history if r.round_no == pr.current_round), None)
-        snap = Snapshot(
-            pr=pr_state(pr), round=round_state(current), head=head, reviews=reviews, threads=None,
-            checks=Checks("success"),
-            open_escalations=len(await escalations.open_for(rt.db, pr.pr_key, session=s)),
-            adjudications=await memory_of(rt, pr.pr_key, session=s),
-            now=utcnow(), settings=settings,
-            history=tuple(round_state(r) for r in history if r.round_no < pr.current_round),
-        )
-        if head is None or pr.status != "waiting_review" or fresh_review(snap) is None:
-            return snap
-        due = await outbox.next_due(rt.db, pr.pr_key, "reply", session=s)
-    if due is not None:
+    snap = Snapshot(
+        pr=pr_state(pr), round=round_state(current), head=head, reviews=reviews, threads=None,
+        checks=Checks("success"),
+        open_escalations=len(await escalations.open_for(rt.db, pr.pr_key)),
+        adjudications=await memory_of(rt, pr.pr_key),
+        now=utcnow(), settings=settings,
+        history=tuple(round_state(r) for r in history if r.round_no < pr.current_round),
+    )
+    from .decide import fresh_review
+
+    if head is None or pr.status != "waiting_review" or fresh_review(snap) is None:
+        return snap
+    if (due := await outbox.next_due(rt.db, pr.pr_key, "reply")) is not None:
         return replace(snap, replies_due=due)
     # Only a fresh review needs threads and checks: that keeps the unchanged-PR poll free.
     raw_threads, runs, status = await rt.github.review_state(key.owner, key.repo, key.number, head)

@@ -361,7 +361,7 @@ async def test_a_wake_that_comes_while_the_worker_looks_is_not_slept_through(db,
         ran.set()
 
     pool = WorkerPool(db, {"sync": sync}, PoolSettings(workers=1, lease_seconds=30, idle_poll_seconds=3600))
-    claim, looks = jobs.claim_owned, []
+    claim, looks = jobs.claim, []
 
     async def claim_then_queue(*args, **kwargs):
         found = await claim(*args, **kwargs)
@@ -372,7 +372,7 @@ async def test_a_wake_that_comes_while_the_worker_looks_is_not_slept_through(db,
             pool.wake()
         return found
 
-    monkeypatch.setattr(jobs, "claim_owned", claim_then_queue)
+    monkeypatch.setattr(jobs, "claim", claim_then_queue)
     pool.start()
     try:
         await asyncio.wait_for(ran.wait(), 10)
