@@ -55,6 +55,13 @@ def say(*parts) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
 
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's ended children: the git processes (the
+    simulator child ends only after the run, so it is not in it)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def proc_cpu(pid: int) -> float:
     """User + system CPU seconds of a process (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -216,6 +223,7 @@ async def run(args) -> int:
                     gh.sim.configure_webhooks(hook["url"], hook["secret"])
                 say("enrolling them all (/converge) ...")
                 cpu0, sim_cpu0, t0 = time.process_time(), gh.cpu(), time.perf_counter()
+                kids0 = children_cpu()
                 for repo, number in keys:
                     await gh.comment(repo, number, "/converge", user="maint")
                 # The bench watches with one count a second: it runs on the bot's event loop and
@@ -235,6 +243,7 @@ async def run(args) -> int:
                     await asyncio.sleep(1.0)
                 wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
                 sim_cpu = gh.cpu() - sim_cpu0
+                git_cpu = children_cpu() - kids0
                 snap = await gh.counters()
                 n_rounds = [len(await rounds.for_pr(rt.db, f"{repo}#{number}")) for repo, number in keys]
                 async with rt.db.read_session() as r:
@@ -266,6 +275,7 @@ async def run(args) -> int:
     else:
         print(f"wall {wall:.1f}s; bot CPU {cpu:.1f}s = {cpu / per_round:.3f}s per round; "
               f"simulator CPU {sim_cpu:.1f}s = {sim_cpu / per_round:.3f}s per round")
+    print(f"git (the bot's child processes) CPU {git_cpu:.1f}s = {git_cpu / per_round:.3f}s per round")
     print(f"bot peak RSS {rss_mb:.0f} MB; database {db_size / 1e6:.1f} MB")
     print("jobs per PR (runs): " + ", ".join(f"{kind} {k / n:.1f} ({(a or 0) / n:.1f})" for kind, k, a in by_kind))
     print(f"requests {total} ({total / n:.1f} per PR), rate-limited {rate_limited} "
