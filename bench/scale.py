@@ -249,6 +249,11 @@ async def run(args) -> int:
                 async with rt.db.read_session() as r:
                     by_kind = (await r.exec(text("SELECT kind, count(*), sum(attempts) FROM jobs "
                                                  "GROUP BY kind ORDER BY 2 DESC"))).all()
+                    payloads = (await r.exec(text("SELECT payload FROM jobs WHERE kind = 'effect'"))).all()
+                by_effect: dict[str, int] = {}
+                for (payload,) in payloads:
+                    effect = json.loads(payload).get("effect", "?")
+                    by_effect[effect] = by_effect.get(effect, 0) + 1
             db_file = tmp_path / "bench.db"
             db_size = os.path.getsize(db_file) + sum(
                 os.path.getsize(p) for p in (tmp_path / "bench.db-wal",) if p.exists()) if args.db == "sqlite" else 0
@@ -278,6 +283,8 @@ async def run(args) -> int:
     print(f"git (the bot's child processes) CPU {git_cpu:.1f}s = {git_cpu / per_round:.3f}s per round")
     print(f"bot peak RSS {rss_mb:.0f} MB; database {db_size / 1e6:.1f} MB")
     print("jobs per PR (runs): " + ", ".join(f"{kind} {k / n:.1f} ({(a or 0) / n:.1f})" for kind, k, a in by_kind))
+    print("effects per PR: " + ", ".join(f"{effect} {k / n:.1f}" for effect, k in
+                                         sorted(by_effect.items(), key=lambda e: -e[1])))
     print(f"requests {total} ({total / n:.1f} per PR), rate-limited {rate_limited} "
           f"({rate_limited / n:.1f} per PR), refused for the rate limit {refused}")
     print("per PR by route (rate-limited / total):")

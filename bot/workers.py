@@ -90,16 +90,17 @@ class WorkerPool:
         self._timers: dict[int, asyncio.TimerHandle] = {}  # wake slot → its timer
         self._stopping = False
 
-    def wake(self, delay_seconds: float = 0.0) -> None:
-        """New work was queued (due in `delay_seconds`): one idle worker of each lane looks then.
+    def wake(self, delay_seconds: float = 0.0, *, lanes: tuple[str, ...] = ("short", "long")) -> None:
+        """New work was queued (due in `delay_seconds`): one idle worker of each lane (of
+        `lanes`) looks then.
 
         Not every idle worker: a worker that claims a job sends the next one of its lane to
         look (`_loop`), so a burst of jobs draws in as many workers as it has jobs, and a single
         job costs one or two looks instead of one per idle worker.
         """
         if delay_seconds <= 0:
-            for lane in self._lanes_idle.values():
-                lane.poke()
+            for name in lanes:
+                self._lanes_idle[name].poke()
             return
         loop = asyncio.get_running_loop()
         slot = math.ceil((loop.time() + delay_seconds) / WAKE_SLOT_SECONDS)
@@ -119,9 +120,19 @@ class WorkerPool:
             self._tasks.append(asyncio.create_task(
                 self._loop(f"{self._instance}:long{n}", lanes["long"], self._lanes_idle["long"])))
 
+    def _queued(self) -> tuple[int, int]:
+        """How many jobs of the long lane's kinds and of the others this process has queued
+        (`jobs.queued_by_kind`): compared before and after a handler, what lanes it gave work."""
+        counts = jobs.queued_by_kind
+        long = sum(counts[kind] for kind in self._long_kinds())
+        return long, counts.total() - long
+
+    def _long_kinds(self) -> tuple[str, ...]:
+        return self.settings.long_kinds if self.settings.long_workers > 0 else ()
+
     def _lanes(self) -> dict[str, dict | None]:
         """What each kind of worker claims: `jobs.claim` keyword arguments."""
-        long_kinds = self.settings.long_kinds if self.settings.long_workers > 0 else ()
+        long_kinds = self._long_kinds()
         if not long_kinds:
             return {"short": {}, "long": None}
         return {"short": {"besides": long_kinds}, "long": {"kinds": long_kinds}}
@@ -220,6 +231,8 @@ class WorkerPool:
         # The handler runs in a task of its own, so the heartbeat can cancel the job and not the
         # worker: a worker loop cancelled on every lost lease would be one worker fewer for good.
         # Cancelling the worker (shutdown) still cancels the handler: it is awaited here.
+        before = self._queued()
+        back_now = False  # the job was handed back due at once
         work = asyncio.create_task(handler(job))
         heartbeat = asyncio.create_task(self._heartbeat(job, work))
         try:
@@ -230,6 +243,7 @@ class WorkerPool:
         except asyncio.CancelledError:
             # Shutdown or a lost lease: hand the job back so it runs again promptly.
             await asyncio.shield(jobs.reschedule(self.db, job, utcnow(), "cancelled"))
+            back_now = True
             bound.warning("job.cancelled")
             if asyncio.current_task().cancelling():
                 raise  # the worker itself is being stopped
@@ -246,9 +260,18 @@ class WorkerPool:
             bound.debug("job.done")
         finally:
             heartbeat.cancel()
-            # A handler may have queued work (effects, a next step): an idle worker of each
-            # lane looks now.
-            self.wake()
+            # The handler queued work (effects, a next step, a fixer run) or the job is due
+            # again: an idle worker of each lane that got some looks now. A lane that got none
+            # is left asleep: after every job, both lanes looked, and the fixers' lane found
+            # nothing in nearly all of those looks (a read transaction each).
+            after = self._queued()
+            long_job = job.kind in self._long_kinds()
+            lanes = tuple(name for name, gave in (
+                ("long", after[0] != before[0] or (back_now and long_job)),
+                ("short", after[1] != before[1] or (back_now and not long_job)),
+            ) if gave)
+            if lanes:
+                self.wake(lanes=lanes)
 
     async def _heartbeat(self, job: Job, runner: asyncio.Task | None) -> None:
         interval = self.settings.lease_seconds / 3

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -35,6 +36,12 @@ def backoff_delay(attempts: int, base: float, cap: float, rand: random.Random | 
     """Capped exponential backoff with jitter in [half, full] of the step."""
     step = min(cap, base * (2 ** max(0, attempts - 1)))
     return step * (0.5 + 0.5 * (rand or random).random())
+
+
+# The jobs this process asked to queue (or to bring forward), by kind, since it started; whether
+# the rows were new or not. A worker compares the counts before and after a handler, and wakes
+# only the lanes the handler gave work (bot/workers.py).
+queued_by_kind: Counter[str] = Counter()
 
 
 async def enqueue(db: Database, kind: str, key: str, **fields: Any) -> tuple[int, bool]:
@@ -67,6 +74,7 @@ async def enqueue_in(
     """
     now = utcnow()
     run_at = run_at or now + timedelta(seconds=delay_seconds)
+    queued_by_kind[kind] += 1
     if kind == "sync" and pr_key is not None:
         waiting = (
             await session.exec(
@@ -118,6 +126,7 @@ async def enqueue_syncs(
     now = utcnow()
     run_at = run_at or now
     wanted = list(dict.fromkeys(pr_keys))
+    queued_by_kind["sync"] += len(wanted)
     created = 0
     for start in range(0, len(wanted), SYNC_BATCH):
         chunk = wanted[start:start + SYNC_BATCH]
@@ -170,6 +179,7 @@ def queue_wakes(session: Session, wakes: Sequence[Mapping[str, Any]]) -> datetim
     syncs: dict[str, tuple[datetime, str]] = {}  # PR → (earliest run_at, the first sync's key)
     others: list[dict[str, Any]] = []
     for w in wakes:
+        queued_by_kind[w["kind"]] += 1
         run_at = now + timedelta(seconds=w.get("delay_seconds") or 0.0)
         if w["kind"] == "sync" and w.get("pr_key") is not None:
             at, key = syncs.get(w["pr_key"], (run_at, w["key"]))
@@ -289,7 +299,9 @@ def _mine(job: Job):
 
 async def _finish(db: Database, job: Job, **values) -> bool:
     async with db.session() as s:
-        return (await s.exec(update(Job).where(_mine(job)).values(**values))).rowcount == 1
+        # Its own session, holding no Job: nothing for the ORM to bring up to date.
+        stmt = update(Job).where(_mine(job)).values(**values).execution_options(synchronize_session=False)
+        return (await s.exec(stmt)).rowcount == 1
 
 
 async def complete(db: Database, job: Job) -> bool:

@@ -113,7 +113,10 @@ async def fenced_update(
     for column, value in (expect or {}).items():
         col = getattr(PullRequest, column)
         conds.append(col.is_(None) if value is None else col == value)
-    stmt = update(PullRequest).where(*conds).values(**values, updated_at=utcnow())
+    # No session here holds a PR object to bring up to date: without `synchronize_session`
+    # the ORM skips evaluating the WHERE against its identity map on every write.
+    stmt = (update(PullRequest).where(*conds).values(**values, updated_at=utcnow())
+            .execution_options(synchronize_session=False))
     if session is not None:
         return (await session.exec(stmt)).rowcount == 1
     async with db.session() as s:

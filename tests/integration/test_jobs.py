@@ -421,3 +421,80 @@ async def test_next_due_is_the_earliest_waiting_effect_of_its_kind(db):
         await outbox.add(s, "reply", "other", pr_key="o/r#2", replies=[])
     due = await outbox.next_due(db, "o/r#1", "reply")
     assert utcnow() + timedelta(seconds=50) < due < utcnow() + timedelta(seconds=70)
+
+
+def _lanes_pool(db, handlers):
+    """One worker per lane, and no idle polling to speak of: only a wake makes a worker look."""
+    return WorkerPool(db, handlers, PoolSettings(workers=1, long_workers=1, long_kinds=("fix",),
+                                                  lease_seconds=30, idle_poll_seconds=3600))
+
+
+async def _idle(pool) -> None:
+    async with asyncio.timeout(10):  # each worker has looked once and idles (for an hour)
+        while any(len(lane.idle) < 1 for lane in pool._lanes_idle.values()):
+            await asyncio.sleep(0.01)
+
+
+async def test_a_job_that_queues_a_fixer_run_wakes_the_fixers_lane(db):
+    """A step (short lane) queues a fix: the idle fixer worker takes it at once, not at its
+    next idle poll (an hour here); and the fix's own follow-up (a short job) runs at once too."""
+    ran = []
+
+    async def step(job):
+        ran.append(job.kind)
+        async with db.session() as s:
+            await jobs.enqueue_in(s, db.is_postgres, "fix", "fix:acme/w#1", pr_key="acme/w#1")
+
+    async def fix(job):
+        ran.append(job.kind)
+        await jobs.enqueue(db, "progress_check", "pc:acme/w#1", pr_key="acme/w#1")
+
+    async def progress_check(job):
+        ran.append(job.kind)
+
+    pool = _lanes_pool(db, {"sync": step, "fix": fix, "progress_check": progress_check})
+    pool.start()
+    try:
+        await _idle(pool)
+        await jobs.enqueue(db, "sync", "sync:acme/w#1", pr_key="acme/w#1")
+        pool.wake()
+        async with asyncio.timeout(10):
+            while len(ran) < 3:
+                await asyncio.sleep(0.01)
+    finally:
+        await pool.stop()
+    assert ran == ["sync", "fix", "progress_check"]
+
+
+async def test_a_job_that_queues_nothing_for_the_fixers_leaves_their_lane_asleep(db, monkeypatch):
+    """Syncs that queue nothing, or only short work, send no fixer worker to look: after every
+    job both lanes used to look, and the fixers' look found nothing nearly every time."""
+    done = asyncio.Event()
+    claim, looks = jobs.claim, {"short": 0, "long": 0}
+
+    async def counting_claim(*args, **kwargs):
+        looks["long" if kwargs.get("kinds") else "short"] += 1
+        return await claim(*args, **kwargs)
+
+    async def sync(job):
+        if job.key.endswith("#1"):
+            await jobs.enqueue(db, "sync", "sync:acme/w#2", pr_key="acme/w#2")
+        else:
+            done.set()
+
+    monkeypatch.setattr(jobs, "claim", counting_claim)
+    pool = _lanes_pool(db, {"sync": sync})
+    pool.start()
+    try:
+        await _idle(pool)
+        before = dict(looks)
+        await jobs.enqueue(db, "sync", "sync:acme/w#1", pr_key="acme/w#1")
+        pool._lanes_idle["short"].poke()
+        await asyncio.wait_for(done.wait(), 10)
+        async with asyncio.timeout(10):  # the short worker is idle again
+            while len(pool._lanes_idle["short"].idle) < 1:
+                await asyncio.sleep(0.01)
+    finally:
+        await pool.stop()
+    assert looks["long"] == before["long"]
+    assert looks["short"] > before["short"]
