@@ -41,7 +41,8 @@ async def over_budget(rt: Runtime, pr_key: str, effect: str) -> str | None:
     since = await _since(rt, pr_key)
     done = (Job.kind == "effect", Job.pr_key == pr_key, Job.process_key.is_not(None),
             Job.status == JobStatus.DONE, Job.finished_at >= since)
-    async with rt.db.session() as s:
+    # Reads only (the pause below looks again under the PR's row lock): no write transaction.
+    async with rt.db.read_session() as s:
         writes = (await s.exec(select(func.count()).select_from(Job).where(*done))).one()
         posted = (await s.exec(select(Job.payload).where(
             *done, Job.payload.contains('"effect": "comment"') | Job.payload.contains('"effect": "reply"')))).all()
