@@ -281,6 +281,10 @@ async def run(args) -> int:
         print(f"wall {wall:.1f}s; bot CPU {cpu:.1f}s = {cpu / per_round:.3f}s per round; "
               f"simulator CPU {sim_cpu:.1f}s = {sim_cpu / per_round:.3f}s per round")
     print(f"git (the bot's child processes) CPU {git_cpu:.1f}s = {git_cpu / per_round:.3f}s per round")
+    cores = len(os.sched_getaffinity(0))
+    floor = (cpu + sim_cpu + git_cpu) / cores
+    print(f"their CPU together over this machine's {cores} cores: at least {floor:.1f}s of wall "
+          f"(the run took {wall / floor:.2f} times that; the simulator's own git is in neither)")
     print(f"bot peak RSS {rss_mb:.0f} MB; database {db_size / 1e6:.1f} MB")
     print("jobs per PR (runs): " + ", ".join(f"{kind} {k / n:.1f} ({(a or 0) / n:.1f})" for kind, k, a in by_kind))
     print("effects per PR: " + ", ".join(f"{effect} {k / n:.1f}" for effect, k in
