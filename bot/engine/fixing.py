@@ -58,10 +58,21 @@ async def fix(rt: Runtime, job: Job) -> None:
     branch = gh_pr["head"]["ref"]
     findings = findings_of(rnd.findings) or ()
     refusal = fork_refusal(gh_pr, rt.config.fixer.allow_forks)
-    if head_repo and await _branch_head(rt, head_repo["full_name"], branch, key.full_repo) not in (None, rnd.entry_head):
-        # The branch moved since this dispatch began (someone pushed, or an earlier try of this
-        # job pushed and then died): the agent's push would be refused by its lease anyway, so
-        # it does not run; the progress-check sees the move and starts the next round.
+    moved = None
+    if head_repo:
+        now_at = await _branch_head(rt, head_repo["full_name"], branch, key.full_repo)
+        moved = now_at if now_at not in (None, rnd.entry_head) else None
+    # A try of this job ran before and the branch moved: most likely that try pushed and died
+    # before its verdict was recorded, and with it the replies to the round's threads. Left so,
+    # those threads stay open and unanswered and the next review's round takes them up again as
+    # findings (a round more, and a false churn escalation). So the fixer runs again, on the
+    # branch as it is, and answers them; its push, if it makes one, is leased on the moved head.
+    again = (moved is not None and (job.attempts > 1 or job.last_error is not None)
+             and refusal is None and not rt.config.github.dry_run)
+    if moved is not None and not again:
+        # The branch moved since this dispatch began and no earlier try of this job ran:
+        # someone pushed. The agent's push would be refused by its lease anyway, so it does
+        # not run; the progress-check sees the move and starts the next round.
         verdict = Verdict(status="addressed", summary="the branch moved before the fixer ran")
     elif refusal is not None:
         # A fork the fixer may not touch: nothing is cloned or run, and the maintainers are asked.
@@ -84,7 +95,7 @@ async def fix(rt: Runtime, job: Job) -> None:
 
         request = FixRequest(
             pr_key=pr.pr_key, round_no=n, attempt=attempt, title=gh_pr.get("title") or pr.title,
-            description=gh_pr.get("body") or "", head_branch=branch, entry_head=rnd.entry_head,
+            description=gh_pr.get("body") or "", head_branch=branch, entry_head=moved if again else rnd.entry_head,
             clone_url=head_repo.get("clone_url") or "", token=await rt.github.clone_token(key.owner, key.repo),
             findings=findings, instructions=tuple(json.loads(rnd.instructions or "[]")),
             kind=rnd.kind, base_branch=(gh_pr.get("base") or {}).get("ref"),
@@ -93,6 +104,8 @@ async def fix(rt: Runtime, job: Job) -> None:
             still_current=still_current,
             pushing=lambda sha: _pushing(rt, (key.full_repo, head_repo.get("full_name")), sha),
         )
+        if again:
+            bound.info("fix.after_move", entry_head=rnd.entry_head, moved_to=moved)
         bound.info("fix.started", fixer=rt.config.fixer.kind, findings=len(findings))
         verdict = await rt.extras["fixer"].run(request)
     bound.info("fix.finished", status=verdict.status, finished=verdict.finished, pushed=verdict.pushed_head,

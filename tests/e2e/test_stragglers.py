@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 
@@ -221,3 +222,41 @@ async def _gone(pid: int) -> bool:
         return True
     with open(f"/proc/{pid}/stat") as f:  # a zombie waiting to be reaped is gone too
         return f.read().split()[2] == "Z"
+
+
+class _DiesAfterItsPush:
+    """A fixer whose first run pushes its fix and then dies before its verdict is recorded (as
+    a process killed between the push and that write would); every later run behaves."""
+
+    kind = "fake"
+
+    def __init__(self) -> None:
+        self.inner = ScriptedFixer(["push"])
+        self.runs: list[tuple[str, str | None]] = []  # (entry head, pushed head) of each run
+
+    async def run(self, req):
+        verdict = await self.inner.run(req)
+        self.runs.append((req.entry_head, verdict.pushed_head))
+        if len(self.runs) == 1:
+            raise RuntimeError("the process died after the push")
+        return verdict
+
+
+async def test_a_fixer_try_that_pushed_and_died_still_answers_its_round(tmp_path, db_url):
+    """The fix job's retry finds the branch moved by its own lost try: the fixer runs again on
+    the moved head and its verdict answers the round's threads. Left unanswered, they stayed
+    open, and the next review's round took them up again as findings (three rounds, not two)."""
+    fixer = _DiesAfterItsPush()
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, **QUIET) as h:
+        h.sim.set_reviewer(REPO, steps(2, 0))
+        key, _ = await open_and_enroll(h)
+        await h.wait_status(key, "merged", timeout=60)
+        threads = list(h.sim.state.threads.values())
+        assert len(threads) == 2 and all(t.is_resolved for t in threads), "the round's threads answered"
+        assert len(fixer.runs) == 2, f"the fixer ran again after its lost try: {fixer.runs}"
+        (first_entry, first_push), (second_entry, second_push) = fixer.runs
+        assert first_push is not None and first_push != first_entry
+        assert second_entry == first_push and second_push is not None  # leased on the moved head
+        round_findings = [len(json.loads(r.findings or "[]")) for r in await h.rounds(key)]
+        assert round_findings == [2, 0]
+        assert await h.escalations(key) == []
