@@ -130,6 +130,15 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
             return r.id > p["baseline"]
         return r.submitted_at is not None and r.submitted_at >= since
 
+    # A first try asks without reading who is requested: that read was a rate-limited one per
+    # run (the first), and only a try that may have asked before has anything to find there. A
+    # nudge still looks: it comes while a request may be pending.
+    look = not first_try(job) or bool(p.get("nudge"))
+    # Who is still requested is read before the reviews, not after: a reviewer that answers an
+    # earlier try's request (its answer lost) in between then shows in the reviews. Read in the
+    # other order, a review submitted between the two reads was in neither (its request gone
+    # from the first, itself not yet in the second), and the retry asked for a second review.
+    pending = await rt.github.requested_reviewers(key.owner, key.repo, key.number) if look else None
     reviewed: set[str] = set()
     known_at = parse_time(p.get("reviews_known_at"))
     if not first_try(job) or known_at is None or utcnow() - known_at > REVIEW_LOOK_AFTER:
@@ -150,11 +159,8 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
             await rt.github.comment_once(key.owner, key.repo, key.number,
                                          trigger_marker(job, p, r.login), r.trigger)
             triggered.append(r.login)
-    # A first try asks without reading who is requested: that read was a rate-limited one per
-    # run (the first), and only a try that may have asked before has anything to find there. A
-    # nudge still looks: it comes while a request may be pending.
-    look = not first_try(job) or bool(p.get("nudge"))
-    asked = await rt.github.request_review(key.owner, key.repo, key.number, requested, look=look) if requested else []
+    asked = (await rt.github.request_review(key.owner, key.repo, key.number, requested, look=look, pending=pending)
+             if requested else [])
     asked = [*asked, *triggered]
     log.info("review.requested", pr_key=job.pr_key, asked=asked, already_reviewed=sorted(reviewed))
 

@@ -13,7 +13,7 @@ import base64
 import re
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -936,18 +936,24 @@ class GitHubClient:
         return [u["login"] for u in data.get("users", [])]
 
     async def request_review(self, owner: str, repo: str, number: int, reviewers: list[str], *,
-                             look: bool = True) -> list[str]:
+                             look: bool = True, pending: Collection[str] | None = None) -> list[str]:
         """Ask for reviews from those not already asked; Copilot through its endpoint where it
         exists, else as a reviewer. Returns whom it asked.
 
         Looking first makes a repeat harmless: a request whose answer was lost (GitHub did it,
         then answered 502) is seen as pending and not made again. `look=False` (a first try:
         nothing of ours can be pending) asks at once; GitHub answers a Copilot review already
-        pending with a 409, and a person already requested stays requested.
+        pending with a 409, and a person already requested stays requested. `pending`: who the
+        caller read as requested (it read them before the reviews, see `bot/effects.py`); then
+        no look is made here.
         """
         async with self.mutating(f"{owner}/{repo}#{number}"):
-            pending = ({login.lower() for login in await self.requested_reviewers(owner, repo, number)}
-                       if look else set())
+            if pending is not None:
+                pending = {login.lower() for login in pending}
+            elif look:
+                pending = {login.lower() for login in await self.requested_reviewers(owner, repo, number)}
+            else:
+                pending = set()
             wanted = [r for r in reviewers if r.lower() not in pending]
             people = [r for r in wanted if r != COPILOT_REVIEWER]
             if COPILOT_REVIEWER in wanted:

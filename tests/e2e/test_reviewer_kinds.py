@@ -4,6 +4,7 @@ ones (each up to its own timeout), and the round's findings coming from all of t
 from __future__ import annotations
 
 import json
+import sys
 
 from bot.fixers import ScriptedFixer
 from bot.github.simulator import ReviewerScript, ReviewStep, ThreadSpec
@@ -154,3 +155,59 @@ async def test_a_lost_answer_to_the_trigger_comment_does_not_post_it_twice(tmp_p
 
 async def _async(value):
     return value
+
+
+async def test_a_retried_request_whose_review_lands_between_its_reads_asks_once(tmp_path, db_url):
+    """Copilot's request is made and answered 502 (its answer lost); the effect's retry reads
+    who is requested and the reviews, and Copilot's review lands between those two reads. Read
+    as requested first, then reviews, the review shows in the second: nobody is asked again.
+    The other way round it was in neither (the request gone, the review not yet there), and the
+    retry bought a second review of the same head."""
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"]),
+                                poller={"interval_seconds": 3600}) as h:
+        # Clean at once, and slower than the request's retry (its backoff is 0.2 s here).
+        h.sim.set_reviewer(REPO, ReviewerScript(login=COPILOT, delay=1.0, steps=[
+            ReviewStep(threads=[], body="Copilot: nothing to say", state="COMMENTED")]))
+        h.sim.chaos(3, lost_ack_rate=1.0, exclude=[r"^(?!.*/pulls/\d+/copilot-code-review$)"])
+        gh, held = h.rt.github, []
+
+        def copilot_reviewed() -> bool:
+            _, pr = h.sim.pr(REPO, 1)
+            return any(h.sim.state.reviews[i].user == COPILOT for i in pr.review_ids)
+
+        def holding(read):
+            async def wrapped(*args, **kwargs):
+                value = await read(*args, **kwargs)
+                in_effect = _called_from("_request_review")
+                if in_effect and h.sim.chaos_counts.get("lost_ack") and not held:
+                    held.append(read.__name__)  # the retry's first read: the review lands now
+                    await h.wait_for("Copilot's review of the lost request", _when(copilot_reviewed))
+                return value
+            return wrapped
+
+        gh.reviews, gh.requested_reviewers = holding(gh.reviews), holding(gh.requested_reviewers)
+        key, _ = await open_and_enroll(h)
+        await h.wait_status(key, "merged", timeout=60)
+        routes = h.sim.counters.snapshot()["routes"]
+        asked = sum(sum(by_status.values()) for route, by_status in routes.items()
+                    if route.startswith("POST ") and route.endswith("/copilot-code-review"))
+        assert asked == 1, f"Copilot asked {asked} times for one head"
+        assert h.sim.chaos_counts.get("lost_ack") == 1
+        assert held == ["requested_reviewers"]
+
+
+def _when(check):
+    async def ready():
+        return check()
+    return ready
+
+
+def _called_from(name: str, depth: int = 6) -> bool:
+    frame = sys._getframe(2)
+    for _ in range(depth):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == name:
+            return True
+        frame = frame.f_back
+    return False
