@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -250,10 +251,7 @@ async def run(args) -> int:
                     by_kind = (await r.exec(text("SELECT kind, count(*), sum(attempts) FROM jobs "
                                                  "GROUP BY kind ORDER BY 2 DESC"))).all()
                     payloads = (await r.exec(text("SELECT payload FROM jobs WHERE kind = 'effect'"))).all()
-                by_effect: dict[str, int] = {}
-                for (payload,) in payloads:
-                    effect = json.loads(payload).get("effect", "?")
-                    by_effect[effect] = by_effect.get(effect, 0) + 1
+                by_effect = Counter(json.loads(payload).get("effect", "?") for (payload,) in payloads)
             db_file = tmp_path / "bench.db"
             db_size = os.path.getsize(db_file) + sum(
                 os.path.getsize(p) for p in (tmp_path / "bench.db-wal",) if p.exists()) if args.db == "sqlite" else 0
@@ -287,8 +285,7 @@ async def run(args) -> int:
           f"(the run took {wall / floor:.2f} times that; the simulator's own git is in neither)")
     print(f"bot peak RSS {rss_mb:.0f} MB; database {db_size / 1e6:.1f} MB")
     print("jobs per PR (runs): " + ", ".join(f"{kind} {k / n:.1f} ({(a or 0) / n:.1f})" for kind, k, a in by_kind))
-    print("effects per PR: " + ", ".join(f"{effect} {k / n:.1f}" for effect, k in
-                                         sorted(by_effect.items(), key=lambda e: -e[1])))
+    print("effects per PR: " + ", ".join(f"{effect} {k / n:.1f}" for effect, k in by_effect.most_common()))
     print(f"requests {total} ({total / n:.1f} per PR), rate-limited {rate_limited} "
           f"({rate_limited / n:.1f} per PR), refused for the rate limit {refused}")
     print("per PR by route (rate-limited / total):")

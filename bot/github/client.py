@@ -948,12 +948,9 @@ class GitHubClient:
         no look is made here.
         """
         async with self.mutating(f"{owner}/{repo}#{number}"):
-            if pending is not None:
-                pending = {login.lower() for login in pending}
-            elif look:
-                pending = {login.lower() for login in await self.requested_reviewers(owner, repo, number)}
-            else:
-                pending = set()
+            if pending is None and look:
+                pending = await self.requested_reviewers(owner, repo, number)
+            pending = {login.lower() for login in pending or ()}
             wanted = [r for r in reviewers if r.lower() not in pending]
             people = [r for r in wanted if r != COPILOT_REVIEWER]
             if COPILOT_REVIEWER in wanted:

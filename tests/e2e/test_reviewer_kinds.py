@@ -181,7 +181,7 @@ async def test_a_retried_request_whose_review_lands_between_its_reads_asks_once(
                 in_effect = _called_from("_request_review")
                 if in_effect and h.sim.chaos_counts.get("lost_ack") and not held:
                     held.append(read.__name__)  # the retry's first read: the review lands now
-                    await h.wait_for("Copilot's review of the lost request", _when(copilot_reviewed))
+                    await h.wait_for("Copilot's review of the lost request", lambda: _async(copilot_reviewed()))
                 return value
             return wrapped
 
@@ -195,11 +195,6 @@ async def test_a_retried_request_whose_review_lands_between_its_reads_asks_once(
         assert h.sim.chaos_counts.get("lost_ack") == 1
         assert held == ["requested_reviewers"]
 
-
-def _when(check):
-    async def ready():
-        return check()
-    return ready
 
 
 def _called_from(name: str, depth: int = 6) -> bool:
