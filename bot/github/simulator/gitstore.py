@@ -24,6 +24,7 @@ from pathlib import Path
 from .refcache import FOR_EACH_REF_FORMAT, HEX40, UNKNOWN, RefCache, parse_refs, plain_refname
 
 ZERO_SHA = "0" * 40
+_BLOBS_CAP = 4096  # files read at a full sha, kept; cleared whole when full
 
 # A machine without any git config must still be able to commit, and a developer's global
 # config (hooks, signing, templates) must not leak into the simulator's repositories.
@@ -137,6 +138,7 @@ class GitStore:
         self.calls: Counter[str] = Counter()  # git subprocesses run, by subcommand
         self.ref_cache = RefCache()
         self._commits: dict[tuple[str, str], str] = {}  # (repo, 40-hex object) -> its commit
+        self._blobs: dict[tuple[str, str, str], tuple[str, bytes]] = {}  # files at a full sha
         self._cache_heads = cache_heads
 
     @property
@@ -149,6 +151,7 @@ class GitStore:
         self._cache_heads = on
         self.ref_cache.clear()
         self._commits.clear()
+        self._blobs.clear()
 
     def invalidate(self, git_dir: Path) -> None:
         """Refs of `git_dir` moved (or may have): the next read goes to git."""
@@ -277,17 +280,25 @@ class GitStore:
         return self._commits[key]
 
     async def read_blob(self, git_dir: Path, rev: str, path: str) -> tuple[str, bytes] | None:
-        """(blob sha, content) of `path` at `rev`, or None if it is not a file there."""
-        out = await self.run(git_dir, "ls-tree", "-z", rev, "--", path, ok_codes=(0, 128))
-        entry = out.split("\0")[0]
-        if not entry:
-            return None
-        meta, _, _name = entry.partition("\t")
-        _mode, kind, sha = meta.split()
-        if kind != "blob":
-            return None
-        content = await self._bytes(git_dir, "cat-file", "blob", sha)
-        return sha, content
+        """(blob sha, content) of `path` at `rev`, or None if it is not a file there. One git
+        process; a file found at a full commit sha never changes and is kept (a miss is not: the
+        commit may be pushed later)."""
+        key = (str(git_dir), rev, path)
+        if (kept := self._blobs.get(key)) is not None:
+            return kept
+        spec = f"{rev}:{path}".encode()
+        if b"\n" in spec:
+            return None  # one object name per line: git could not be asked for this one
+        out = await self._bytes(git_dir, "cat-file", "--batch", input=spec + b"\n")
+        header, _, rest = out.partition(b"\n")
+        sha, _, kind_size = header.decode(errors="replace").partition(" ")
+        kind, _, size = kind_size.partition(" ")
+        found = (sha, rest[:int(size)]) if kind == "blob" else None
+        if found is not None and self._cache_heads and HEX40.fullmatch(rev):
+            if len(self._blobs) >= _BLOBS_CAP:
+                self._blobs.clear()
+            self._blobs[key] = found
+        return found
 
     async def list_dir(self, git_dir: Path, rev: str, path: str) -> list[tuple[str, str, str, int]]:
         """Entries (type, sha, path, size) of a directory at `rev`; empty if there is none."""
@@ -302,8 +313,8 @@ class GitStore:
                             0 if size == "-" else int(size)))
         return entries
 
-    async def _bytes(self, git_dir: Path, *args: str) -> bytes:
-        code, out, err = await self._exec(git_dir, args, None, None)
+    async def _bytes(self, git_dir: Path, *args: str, input: bytes | None = None) -> bytes:
+        code, out, err = await self._exec(git_dir, args, input, None)
         if code:
             raise GitError(err.decode(errors="replace").strip())
         return out
