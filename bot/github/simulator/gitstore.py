@@ -121,6 +121,7 @@ class Comparison:
 
 _RAW_STATUS = {"A": "added", "D": "removed", "M": "modified", "T": "changed"}
 _LOG_FORMAT = "--format=%H%x1f%T%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%B"
+_PUSH_FORMAT = "--format=%x1e%H%x1f%T%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%B%x1d"  # then the files, -z
 
 
 def _commit(record: str) -> CommitInfo:
@@ -390,20 +391,26 @@ class GitStore:
         out = await self.run(git_dir, "log", "--reverse", "-z", _LOG_FORMAT, *spec)
         return [_commit(record) for record in filter(None, out.split("\0"))]
 
-    async def files_by_commit(self, git_dir: Path, base: str, head: str) -> dict[str, dict[str, list[str]]]:
-        """What each commit `commits_between` lists changed, as a push event's commit lists it:
-        `{sha: {"added": [...], "removed": [...], "modified": [...]}}` (one git call)."""
+    async def pushed_commits(self, git_dir: Path, base: str, head: str
+                             ) -> tuple[list[CommitInfo], dict[str, dict[str, list[str]]]]:
+        """The commits `commits_between` lists, and what each changed (`{sha: {"added": [...],
+        "removed": [...], "modified": [...]}}`), as a push event lists them: one git call. The
+        commits are known to exist from then on (`resolve` asks git no more about them)."""
         spec = [head, "--max-count=20"] if base == ZERO_SHA else [f"{base}..{head}"]
-        out = await self.run(git_dir, "-c", "core.quotePath=false", "log", "--no-renames",
-                             "--name-status", "--format=%x1e%H", *spec)
-        files: dict[str, dict[str, list[str]]] = {}
-        for chunk in filter(None, out.split("\x1e")):
-            sha, *lines = chunk.strip("\n").split("\n")
-            lists = files[sha] = {"added": [], "removed": [], "modified": []}
-            for line in filter(None, lines):
-                code, _, path = line.partition("\t")
-                lists[{"A": "added", "D": "removed"}.get(code[:1], "modified")].append(path)
-        return files
+        out = await self.run(git_dir, "-c", "core.quotePath=false", "log", "--reverse", "--no-renames",
+                             "--name-status", "-z", _PUSH_FORMAT, *spec)
+        commits, files = [], {}
+        for chunk in out.split("\x1e")[1:]:
+            header, _, rest = chunk.partition("\x1d")
+            info = _commit(header)
+            commits.append(info)
+            lists = files[info.sha] = {"added": [], "removed": [], "modified": []}
+            fields = rest.strip("\0\n").split("\0")
+            for code, path in zip(fields[0::2], fields[1::2], strict=False):
+                lists[{"A": "added", "D": "removed"}.get(code.strip()[:1], "modified")].append(path)
+        if self._cache_heads:
+            self._commits.update(((str(git_dir), c.sha), c.sha) for c in commits)
+        return commits, files
 
     async def commit_info(self, git_dir: Path, sha: str) -> CommitInfo:
         out = await self.run(git_dir, "log", "-1", "-z", _LOG_FORMAT, sha)

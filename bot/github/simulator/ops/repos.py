@@ -131,8 +131,7 @@ class RepoOps(SimulatorCore):
             since = old
             if old == ZERO_SHA and ref != f"refs/heads/{repo.default_branch}":
                 since = await self.git.branch_sha(repo.git_dir, repo.default_branch) or ZERO_SHA
-            commits = await self.git.commits_between(repo.git_dir, since, new)
-            files = await self.git.files_by_commit(repo.git_dir, since, new)
+            commits, files = await self.git.pushed_commits(repo.git_dir, since, new)
             forced = old != ZERO_SHA and not await self.git.is_ancestor(repo.git_dir, old, new)
         # The same one merge-base call decides the webhook's `forced` and this record.
         self.ref_updates.append({"kind": "ref_update", "repo": repo.full_name, "ref": ref,
