@@ -35,12 +35,14 @@ import threading
 import time
 from collections import Counter
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bot.config import GitHubConfig
 from bot.fixers import ScriptedFixer
 from bot.logs import configure_logging
 from tests.e2e.harness import FILES, bot_config, steps
@@ -61,6 +63,15 @@ def children_cpu() -> float:
     simulator child ends only after the run, so it is not in it)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def delivery_lags(deliveries: list[dict]) -> list[float]:
+    """Seconds from each sent webhook's queueing to its first attempt, sorted (the simulator
+    stamps both to the second, as GitHub does)."""
+    def at(stamp: str) -> float:
+        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").timestamp()
+
+    return sorted(at(d["attempts"][0]["at"]) - at(d["queued_at"]) for d in deliveries if d["attempts"])
 
 
 def proc_cpu(pid: int) -> float:
@@ -133,6 +144,9 @@ class Remote:
     async def counters(self) -> dict:
         return await self.call("GET", "_sim/counters")
 
+    async def deliveries(self) -> list[dict]:
+        return await self.call("GET", "_sim/deliveries")
+
     def cpu(self) -> float:
         return proc_cpu(self.pid)
 
@@ -148,6 +162,9 @@ class Local:
 
     async def counters(self) -> dict:
         return self.sim.counters.snapshot()
+
+    async def deliveries(self) -> list[dict]:
+        return [d.to_dict() for d in self.sim.webhooks.find()]
 
     def cpu(self) -> float:
         return 0.0  # counted in this process's
@@ -215,13 +232,15 @@ async def run(args) -> int:
                                 # were about a tenth of the run's CPU (0.85 → 0.76 s a round).
                                 jobs={"idle_poll_seconds": 1.0, "backoff_base_seconds": 2.0,
                                       "backoff_cap_seconds": 600.0, "workers": args.workers,
-                                      "fixer_workers": args.fixer_workers})
+                                      "fixer_workers": args.fixer_workers},
+                                # The default's check-run settle window, not the tests' second.
+                                github={"check_run_settle_seconds": GitHubConfig().check_run_settle_seconds})
             async with serving(config, fixer=ScriptedFixer(["push"])) as (rt, http):
-                hook = {"url": f"{http.base_url}/webhook", "secret": WEBHOOK_SECRET}
+                hook = {"url": f"{http.base_url}/webhook", "secret": WEBHOOK_SECRET, "senders": args.senders}
                 if isinstance(gh, Remote):
                     await gh.call("PUT", "_sim/webhooks", hook)
                 else:
-                    gh.sim.configure_webhooks(hook["url"], hook["secret"])
+                    gh.sim.configure_webhooks(hook["url"], hook["secret"], senders=args.senders)
                 say("enrolling them all (/converge) ...")
                 cpu0, sim_cpu0, t0 = time.process_time(), gh.cpu(), time.perf_counter()
                 kids0 = children_cpu()
@@ -246,6 +265,7 @@ async def run(args) -> int:
                 sim_cpu = gh.cpu() - sim_cpu0
                 git_cpu = children_cpu() - kids0
                 snap = await gh.counters()
+                lags = delivery_lags(await gh.deliveries())
                 n_rounds = [len(await rounds.for_pr(rt.db, f"{repo}#{number}")) for repo, number in keys]
                 async with rt.db.read_session() as r:
                     by_kind = (await r.exec(text("SELECT kind, count(*), sum(attempts) FROM jobs "
@@ -271,7 +291,7 @@ async def run(args) -> int:
     limit = f"{args.limit} per {args.window} s" if args.limit else "lifted"
     where = "in this process" if args.in_process else "in a child process"
     print(f"{n} PRs × 3 rounds, poll {args.poll:g}s, rate limit {limit}, {args.db}, simulator {where}, "
-          f"workers {args.workers} + {args.fixer_workers} for fixers")
+          f"workers {args.workers} + {args.fixer_workers} for fixers, webhooks {args.senders} at a time")
     print(f"merged {merged}/{n}; rounds per PR {min(n_rounds)}-{max(n_rounds)}")
     if args.in_process:
         print(f"wall {wall:.1f}s; CPU (bot and simulator) {cpu:.1f}s = {cpu / per_round:.3f}s per round")
@@ -286,6 +306,9 @@ async def run(args) -> int:
     print(f"bot peak RSS {rss_mb:.0f} MB; database {db_size / 1e6:.1f} MB")
     print("jobs per PR (runs): " + ", ".join(f"{kind} {k / n:.1f} ({(a or 0) / n:.1f})" for kind, k, a in by_kind))
     print("effects per PR: " + ", ".join(f"{effect} {k / n:.1f}" for effect, k in by_effect.most_common()))
+    if lags:
+        print(f"webhook deliveries {len(lags)} ({len(lags) / n:.1f} per PR); queued to sent (whole seconds): "
+              f"median {lags[len(lags) // 2]:.0f}s, p90 {lags[len(lags) * 9 // 10]:.0f}s, max {lags[-1]:.0f}s")
     print(f"requests {total} ({total / n:.1f} per PR), rate-limited {rate_limited} "
           f"({rate_limited / n:.1f} per PR), refused for the rate limit {refused}")
     print("per PR by route (rate-limited / total):")
@@ -310,6 +333,9 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=3600.0, help="give up after this many seconds")
     p.add_argument("--workers", type=int, default=4, help="`[jobs] workers` (the default's 4)")
     p.add_argument("--fixer-workers", type=int, default=4, help="`[jobs] fixer_workers` (the default's 4)")
+    p.add_argument("--senders", type=int, default=8,
+                   help="webhook deliveries the simulator sends side by side, as GitHub does (1: one at a time, "
+                        "the simulator's default for tests)")
     p.add_argument("--in-process", action="store_true",
                    help="run the simulator in this process (the CPU figure is then the two together)")
     p.add_argument("--simulator-child", help=argparse.SUPPRESS)  # the child: its git root

@@ -76,6 +76,9 @@ class GitHubConfig(_Section):
     # /readyz fails once no GitHub request has been answered for this long (5xx, timeouts,
     # connections refused); a 401 fails it at once.
     unreachable_after_seconds: float = Field(300.0, gt=0)
+    # A check-run update waits this long for the PR's next stage to fold in: stages that follow
+    # within it cost one write (a run's end waits a second).
+    check_run_settle_seconds: float = Field(5.0, ge=0, le=300)
     # Read and decide everything, write nothing to GitHub: effects are recorded as `dry_run`,
     # the fixer does not run, and the client refuses any write (docs/architecture.md, "Dry run").
     dry_run: bool = False

@@ -28,7 +28,8 @@ KIND = "effect"
 # a write that was decided must happen, and the liveness watchdog catches the rest.
 MAX_ATTEMPTS = 40
 
-# How long a check-run update waits for the row's next change to fold in.
+# How long a check-run update of a run's end (merged, abandoned) waits for the row's next change
+# to fold in; a step's update waits `[github] check_run_settle_seconds`.
 CHECK_RUN_SETTLE_SECONDS = 1.0
 
 # Effects that write comments (the per-PR comment budget counts these).
@@ -202,17 +203,17 @@ async def update_branch(session: AsyncSession, pr_key: str, process_key: str, ex
                      process_key=process_key, expected_head=expected_head)
 
 
-async def check_run(session: AsyncSession, pr_key: str) -> bool:
+async def check_run(session: AsyncSession, pr_key: str, settle_seconds: float = CHECK_RUN_SETTLE_SECONDS) -> bool:
     """Bring the `convergebot` check run up to date with the row; one waiting update per PR.
 
     The handler renders from the row when it runs, so a queued update already covers any later
-    change and a second one would only repeat it. It waits `CHECK_RUN_SETTLE_SECONDS` first:
-    stages that follow each other at once (converged, waiting for dependencies, for the merge,
-    merging, merged) then cost one update instead of one each.
+    change and a second one would only repeat it. It waits `settle_seconds` first: stages that
+    follow each other within it (converged, waiting for dependencies, for the merge, merging,
+    merged; a fixer that pushes within seconds) then cost one update instead of one each.
     """
     waiting = (await session.exec(select(Job.id).where(
         *_effects(pr_key, "check_run"), Job.status == jobs.JobStatus.QUEUED).limit(1))).first()
     if waiting is not None:
         return False
     return await add(session, "check_run", f"{pr_key}:{utcnow().isoformat()}", pr_key=pr_key,
-                     delay_seconds=CHECK_RUN_SETTLE_SECONDS)
+                     delay_seconds=settle_seconds)

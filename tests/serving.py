@@ -11,13 +11,17 @@ from bot.config import Config
 from bot.serve import running
 
 WEBHOOK_SECRET = "test-webhook-secret"
+# A step's check-run update waits a second here (`[github] check_run_settle_seconds`, 5 by
+# default): the tests wait out every settle window before they look.
+CHECK_RUN_SETTLE_SECONDS = 1.0
 
 
 def make_config(db_url: str, api_url: str = "http://127.0.0.1:9/", **sections: dict[str, Any]) -> Config:
     data: dict[str, Any] = {
         "database": {"url": db_url},
         "github": {"api_url": api_url, "token": "test-token", "webhook_secret": WEBHOOK_SECRET,
-                   "timeout_seconds": 5, "read_timeout_seconds": 5},
+                   "timeout_seconds": 5, "read_timeout_seconds": 5,
+                   "check_run_settle_seconds": CHECK_RUN_SETTLE_SECONDS},
         "server": {"port": 0, "api_token": "api-token", "shutdown_grace_seconds": 2},
         # Ticks are driven by hand, back to back: each re-reads every active PR unless a test
         # turns on leaving out the PRs a step just read.

@@ -112,9 +112,10 @@ async def publish(rt: Runtime, pr_key: str) -> None:
         return
     if _said(rt).get(pr_key) == (view.pr.head_sha, await _fields(rt, view)):
         return
+    settle = rt.config.github.check_run_settle_seconds
     async with rt.db.session() as s:
-        await outbox.check_run(s, pr_key)
-    rt.wake_workers(outbox.CHECK_RUN_SETTLE_SECONDS)
+        await outbox.check_run(s, pr_key, settle)
+    rt.wake_workers(settle)
 
 
 async def sync(rt: Runtime, pr_key: str) -> None:

@@ -138,8 +138,8 @@ def due_soon():
     settle window before it runs."""
     from datetime import timedelta
 
-    from bot.outbox import CHECK_RUN_SETTLE_SECONDS
     from storage.models import utcnow
+    from tests.serving import CHECK_RUN_SETTLE_SECONDS
 
     return utcnow() + timedelta(seconds=CHECK_RUN_SETTLE_SECONDS + 0.5)
 

@@ -8,8 +8,8 @@ import textwrap
 
 from sqlmodel import select
 
-from bot.outbox import CHECK_RUN_SETTLE_SECONDS
 from storage.models import WebhookDelivery
+from tests.serving import CHECK_RUN_SETTLE_SECONDS
 
 from .harness import REPO, bot_on_simulator, steps
 

@@ -9,7 +9,7 @@ from collections import Counter
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.github.routes import OTHER
-from bot.outbox import CHECK_RUN_SETTLE_SECONDS
+from tests.serving import CHECK_RUN_SETTLE_SECONDS
 
 from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
 from .test_converge import FIXER_SCRIPT

@@ -10,8 +10,8 @@ from sqlalchemy import update
 from sqlmodel import select
 
 from bot.fixers import ScriptedFixer
-from bot.outbox import CHECK_RUN_SETTLE_SECONDS
 from storage.models import Job, PullRequest
+from tests.serving import CHECK_RUN_SETTLE_SECONDS
 
 from .harness import COPILOT, REPO, bot_on_simulator, open_and_enroll, quiesce, steps
 

@@ -245,8 +245,11 @@ async def set_status(sim, request, body):
 
 async def webhooks(sim, request, body):
     if request.method == "PUT":
-        sim.configure_webhooks(body.get("url"), body.get("secret"))
-    return {"url": sim.webhooks.url, "secret_set": bool(sim.webhooks.secret)}
+        senders = body.get("senders")
+        if senders is not None and (not isinstance(senders, int) or isinstance(senders, bool) or senders < 1):
+            raise ValueError("senders must be an integer of at least 1")
+        sim.configure_webhooks(body.get("url"), body.get("secret"), senders=senders)
+    return {"url": sim.webhooks.url, "secret_set": bool(sim.webhooks.secret), "senders": sim.webhooks.senders}
 
 
 async def webhook_faults(sim, request, body):

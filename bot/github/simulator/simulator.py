@@ -171,8 +171,9 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps, Que
         repo_obj, pr = self.pr(repo, number)
         return self.head_lags.get((repo_obj.full_name, pr.number))
 
-    def configure_webhooks(self, url: str | None, secret: str | None = None) -> None:
-        self.webhooks.configure(url, secret)
+    def configure_webhooks(self, url: str | None, secret: str | None = None, *, senders: int | None = None) -> None:
+        """Where deliveries go, signed with `secret`; `senders`: how many are sent side by side."""
+        self.webhooks.configure(url, secret, senders=senders)
 
     def webhook_faults(self, **options: Any) -> WebhookFaults:
         """Set delivery faults (drop_all, drop_next, duplicate_next, reorder_next, ...)."""
