@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from sqlalchemy import func
+from sqlalchemy import bindparam, func
 from sqlmodel import select
 
 from bot.runtime import Runtime
@@ -28,24 +28,26 @@ WINDOW = timedelta(hours=1)
 RUNAWAY = "runaway"
 
 
-async def _since(rt: Runtime, pr_key: str):
-    since = utcnow() - WINDOW
-    answered = [e.answered_at for e in await escalations.for_pr(rt.db, pr_key)
-                if e.kind == RUNAWAY and e.answered_at is not None]
-    return max([since, *answered])
+# Built once: the count runs before every effect. Parameters: pr_key, and since (the hour's
+# start, or a maintainer's later answer to a runaway escalation: a fresh hour).
+_ANSWERED = select(Escalation.answered_at).where(
+    Escalation.pr_key == bindparam("pr_key"), Escalation.kind == RUNAWAY, Escalation.answered_at.is_not(None))
+_DONE = (Job.kind == "effect", Job.pr_key == bindparam("pr_key"), Job.process_key.is_not(None),
+         Job.status == JobStatus.DONE, Job.finished_at >= bindparam("since"))
+_WRITES = select(func.count()).select_from(Job).where(*_DONE)
+_POSTED = select(Job.payload).where(
+    *_DONE, Job.payload.contains('"effect": "comment"') | Job.payload.contains('"effect": "reply"'))
 
 
 async def over_budget(rt: Runtime, pr_key: str, effect: str) -> str | None:
     """Why this write would break the PR's budget, or None."""
     cfg = rt.config.budget
-    since = await _since(rt, pr_key)
-    done = (Job.kind == "effect", Job.pr_key == pr_key, Job.process_key.is_not(None),
-            Job.status == JobStatus.DONE, Job.finished_at >= since)
-    # Reads only (the pause below looks again under the PR's row lock): no write transaction.
+    # Reads only (the pause below looks again under the PR's row lock): one read transaction.
     async with rt.db.read_session() as s:
-        writes = (await s.exec(select(func.count()).select_from(Job).where(*done))).one()
-        posted = (await s.exec(select(Job.payload).where(
-            *done, Job.payload.contains('"effect": "comment"') | Job.payload.contains('"effect": "reply"')))).all()
+        answered = (await s.exec(_ANSWERED, params={"pr_key": pr_key})).all()
+        params = {"pr_key": pr_key, "since": max([utcnow() - WINDOW, *answered])}
+        writes = (await s.exec(_WRITES, params=params)).one()
+        posted = (await s.exec(_POSTED, params=params)).all()
     comments = sum(_comments(p) for p in posted)
     if writes >= cfg.writes_per_hour:
         return f"{writes} GitHub writes within the hour (budget {cfg.writes_per_hour})"

@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, exists, func, or_, update
+from sqlalchemy import and_, bindparam, exists, func, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -43,9 +43,13 @@ def _with_run():
     return select(PullRequest, Run.state).outerjoin(Run, Run.process_key == PullRequest.process_key)
 
 
+# Built once: nearly every job reads its PR (building the statement cost a quarter of a read).
+_GET = _with_run().where(PullRequest.pr_key == bindparam("pr_key"))
+
+
 async def get(db: Database, pr_key: str) -> PrView | None:
     async with db.read_session() as s:
-        row = (await s.exec(_with_run().where(PullRequest.pr_key == pr_key))).first()
+        row = (await s.exec(_GET, params={"pr_key": pr_key})).first()
     return None if row is None else PrView(row[0], row[1])
 
 

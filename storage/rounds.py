@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, update
+from sqlalchemy import bindparam, func, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -22,11 +22,14 @@ VERDICT_FIELDS = {
 }
 
 
+_GET = select(Round).where(Round.pr_key == bindparam("pr_key"), Round.process_key == bindparam("process_key"),
+                           Round.round_no == bindparam("round_no"))  # built once: read at most steps
+
+
 async def get(db: Database, pr_key: str, process_key: str, round_no: int) -> Round | None:
     async with db.read_session() as s:
-        return (await s.exec(select(Round).where(
-            Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no
-        ))).first()
+        return (await s.exec(_GET, params={"pr_key": pr_key, "process_key": process_key,
+                                           "round_no": round_no})).first()
 
 
 async def history(db: Database, pr_key: str, process_key: str) -> list[Round]:
