@@ -309,6 +309,12 @@ class _LoopConnection(aiosqlite.Connection):
             return await super()._execute(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
+    def begin_read(self) -> None:
+        """A read transaction's deferred `BEGIN`, at once on the loop's thread: it never waits,
+        and through SQLAlchemy's statement machinery it cost a fifth of an empty read
+        transaction (~50 µs, and a read transaction is most of what a job does)."""
+        self._conn.execute("BEGIN").close()
+
 
 def _loop_connector(database: str):
     async def connect() -> _LoopConnection:
@@ -338,7 +344,11 @@ def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int = 5000) -> None:
         if conn.get_execution_options().get(READ_ONLY):
             # A read session: deferred, so it takes no write lock (it only reads; the guard
             # below refuses anything else).
-            conn.exec_driver_sql("BEGIN")
+            loop_conn = getattr(conn.connection.dbapi_connection, "_connection", None)
+            if isinstance(loop_conn, _LoopConnection):
+                loop_conn.begin_read()
+            else:
+                conn.exec_driver_sql("BEGIN")
             return
         # IMMEDIATE takes the write lock up front: a transaction that reads and then writes can
         # otherwise fail with SQLITE_BUSY on upgrade, which busy_timeout does not retry.
