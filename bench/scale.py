@@ -46,7 +46,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.config import GitHubConfig
+from bot.config import GitHubConfig, JobsConfig
 from bot.fixers import ScriptedFixer
 from bot.logs import configure_logging
 from tests.e2e.harness import FILES, bot_config, steps
@@ -335,8 +335,9 @@ def main() -> int:
                    help="the rate limit's window, seconds (GitHub's is an hour; shorter compresses a run)")
     p.add_argument("--db", default="sqlite", help="sqlite, or a migrated PostgreSQL URL")
     p.add_argument("--timeout", type=float, default=3600.0, help="give up after this many seconds")
-    p.add_argument("--workers", type=int, default=4, help="`[jobs] workers` (the default's 4)")
-    p.add_argument("--fixer-workers", type=int, default=4, help="`[jobs] fixer_workers` (the default's 4)")
+    p.add_argument("--workers", type=int, default=JobsConfig().workers, help="`[jobs] workers` (the default's)")
+    p.add_argument("--fixer-workers", type=int, default=JobsConfig().fixer_workers,
+                   help="`[jobs] fixer_workers` (the default's)")
     p.add_argument("--senders", type=int, default=8,
                    help="webhook deliveries the simulator sends side by side, as GitHub does (1: one at a time, "
                         "the simulator's default for tests)")

@@ -49,7 +49,7 @@ class LoggingConfig(_Section):
 
 
 class JobsConfig(_Section):
-    workers: int = Field(4, ge=1, le=64)
+    workers: int = Field(8, ge=1, le=64)
     # Workers that run only fixer jobs (which may take minutes), besides `workers`.
     fixer_workers: int = Field(4, ge=1, le=64)
     lease_seconds: float = Field(60.0, gt=0)

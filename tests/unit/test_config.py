@@ -7,7 +7,7 @@ def test_defaults_without_a_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = load_config(env={})
     assert cfg.database.url == "sqlite:///./convergebot.db"
-    assert cfg.jobs.workers == 4
+    assert cfg.jobs.workers == 8
 
 
 def test_file_then_environment_override(tmp_path):
