@@ -23,7 +23,7 @@ VERDICT_FIELDS = {
 
 
 _GET = select(Round).where(Round.pr_key == bindparam("pr_key"), Round.process_key == bindparam("process_key"),
-                           Round.round_no == bindparam("round_no"))  # built once: read at most steps
+                           Round.round_no == bindparam("round_no"))  # built once: most steps read a round
 
 
 async def get(db: Database, pr_key: str, process_key: str, round_no: int) -> Round | None:

@@ -121,7 +121,8 @@ class Comparison:
 
 _RAW_STATUS = {"A": "added", "D": "removed", "M": "modified", "T": "changed"}
 _LOG_FORMAT = "--format=%H%x1f%T%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%B"
-_PUSH_FORMAT = "--format=%x1e%H%x1f%T%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%B%x1d"  # then the files, -z
+# `_LOG_FORMAT`'s fields between two markers, the commit's files (-z) after the second.
+_PUSH_FORMAT = _LOG_FORMAT.replace("--format=", "--format=%x1e", 1) + "%x1d"
 
 
 def _commit(record: str) -> CommitInfo:
