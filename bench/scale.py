@@ -20,7 +20,10 @@ shows whether the bot paces itself (no request refused for the rate limit). `--w
 the limit's window, so a run that needs several windows fits in minutes (the bot paces by the
 reset time GitHub's headers give, whatever the window).
 
-    .venv/bin/python bench/scale.py --prs 100 [--poll 60] [--limit 0] [--db sqlite|URL] [--in-process]
+    .venv/bin/python bench/scale.py --prs 100 [--poll 60] [--limit 0] [--db sqlite|URL] [--app] [--in-process]
+
+`--app` runs the bot as a GitHub App: its installation token, its delivery log read for
+redelivery every five minutes, and the scan reading the installation's repositories.
 
 Progress (merged so far) goes to stderr, the figures to stdout.
 """
@@ -97,6 +100,17 @@ async def open_prs(sim, n: int) -> list[tuple[str, int]]:
             say(f"  {i + 1}/{n} PRs opened")
     await sim.settle()
     return keys
+
+
+def app_auth(tmp_path: Path) -> dict:
+    """`[github]` for a GitHub App (its key made here; the simulator does not check it): the
+    App's token, its delivery log read for redelivery, its installation's repositories scanned."""
+    import uuid
+
+    from tests.helpers import app_private_key
+
+    ids = uuid.uuid4().int % 10**8
+    return {"app_id": str(ids), "private_key_path": str(app_private_key(tmp_path)), "installation_id": ids + 1}
 
 
 def new_simulator(root: Path, args):
@@ -238,7 +252,8 @@ async def run(args) -> int:
                                       "backoff_cap_seconds": 600.0, "workers": args.workers,
                                       "fixer_workers": args.fixer_workers},
                                 # The default's check-run settle window, not the tests' second.
-                                github={"check_run_settle_seconds": GitHubConfig().check_run_settle_seconds})
+                                github={"check_run_settle_seconds": GitHubConfig().check_run_settle_seconds,
+                                        **(app_auth(tmp_path) if args.app else {})})
             async with serving(config, fixer=ScriptedFixer(["push"])) as (rt, http):
                 hook = {"url": f"{http.base_url}/webhook", "secret": WEBHOOK_SECRET, "senders": args.senders}
                 if isinstance(gh, Remote):
@@ -281,8 +296,12 @@ async def run(args) -> int:
                 os.path.getsize(p) for p in (tmp_path / "bench.db-wal",) if p.exists()) if args.db == "sqlite" else 0
     total = rate_limited = refused = 0
     by_route = []
+    app_own = Counter()  # the App's own requests (its JWT): not the installation's rate limit
     for route, statuses in snap["routes"].items():
         if " /_sim" in route:
+            continue
+        if route.split(" ", 1)[1].startswith("/app/"):
+            app_own[route] += sum(statuses.values())
             continue
         k = sum(statuses.values())
         total += k
@@ -294,7 +313,8 @@ async def run(args) -> int:
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     limit = f"{args.limit} per {args.window} s" if args.limit else "lifted"
     where = "in this process" if args.in_process else "in a child process"
-    print(f"{n} PRs × 3 rounds, poll {args.poll:g}s, rate limit {limit}, {args.db}, simulator {where}, "
+    print(f"{n} PRs × 3 rounds, {'GitHub App' if args.app else 'token'}, poll {args.poll:g}s, "
+          f"rate limit {limit}, {args.db}, simulator {where}, "
           f"workers {args.workers} + {args.fixer_workers} for fixers, webhooks {args.senders} at a time")
     print(f"merged {merged}/{n}; rounds per PR {min(n_rounds)}-{max(n_rounds)}")
     if args.in_process:
@@ -315,6 +335,9 @@ async def run(args) -> int:
               f"median {lags[len(lags) // 2]:.0f}s, p90 {lags[len(lags) * 9 // 10]:.0f}s, max {lags[-1]:.0f}s")
     print(f"requests {total} ({total / n:.1f} per PR), rate-limited {rate_limited} "
           f"({rate_limited / n:.1f} per PR), refused for the rate limit {refused}")
+    if app_own:
+        print(f"the App's own requests (its JWT, a rate limit of their own): {sum(app_own.values())} "
+              f"({', '.join(f'{k} {r}' for r, k in app_own.most_common())})")
     print("per PR by route (rate-limited / total):")
     for spent_, k, route in sorted(by_route, reverse=True):
         print(f"  {spent_ / n:6.1f} / {k / n:5.1f}  {route}")
@@ -341,6 +364,8 @@ def main() -> int:
     p.add_argument("--senders", type=int, default=8,
                    help="webhook deliveries the simulator sends side by side, as GitHub does (1: one at a time, "
                         "the simulator's default for tests)")
+    p.add_argument("--app", action="store_true",
+                   help="the bot as a GitHub App (redelivery on) instead of with a token")
     p.add_argument("--in-process", action="store_true",
                    help="run the simulator in this process (the CPU figure is then the two together)")
     p.add_argument("--simulator-child", help=argparse.SUPPRESS)  # the child: its git root

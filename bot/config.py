@@ -113,8 +113,9 @@ class PollerConfig(_Section):
     jitter_seconds: float = Field(5.0, ge=0)
     # A repository with at least this many PRs waiting for a review is watched through its
     # PR list (one conditional read) instead of re-reading each of them; 0 turns that off.
+    # Elsewhere such PRs rest on their webhooks while the App's redelivery recovers lost ones.
     repo_watch_min_prs: int = Field(4, ge=0)
-    # Even so, each such PR is re-read at least this often (spread over the ticks).
+    # Even so, each resting PR is re-read at least this often (spread over the ticks).
     full_sync_seconds: float = Field(900.0, gt=0)
     # A PR whose step read it from GitHub this recently, or with a job of its own queued to run
     # within the interval, is left out of the tick: its own work reads it. 0 turns both off.

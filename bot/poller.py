@@ -1,7 +1,8 @@
 """The poller: the truth-keeper for missed webhooks and out-of-band changes.
 
-An APScheduler 3.x interval job; each tick queues a sync job for every active PR (a conditional
-re-read, so an unchanged PR costs no rate limit) and resumes keyless rows.
+An APScheduler 3.x interval job; each tick queues a sync job (a conditional re-read, so an
+unchanged PR costs no rate limit) for every active PR but those that may rest (see `_resting`)
+or that their own work reads, and resumes keyless rows (docs/architecture.md, "Polling").
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from storage import deliveries, jobs, marks, prs
 from storage.models import utcnow
 from storage.prs import PrView
 
-from . import liveness, metrics
+from . import liveness, metrics, redelivery
 from .budget import paused
 from .engine.decide import review_wait_deadlines
 from .engine.read import settings_of
@@ -68,10 +69,16 @@ class Poller:
 
         In a repository with at least `repo_watch_min_prs` PRs that may rest, one conditional
         read of its PR list tells which of them changed since the last tick; the others rest.
+        While the App's redelivery recovers lost webhooks (`redelivery.covers`), the PRs that
+        may rest in the other repositories rest on their webhooks alone: what would change them
+        sends one, and one GitHub could not deliver comes back within a redelivery interval.
         Each resting PR is still re-read once per `full_sync_seconds`, the longest unread first
         and only a share of them per tick, so the re-reads spread over the ticks."""
         cfg = self.rt.config.poller
-        if cfg.repo_watch_min_prs <= 0 or self.rt.github is None:
+        if self.rt.github is None:
+            return set()
+        backed = redelivery.covers(self.rt)
+        if cfg.repo_watch_min_prs <= 0 and not backed:
             return set()
         self.watch_changed = set()
         if not self.watch.loaded:
@@ -83,7 +90,8 @@ class Poller:
         for view in views:
             if view.pr.pr_key in wanted and self._may_rest(view, now, settings):
                 by_repo.setdefault(view.pr.repo.lower(), []).append(view)
-        watched = {repo: c for repo, c in by_repo.items() if len(c) >= cfg.repo_watch_min_prs}
+        watched = {repo: c for repo, c in by_repo.items()
+                   if cfg.repo_watch_min_prs > 0 and len(c) >= cfg.repo_watch_min_prs}
         # The repositories are read side by side (the client bounds how many at once).
         answers = await asyncio.gather(*(self.watch.changed(repo) for repo in watched))
         resting: list[str] = []
@@ -92,6 +100,9 @@ class Poller:
                 resting.extend(v.pr.pr_key for v in candidates if v.pr.number not in changed)
                 # The marks move past these now: this tick must re-read them, whatever else.
                 self.watch_changed.update(v.pr.pr_key for v in candidates if v.pr.number in changed)
+        if backed:
+            resting.extend(v.pr.pr_key for repo, candidates in by_repo.items() if repo not in watched
+                           for v in candidates)
         # The share of resting PRs re-read anyway, so each is re-read once per full_sync_seconds.
         due_by = now - timedelta(seconds=cfg.full_sync_seconds)
         never = datetime.min.replace(tzinfo=now.tzinfo)

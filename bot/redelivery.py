@@ -138,6 +138,8 @@ class _State:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     pending: dict[str, tuple[int, float]] = field(default_factory=dict)  # guid -> (expected, asked at)
     refused: set[str] = field(default_factory=set)
+    # When a pass last read the log to its cursor and made every ask it meant to (monotonic).
+    covered_at: float | None = None
 
 
 def _state(rt) -> _State:
@@ -167,7 +169,11 @@ async def redeliver_missed(rt) -> Report | None:
         return None
     state = _state(rt)
     async with state.lock:
-        return await _pass(rt, state)
+        try:
+            return await _pass(rt, state)
+        except BaseException:
+            state.covered_at = None  # what was lost since the last pass is not being recovered
+            raise
 
 
 async def _pass(rt, state: _State) -> Report:
@@ -220,11 +226,25 @@ async def _pass(rt, state: _State) -> Report:
     state.refused &= set(guids)  # the others are behind the cursor now: never read again
     if settled and plan.cursor != stored:
         await cursors.save(rt.db, {CURSOR: plan.cursor.isoformat()})
+    state.covered_at = time.monotonic() if settled and complete else None
     report.cursor = plan.cursor if settled else stored
     log.info("redelivery.checked", pages=report.pages, entries=report.entries, failed=report.failed,
              recorded=report.recorded, asked=len(report.asked), exhausted=len(report.exhausted),
              waiting=len(report.waiting), cursor=report.cursor.isoformat() if report.cursor else None)
     return report
+
+
+def covers(rt) -> bool:
+    """Whether this process recovers lost webhooks right now: it is a GitHub App with redelivery
+    on, and its last pass read the whole log since its cursor and asked for everything missed,
+    within two intervals. The poller lets PRs that only wait for a webhook rest on it
+    (docs/architecture.md, "Polling")."""
+    cfg = rt.config.webhooks
+    if not cfg.redelivery or rt.github is None or not rt.github.is_app:
+        return False
+    state = rt.extras.get("redelivery")
+    at = state.covered_at if state is not None else None
+    return at is not None and time.monotonic() - at <= 2 * cfg.redelivery_interval_seconds
 
 
 async def _tick(rt) -> None:

@@ -12,22 +12,27 @@ import uuid
 from contextlib import asynccontextmanager
 
 import httpx
+import pytest
 import structlog.testing
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bot.github.errors import GitHubError
 from bot.github.simulator import AsgiServer
 from bot.leadership import Leadership
-from bot.redelivery import CURSOR, redeliver_missed
+from bot.poller import Poller
+from bot.redelivery import CURSOR, covers, redeliver_missed
 from storage import commands, cursors, runs
 
 from ..helpers import app_private_key
 from ..serving import WEBHOOK_SECRET
-from .harness import REPO, bot_on_simulator
+from .harness import COPILOT, REPO, bot_on_simulator, quiesce
 
 ACTIVE = ("converging", "waiting_review")
+# Long enough that no review timeout or nudge comes due within the test.
+PATIENT = {"review_wait_timeout_seconds": 7 * 3600, "nudge_window_seconds": 3 * 3600}
 # The repository scan finds lost commands too; these tests are about the delivery log alone.
 NO_SCAN = {"scan": {"enabled": False}}
 ATTEMPTS = "/app/hook/deliveries/{delivery_id}/attempts"
@@ -40,15 +45,16 @@ def _closed_port() -> int:
 
 
 @asynccontextmanager
-async def app_bot(tmp_path, db_url, **webhooks):
-    """The bot configured as a GitHub App (its key made here; the simulator does not check it)."""
+async def app_bot(tmp_path, db_url, sections: dict | None = None, **webhooks):
+    """The bot configured as a GitHub App (its key made here; the simulator does not check it);
+    `sections`: more of its config, by section."""
     pem = app_private_key(tmp_path)
     # githubkit caches installation tokens process-wide by (app, installation): ids of our own.
     ids = uuid.uuid4().int % 10**8
     async with bot_on_simulator(
         tmp_path, db_url,
         github={"app_id": str(ids), "private_key_path": str(pem), "installation_id": ids + 1},
-        webhooks={"redelivery_interval_seconds": 3600, **webhooks}, **NO_SCAN,
+        webhooks={"redelivery_interval_seconds": 3600, **webhooks}, **NO_SCAN, **(sections or {}),
     ) as h:
         h.hook = f"{h.http.base_url}/webhook"
         # The pass at start-up has stored its cursor: the test's own passes never overlap it.
@@ -205,6 +211,56 @@ async def test_with_a_token_there_is_no_log_to_read(tmp_path, db_url):
             assert h.sim.counters.get(method="GET", route="/app/hook/deliveries") == 0
     off = [e for e in logs if e["event"].startswith("redelivery.")]
     assert [(e["event"], "not a GitHub App" in e["reason"]) for e in off] == [("redelivery.off", True)]
+
+
+async def test_prs_waiting_for_a_review_rest_on_their_webhooks_while_redelivery_covers_them(tmp_path, db_url):
+    """A PR that only waits for a review, in a repository too small to watch, is not re-read
+    each tick while the App's redelivery recovers lost webhooks: the review whose webhook was
+    lost comes back by redelivery. After a pass that failed, every tick re-reads it again."""
+    poller_config = {"interval_seconds": 3600, "fresh_read_seconds": 0, "repo_watch_min_prs": 0}
+    async with app_bot(tmp_path, db_url, sections={"poller": poller_config, "convergence": PATIENT}) as h:
+        keys = []
+        for head in ("one", "two"):
+            key, _ = await _pr(h, head)
+            r = await h.http.post("/api/prs", json={"pr": key}, headers={"Authorization": "Bearer api-token"})
+            assert r.status_code == 201, r.text
+            keys.append(key)
+        for key in keys:
+            await h.wait_status(key, "waiting_review")
+        await quiesce(h)
+        assert covers(h.rt)  # the pass at start-up read the whole log
+        poller = Poller(h.rt)
+
+        async def tick() -> None:
+            await poller.tick()
+            await quiesce(h)
+
+        await tick()  # never polled by this poller: each is due its full re-read
+        h.sim.counters.reset()
+        await tick()
+        assert (poller.queued, poller.skipped) == (0, 2)
+        assert h.sim.counters.total() == 0, h.sim.counters.recent
+
+        number = int(keys[0].split("#")[1])
+        h.sim.webhook_faults(drop_next=1)
+        review = await h.sim.submit_review(REPO, number, user=COPILOT, body="LGTM", state="COMMENTED")
+        await h.sim.settle()
+        await tick()
+        assert poller.skipped == 2 and (await h.view(keys[0])).pr.latest_review_id != review.id
+        assert (await redeliver_missed(h.rt)).asked  # the lost review webhook, sent again
+        await h.wait_for("the redelivered review", lambda: _review_seen(h, keys[0], review.id))
+
+        # A pass that fails leaves nothing covered: the PRs are re-read each tick again.
+        h.sim.inject_fault(r"/app/hook/deliveries$", method="GET", status=404, count=1)
+        with pytest.raises(GitHubError):
+            await redeliver_missed(h.rt)
+        assert not covers(h.rt)
+        await tick()
+        assert poller.skipped == 0 and keys[1] in poller.polled_at
+
+
+async def _review_seen(h, key: str, review_id: int) -> bool:
+    return (await h.view(key)).pr.latest_review_id == review_id
 
 
 class _Follower(Leadership):
