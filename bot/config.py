@@ -126,6 +126,9 @@ class ScanConfig(_Section):
     # Every interval, the repositories are read for enrollment intent no webhook brought.
     enabled: bool = True
     interval_seconds: float = Field(300.0, gt=0)
+    # While the App's redelivery recovers lost webhooks, a scan runs at most this often: what it
+    # is left to find is a delivery GitHub never attempted.
+    covered_interval_seconds: float = Field(1800.0, gt=0)
     # With a token: the repositories to read besides those of enrolled PRs (an App reads its
     # installation's).
     repositories: list[Annotated[str, StringConstraints(pattern=r"^[^/\s]+/[^/\s]+$")]] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -22,7 +23,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from storage import commands, cursors, jobs, prs
 from storage.models import utcnow
 
-from . import metrics
+from . import metrics, redelivery
 from .engine.enroll import enroll_rule
 from .github.errors import GitHubError
 from .github.stamps import parse_time
@@ -34,6 +35,7 @@ from .webhooks.routing import Wake, command_wake, edited
 log = structlog.get_logger(__name__)
 
 CURSOR_PREFIX = "scan:"
+_LAST_SCAN = "scan_started_at"  # in rt.extras: when this process's last scan that read began
 KINDS = ("issue", "review")  # a PR's conversation comments, and its review (diff) comments
 # `…/owner/repo/pull/N#issuecomment-ID` (or `#discussion_rID`): a comment on a PR, not an issue.
 _ON_PULL = re.compile(r"/([^/]+)/([^/]+)/pull/(\d+)(?:[#?/]|$)")
@@ -43,6 +45,7 @@ _ON_PULL = re.compile(r"/([^/]+)/([^/]+)/pull/(\d+)(?:[#?/]|$)")
 class ScanReport:
     led: bool = True  # False: another replica leads and ran nothing here
     deferred: bool = False  # True: the rate limit is down to the reserve kept for PRs with news
+    covered: bool = False  # True: left out, the App's redelivery recovers lost webhooks meanwhile
     repositories: int = 0
     unchanged: int = 0  # repositories whose every read GitHub answered 304 (no rate limit spent)
     unreadable: list[str] = field(default_factory=list)
@@ -148,12 +151,19 @@ async def scan(rt: Runtime) -> ScanReport:
     that led to them commit together, so a scan that fails midway reads the same again."""
     if not await rt.leadership.holds():
         return ScanReport(led=False)
+    cfg = rt.config.scan
+    last = rt.extras.get(_LAST_SCAN)
+    if last is not None and time.monotonic() - last < cfg.covered_interval_seconds and redelivery.covers(rt):
+        # What the scan would find is a delivery that failed, and the redelivery asks for
+        # those again; left for the scan is one GitHub never attempted, read this much later.
+        log.info("scan.covered", reason="the App's redelivery recovers lost webhooks")
+        return ScanReport(covered=True)
     if not rt.rate_budget.may_spend("idle"):
         # A changed repository costs requests, and the reserve is for PRs with news; the next
         # interval tries again (nothing is lost meanwhile: the cursors stay where they are).
         log.info("scan.deferred", reason="rate limit at the reserve")
         return ScanReport(deferred=True)
-    cfg = rt.config.scan
+    started = time.monotonic()
     views = await prs.list_all(rt.db)
     known = {v.pr.pr_key for v in views}
     repos = await repositories(rt, [v.pr.repo for v in views])
@@ -183,6 +193,7 @@ async def scan(rt: Runtime) -> ScanReport:
     metrics.SCAN_JOBS.labels("enroll").inc(report.enrolls)
     metrics.SCAN_JOBS.labels("command").inc(report.commands)
     metrics.SCANS.inc()
+    rt.extras[_LAST_SCAN] = started
     log.info("scan.done", repositories=report.repositories, unchanged=report.unchanged,
              unreadable=len(report.unreadable), enrolls=report.enrolls, commands=report.commands)
     if wakes:

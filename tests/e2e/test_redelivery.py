@@ -24,6 +24,7 @@ from bot.github.simulator import AsgiServer
 from bot.leadership import Leadership
 from bot.poller import Poller
 from bot.redelivery import CURSOR, covers, redeliver_missed
+from bot.scan import scan
 from storage import commands, cursors, runs
 
 from ..helpers import app_private_key
@@ -257,6 +258,30 @@ async def test_prs_waiting_for_a_review_rest_on_their_webhooks_while_redelivery_
         assert not covers(h.rt)
         await tick()
         assert poller.skipped == 0 and keys[1] in poller.polled_at
+
+
+async def test_a_scan_runs_at_most_every_covered_interval_while_redelivery_covers(tmp_path, db_url):
+    """What a scan finds, a redelivery brings too, unless GitHub never attempted the delivery:
+    while the redelivery covers, the scan reads at most every `covered_interval_seconds`."""
+    async with app_bot(tmp_path, db_url) as h:  # the scan's schedule is off: run here
+        assert covers(h.rt)
+        first = await scan(h.rt)
+        assert not first.covered and first.repositories == 1
+        h.sim.counters.reset()
+        second = await scan(h.rt)
+        assert second.covered and h.sim.counters.total() == 0, h.sim.counters.recent
+        # The interval over, it reads again.
+        h.rt.extras["scan_started_at"] -= h.rt.config.scan.covered_interval_seconds
+        assert not (await scan(h.rt)).covered
+        assert (await scan(h.rt)).covered
+        # So does the scan after a pass that failed.
+        h.sim.inject_fault(r"/app/hook/deliveries$", method="GET", status=404, count=1)
+        with pytest.raises(GitHubError):
+            await redeliver_missed(h.rt)
+        h.sim.counters.reset()
+        third = await scan(h.rt)
+        assert not third.covered and third.repositories == 1
+        assert h.sim.counters.get(method="GET", route="/repos/{owner}/{repo}/pulls") == 1
 
 
 async def _review_seen(h, key: str, review_id: int) -> bool:
