@@ -226,7 +226,12 @@ async def _pass(rt, state: _State) -> Report:
     state.refused &= set(guids)  # the others are behind the cursor now: never read again
     if settled and plan.cursor != stored:
         await cursors.save(rt.db, {CURSOR: plan.cursor.isoformat()})
-    state.covered_at = time.monotonic() if settled and complete else None
+    # Covered: nothing missed is left to the other nets (a delivery given up on, or one GitHub
+    # refuses to send again, is one only the scan and the poll can still find) or to a later
+    # pass (more were missed than one pass asks for).
+    lost = (bool(plan.exhausted) or any(g.guid in state.refused for g in plan.ask)
+            or len(plan.ask) >= MAX_ASKS_PER_RUN)
+    state.covered_at = time.monotonic() if settled and complete and not lost else None
     report.cursor = plan.cursor if settled else stored
     log.info("redelivery.checked", pages=report.pages, entries=report.entries, failed=report.failed,
              recorded=report.recorded, asked=len(report.asked), exhausted=len(report.exhausted),
@@ -236,8 +241,8 @@ async def _pass(rt, state: _State) -> Report:
 
 def covers(rt) -> bool:
     """Whether this process recovers lost webhooks right now: it is a GitHub App with redelivery
-    on, and its last pass read the whole log since its cursor and asked for everything missed,
-    within two intervals. The poller lets PRs that only wait for a webhook rest on it
+    on, and its last pass, within two intervals, read the whole log since its cursor and asked
+    for everything missed, none of it given up on or refused. The poller lets PRs that only wait for a webhook rest on it
     (docs/architecture.md, "Polling")."""
     cfg = rt.config.webhooks
     if not cfg.redelivery or rt.github is None or not rt.github.is_app:

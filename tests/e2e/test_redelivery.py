@@ -109,6 +109,7 @@ async def test_lost_commands_and_labels_take_effect_once_when_redelivered(tmp_pa
         assert [await h.view(k) for k in keys] == [None] * 4
 
         report = await redeliver_missed(h.rt)
+        assert covers(h.rt)  # everything missed was asked for
 
         [labeled] = h.sim.webhooks.find("pull_request", "labeled")
         lost = {_guid_of_comment(h, c.id) for c in (dropped, refused, down)} | {labeled.id}
@@ -165,6 +166,8 @@ async def test_a_delivery_asked_for_the_most_times_is_not_asked_again(tmp_path, 
             await h.sim.settle()  # its redelivery is answered (503) and logged
         report = await redeliver_missed(h.rt)
         assert (report.asked, report.exhausted) == ([], [guid])
+        # Given up on, it is left to the scan and the poll: the redelivery covers nothing now.
+        assert not covers(h.rt)
         # A restart forgets what this process asked; the log itself says it was asked twice.
         h.rt.extras.pop("redelivery")
         assert (await redeliver_missed(h.rt)).asked == []
