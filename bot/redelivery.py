@@ -36,7 +36,10 @@ log = structlog.get_logger(__name__)
 
 CURSOR = "webhooks:redelivery"
 PAGE_SIZE = 100
-MAX_PAGES = 30
+# A pass reads back to its cursor, so this bounds the deliveries one interval may bring: 1,000
+# PRs under way sent ~12,000 in five minutes (30 pages, the bound before, fell behind at once).
+# The log is read with the App's JWT, not the installation's rate limit.
+MAX_PAGES = 200
 MAX_ASKS_PER_RUN = 50
 # The cursor stays this far behind the newest entry read: attempts still under way when the
 # log was read show up later with an earlier `delivered_at`.
