@@ -18,6 +18,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from storage import deliveries, jobs, marks, prs
 from storage.models import utcnow
 from storage.prs import PrView
+from storage.statuses import Status
 
 from . import liveness, metrics, redelivery
 from .budget import paused
@@ -64,14 +65,23 @@ class Poller:
         timeout_at, nudge_at = review_wait_deadlines(pr.waiting_since, pr.last_nudge_at, now, settings)
         return min(timeout_at, nudge_at) > now
 
+    @staticmethod
+    def _at_work(view: PrView) -> bool:
+        """A PR in a round under way (`converging`: its replies, its fixer, the check of what
+        the fixer did): our own jobs move it on, what else would (a push, a close, a command)
+        sends a webhook, and a fixer's round that nothing would close is the liveness check's
+        to heal."""
+        return view.derived_status == Status.CONVERGING
+
     async def _resting(self, views: list[PrView], active: list[str]) -> set[str]:
         """The active PRs this tick need not re-read.
 
         In a repository with at least `repo_watch_min_prs` PRs that may rest, one conditional
         read of its PR list tells which of them changed since the last tick; the others rest.
         While the App's redelivery recovers lost webhooks (`redelivery.covers`), the PRs that
-        may rest in the other repositories rest on their webhooks alone: what would change them
-        sends one, and one GitHub could not deliver comes back within a redelivery interval.
+        may rest in the other repositories rest on their webhooks alone, and so do PRs at work
+        in a round (`_at_work`): what would change them sends one, and one GitHub could not
+        deliver comes back within a redelivery interval.
         Each resting PR is still re-read once per `full_sync_seconds`, the longest unread first
         and only a share of them per tick, so the re-reads spread over the ticks."""
         cfg = self.rt.config.poller
@@ -87,8 +97,13 @@ class Poller:
         now = utcnow()
         settings, wanted = settings_of(self.rt), set(active)
         by_repo: dict[str, list[PrView]] = {}
+        at_work: list[str] = []
         for view in views:
-            if view.pr.pr_key in wanted and self._may_rest(view, now, settings):
+            if view.pr.pr_key not in wanted:
+                continue
+            if backed and self._at_work(view):
+                at_work.append(view.pr.pr_key)
+            elif self._may_rest(view, now, settings):
                 by_repo.setdefault(view.pr.repo.lower(), []).append(view)
         watched = {repo: c for repo, c in by_repo.items()
                    if cfg.repo_watch_min_prs > 0 and len(c) >= cfg.repo_watch_min_prs}
@@ -103,6 +118,7 @@ class Poller:
         if backed:
             resting.extend(v.pr.pr_key for repo, candidates in by_repo.items() if repo not in watched
                            for v in candidates)
+            resting.extend(at_work)
         # The share of resting PRs re-read anyway, so each is re-read once per full_sync_seconds.
         due_by = now - timedelta(seconds=cfg.full_sync_seconds)
         never = datetime.min.replace(tzinfo=now.tzinfo)

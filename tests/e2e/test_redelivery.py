@@ -7,6 +7,7 @@ restarting bot, sent while nothing listens, or taken by the bot with the answer 
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import uuid
 from contextlib import asynccontextmanager
@@ -14,11 +15,13 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 import structlog.testing
+from sqlmodel import select
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bot.fixers import ScriptedFixer
 from bot.github.errors import GitHubError
 from bot.github.simulator import AsgiServer
 from bot.leadership import Leadership
@@ -26,10 +29,11 @@ from bot.poller import Poller
 from bot.redelivery import CURSOR, covers, redeliver_missed
 from bot.scan import scan
 from storage import commands, cursors, runs
+from storage.models import Job
 
 from ..helpers import app_private_key
 from ..serving import WEBHOOK_SECRET
-from .harness import COPILOT, REPO, bot_on_simulator, quiesce
+from .harness import COPILOT, REPO, bot_on_simulator, due_soon, open_and_enroll, quiesce, steps
 
 ACTIVE = ("converging", "waiting_review")
 # Long enough that no review timeout or nudge comes due within the test.
@@ -46,14 +50,14 @@ def _closed_port() -> int:
 
 
 @asynccontextmanager
-async def app_bot(tmp_path, db_url, sections: dict | None = None, **webhooks):
+async def app_bot(tmp_path, db_url, sections: dict | None = None, fixer=None, **webhooks):
     """The bot configured as a GitHub App (its key made here; the simulator does not check it);
     `sections`: more of its config, by section."""
     pem = app_private_key(tmp_path)
     # githubkit caches installation tokens process-wide by (app, installation): ids of our own.
     ids = uuid.uuid4().int % 10**8
     async with bot_on_simulator(
-        tmp_path, db_url,
+        tmp_path, db_url, fixer=fixer,
         github={"app_id": str(ids), "private_key_path": str(pem), "installation_id": ids + 1},
         webhooks={"redelivery_interval_seconds": 3600, **webhooks}, **NO_SCAN, **(sections or {}),
     ) as h:
@@ -285,6 +289,63 @@ async def test_a_scan_runs_at_most_every_covered_interval_while_redelivery_cover
         third = await scan(h.rt)
         assert not third.covered and third.repositories == 1
         assert h.sim.counters.get(method="GET", route="/repos/{owner}/{repo}/pulls") == 1
+
+
+class _HeldFixer:
+    """Keeps its round at work (`converging`) until released, then pushes."""
+
+    kind = "fake"
+
+    def __init__(self) -> None:
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+        self.inner = ScriptedFixer(["push"])
+
+    async def run(self, req):
+        self.started.set()
+        await self.release.wait()
+        return await self.inner.run(req)
+
+
+async def test_a_pr_at_work_in_a_round_rests_while_redelivery_covers_it(tmp_path, db_url):
+    """While its fixer works, a PR changes on GitHub by our own writes (the replies, the check
+    run) or by what sends a webhook: no tick re-reads it while the redelivery covers, and each
+    tick does once it does not."""
+    fixer = _HeldFixer()
+    poller_config = {"interval_seconds": 3600, "fresh_read_seconds": 0}
+    async with app_bot(tmp_path, db_url, sections={"poller": poller_config}, fixer=fixer) as h:
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        key, _ = await open_and_enroll(h)
+        await h.wait_for("the fixer at work", lambda: _set(fixer.started))
+        assert (await h.view(key)).derived_status == "converging"
+        poller = Poller(h.rt)
+        try:
+            await poller.tick()  # never polled by this poller: due its full re-read
+            await h.wait_for("all but the fix done", lambda: _only_the_fix_left(h))
+            h.sim.counters.reset()
+            await poller.tick()
+            assert (poller.queued, poller.skipped) == (0, 1)
+            await h.wait_for("all but the fix done", lambda: _only_the_fix_left(h))
+            assert h.sim.counters.total() == 0, h.sim.counters.recent
+
+            h.rt.extras["redelivery"].covered_at = None  # as after a pass that failed
+            await poller.tick()
+            assert (poller.queued, poller.skipped) == (1, 0)
+        finally:
+            fixer.release.set()
+        await h.wait_status(key, "waiting_review", "merged", "waiting_merge")
+
+
+async def _set(event: asyncio.Event) -> bool:
+    return event.is_set()
+
+
+async def _only_the_fix_left(h) -> bool:
+    """Webhooks delivered, and no job due but the held fix job queued or running."""
+    await h.sim.settle()
+    async with h.rt.db.session() as s:
+        left = (await s.exec(select(Job.kind).where(
+            Job.status.in_(["queued", "running"]), Job.run_at <= due_soon()))).all()
+    return list(left) == ["fix"]
 
 
 async def _review_seen(h, key: str, review_id: int) -> bool:
