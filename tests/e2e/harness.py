@@ -112,6 +112,23 @@ async def bot_on_simulator(tmp_path: Path, db_url: str, *, fixer=None, fixer_con
             yield Harness(sim, server.url, rt, http)
 
 
+class HeldFixer:
+    """Keeps its round at work (`converging`) until released, then pushes."""
+
+    kind = "fake"
+
+    def __init__(self) -> None:
+        from bot.fixers import ScriptedFixer
+
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+        self.inner = ScriptedFixer(["push"])
+
+    async def run(self, req):
+        self.started.set()
+        await self.release.wait()
+        return await self.inner.run(req)
+
+
 class Recording:
     """Wraps a real fixer and keeps every request it was handed (to see instructions)."""
 

@@ -21,7 +21,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.fixers import ScriptedFixer
 from bot.github.errors import GitHubError
 from bot.github.simulator import AsgiServer
 from bot.leadership import Leadership
@@ -33,7 +32,16 @@ from storage.models import Job
 
 from ..helpers import app_private_key
 from ..serving import WEBHOOK_SECRET
-from .harness import COPILOT, REPO, bot_on_simulator, due_soon, open_and_enroll, quiesce, steps
+from .harness import (
+    COPILOT,
+    REPO,
+    HeldFixer,
+    bot_on_simulator,
+    due_soon,
+    open_and_enroll,
+    quiesce,
+    steps,
+)
 
 ACTIVE = ("converging", "waiting_review")
 # Long enough that no review timeout or nudge comes due within the test.
@@ -291,26 +299,11 @@ async def test_a_scan_runs_at_most_every_covered_interval_while_redelivery_cover
         assert h.sim.counters.get(method="GET", route="/repos/{owner}/{repo}/pulls") == 1
 
 
-class _HeldFixer:
-    """Keeps its round at work (`converging`) until released, then pushes."""
-
-    kind = "fake"
-
-    def __init__(self) -> None:
-        self.started, self.release = asyncio.Event(), asyncio.Event()
-        self.inner = ScriptedFixer(["push"])
-
-    async def run(self, req):
-        self.started.set()
-        await self.release.wait()
-        return await self.inner.run(req)
-
-
 async def test_a_pr_at_work_in_a_round_rests_while_redelivery_covers_it(tmp_path, db_url):
     """While its fixer works, a PR changes on GitHub by our own writes (the replies, the check
     run) or by what sends a webhook: no tick re-reads it while the redelivery covers, and each
     tick does once it does not."""
-    fixer = _HeldFixer()
+    fixer = HeldFixer()
     poller_config = {"interval_seconds": 3600, "fresh_read_seconds": 0}
     async with app_bot(tmp_path, db_url, sections={"poller": poller_config}, fixer=fixer) as h:
         h.sim.set_reviewer(REPO, steps(1, 0))

@@ -11,12 +11,11 @@ from sqlmodel import select
 from bot.engine import step as step_module
 from bot.engine.decide import decide_step
 from bot.engine.model import Escalate
-from bot.fixers import ScriptedFixer
 from bot.workers import Reschedule
 from storage.database import Database
 from storage.models import Job, utcnow
 
-from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
+from .harness import REPO, HeldFixer, bot_on_simulator, open_and_enroll, quiesce, steps
 
 
 async def _review_requests(h, key: str) -> list[Job]:
@@ -74,24 +73,9 @@ async def test_a_step_is_put_off_while_another_replica_holds_the_prs_turn(tmp_pa
             await other.dispose()
 
 
-class _HeldFixer:
-    """Holds its round in `converging` (the fixer at work) until released, then pushes."""
-
-    kind = "fake"
-
-    def __init__(self) -> None:
-        self.started, self.release = asyncio.Event(), asyncio.Event()
-        self.inner = ScriptedFixer(["push"])
-
-    async def run(self, req):
-        self.started.set()
-        await self.release.wait()
-        return await self.inner.run(req)
-
-
 async def test_a_stalled_review_decided_before_the_review_came_does_not_escalate_the_fixing_round(
         tmp_path, db_url, monkeypatch):
-    fixer = _HeldFixer()
+    fixer = HeldFixer()
     async with bot_on_simulator(tmp_path, db_url, fixer=fixer, poller={"interval_seconds": 3600},
                                 convergence={"review_wait_timeout_seconds": 1}) as h:
         # The review comes 3 s after the request: after the 1 s wait has run out.
