@@ -22,7 +22,7 @@ from bot.github.errors import NotFound
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from bot.webhooks.routing import own_pushes
-from storage import prs, rounds
+from storage import jobs, prs, rounds
 from storage.jobs import JobStatus
 from storage.models import Job, PullRequest, utcnow
 from storage.statuses import Status
@@ -54,6 +54,12 @@ async def fix(rt: Runtime, job: Job) -> None:
     pr = view.pr
     key = parse_pr_key(pr.pr_key)
     gh_pr = await rt.github.pull(key.owner, key.repo, key.number)
+    if gh_pr.get("state") != "open":
+        # Closed or merged while the job waited, its webhook not in yet (or lost): nothing is
+        # run or pushed, and a sync ends the run as it reads the PR.
+        await jobs.enqueue(rt.db, "sync", f"sync:{pr.pr_key}:fix-on-closed:{job.id}", pr_key=pr.pr_key)
+        bound.info("fix.pr_not_open", state=gh_pr.get("state"), merged=bool(gh_pr.get("merged")))
+        return
     head_repo = (gh_pr.get("head") or {}).get("repo") or {}  # a fork's, for a PR from a fork
     branch = gh_pr["head"]["ref"]
     findings = findings_of(rnd.findings) or ()

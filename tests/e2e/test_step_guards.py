@@ -113,3 +113,61 @@ async def test_a_pr_merged_outside_ends_its_run_and_a_resubmit_starts_a_new_one(
 
         ended = await h.wait_for("the new run to end", second_ended)
         assert (ended.state, ended.reason) == ("completed", "merged outside convergebot")
+
+
+class _HoldsTheFirst:
+    """Holds the first PR's fixer run until released (the one fixer worker busy with it); runs
+    every other PR's as "push" and records which PRs it ran for."""
+
+    kind = "fake"
+
+    def __init__(self) -> None:
+        self.held: str | None = None
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+        self.ran: list[str] = []
+        self.inner = ScriptedFixer(["push"])
+
+    async def run(self, req):
+        if self.held in (None, req.pr_key):
+            self.held = req.pr_key
+            self.started.set()
+            await self.release.wait()
+        else:
+            self.ran.append(req.pr_key)
+        return await self.inner.run(req)
+
+
+async def test_a_fix_job_for_a_pr_closed_while_it_waited_runs_no_fixer(tmp_path, db_url):
+    """A PR closed, its webhook lost, while its fix job waits for a fixer worker: the job reads
+    the PR closed, runs nothing and pushes nothing, and the run ends."""
+    from sqlmodel import select
+
+    from storage.models import Job
+
+    fixer = _HoldsTheFirst()
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, jobs={"fixer_workers": 1},
+                                poller={"interval_seconds": 3600}) as h:
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        await open_and_enroll(h, head="first")
+        await h.wait_for("the first PR's fixer at work", lambda: _is_set(fixer.started))
+        key, number = await open_and_enroll(h, head="second")
+
+        async def queued_fix():
+            async with h.rt.db.session() as s:
+                return (await s.exec(select(Job).where(Job.kind == "fix", Job.pr_key == key,
+                                                       Job.status == "queued"))).first()
+
+        await h.wait_for("the second PR's fix job queued", queued_fix)
+        repo, pr = h.sim.pr(REPO, number)
+        head = await h.sim.head_sha(repo, pr)
+        h.sim.webhook_faults(drop_all=True)
+        await h.sim.close_pr(REPO, number, actor="dev")
+        fixer.release.set()
+
+        closed = await h.wait_status(key, "abandoned")
+        assert closed.pr.outcome == "closed without merging"
+        assert fixer.ran == [] and await h.sim.head_sha(repo, pr) == head
+
+
+async def _is_set(event: asyncio.Event) -> bool:
+    return event.is_set()
