@@ -245,13 +245,12 @@ async def _pass(rt, state: _State) -> Report:
 def covers(rt) -> bool:
     """Whether this process recovers lost webhooks right now: it is a GitHub App with redelivery
     on, and its last pass, within two intervals, read the whole log since its cursor and asked
-    for everything missed, none of it given up on or refused. The poller lets PRs that only wait for a webhook rest on it
-    (docs/architecture.md, "Polling")."""
+    for everything missed, none of it given up on or refused. The poller lets PRs rest on it and
+    the scan runs less often (docs/architecture.md, "Polling")."""
     cfg = rt.config.webhooks
     if not cfg.redelivery or rt.github is None or not rt.github.is_app:
         return False
-    state = rt.extras.get("redelivery")
-    at = state.covered_at if state is not None else None
+    at = _state(rt).covered_at
     return at is not None and time.monotonic() - at <= 2 * cfg.redelivery_interval_seconds
 
 

@@ -113,19 +113,32 @@ async def bot_on_simulator(tmp_path: Path, db_url: str, *, fixer=None, fixer_con
 
 
 class HeldFixer:
-    """Keeps its round at work (`converging`) until released, then pushes."""
+    """Keeps its rounds at work (`converging`) until released, then pushes. `first_only`: holds
+    only the first PR it runs for (one fixer worker then stays busy with it) and runs the others
+    at once, recording their PRs in `ran`."""
 
     kind = "fake"
 
-    def __init__(self) -> None:
+    def __init__(self, *, first_only: bool = False) -> None:
         from bot.fixers import ScriptedFixer
 
+        self.first_only = first_only
+        self.held: str | None = None
+        self.ran: list[str] = []
         self.started, self.release = asyncio.Event(), asyncio.Event()
         self.inner = ScriptedFixer(["push"])
 
+    async def at_work(self) -> bool:
+        """A held run has started (for `Harness.wait_for`)."""
+        return self.started.is_set()
+
     async def run(self, req):
-        self.started.set()
-        await self.release.wait()
+        if not self.first_only or self.held in (None, req.pr_key):
+            self.held = self.held or req.pr_key
+            self.started.set()
+            await self.release.wait()
+        else:
+            self.ran.append(req.pr_key)
         return await self.inner.run(req)
 
 

@@ -7,7 +7,6 @@ restarting bot, sent while nothing listens, or taken by the bot with the answer 
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import uuid
 from contextlib import asynccontextmanager
@@ -308,7 +307,7 @@ async def test_a_pr_at_work_in_a_round_rests_while_redelivery_covers_it(tmp_path
     async with app_bot(tmp_path, db_url, sections={"poller": poller_config}, fixer=fixer) as h:
         h.sim.set_reviewer(REPO, steps(1, 0))
         key, _ = await open_and_enroll(h)
-        await h.wait_for("the fixer at work", lambda: _set(fixer.started))
+        await h.wait_for("the fixer at work", fixer.at_work)
         assert (await h.view(key)).derived_status == "converging"
         poller = Poller(h.rt)
         try:
@@ -326,10 +325,6 @@ async def test_a_pr_at_work_in_a_round_rests_while_redelivery_covers_it(tmp_path
         finally:
             fixer.release.set()
         await h.wait_status(key, "waiting_review", "merged", "waiting_merge")
-
-
-async def _set(event: asyncio.Event) -> bool:
-    return event.is_set()
 
 
 async def _only_the_fix_left(h) -> bool:

@@ -10,7 +10,7 @@ from bot.engine.model import Heal
 from bot.fixers import ScriptedFixer
 from storage import commands, runs
 
-from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
+from .harness import REPO, HeldFixer, bot_on_simulator, open_and_enroll, quiesce, steps
 
 
 async def test_a_heal_decided_before_an_answer_landed_does_not_undo_the_answer(tmp_path, db_url, monkeypatch):
@@ -115,28 +115,6 @@ async def test_a_pr_merged_outside_ends_its_run_and_a_resubmit_starts_a_new_one(
         assert (ended.state, ended.reason) == ("completed", "merged outside convergebot")
 
 
-class _HoldsTheFirst:
-    """Holds the first PR's fixer run until released (the one fixer worker busy with it); runs
-    every other PR's as "push" and records which PRs it ran for."""
-
-    kind = "fake"
-
-    def __init__(self) -> None:
-        self.held: str | None = None
-        self.started, self.release = asyncio.Event(), asyncio.Event()
-        self.ran: list[str] = []
-        self.inner = ScriptedFixer(["push"])
-
-    async def run(self, req):
-        if self.held in (None, req.pr_key):
-            self.held = req.pr_key
-            self.started.set()
-            await self.release.wait()
-        else:
-            self.ran.append(req.pr_key)
-        return await self.inner.run(req)
-
-
 async def test_a_fix_job_for_a_pr_closed_while_it_waited_runs_no_fixer(tmp_path, db_url):
     """A PR closed, its webhook lost, while its fix job waits for a fixer worker: the job reads
     the PR closed, runs nothing and pushes nothing, and the run ends."""
@@ -144,12 +122,12 @@ async def test_a_fix_job_for_a_pr_closed_while_it_waited_runs_no_fixer(tmp_path,
 
     from storage.models import Job
 
-    fixer = _HoldsTheFirst()
+    fixer = HeldFixer(first_only=True)
     async with bot_on_simulator(tmp_path, db_url, fixer=fixer, jobs={"fixer_workers": 1},
                                 poller={"interval_seconds": 3600}) as h:
         h.sim.set_reviewer(REPO, steps(1, 0))
         await open_and_enroll(h, head="first")
-        await h.wait_for("the first PR's fixer at work", lambda: _is_set(fixer.started))
+        await h.wait_for("the first PR's fixer at work", fixer.at_work)
         key, number = await open_and_enroll(h, head="second")
 
         async def queued_fix():
@@ -167,7 +145,3 @@ async def test_a_fix_job_for_a_pr_closed_while_it_waited_runs_no_fixer(tmp_path,
         closed = await h.wait_status(key, "abandoned")
         assert closed.pr.outcome == "closed without merging"
         assert fixer.ran == [] and await h.sim.head_sha(repo, pr) == head
-
-
-async def _is_set(event: asyncio.Event) -> bool:
-    return event.is_set()
