@@ -18,11 +18,11 @@ import structlog
 from bot.github.errors import Conflict, NotFound
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
-from storage import escalations, prs, rounds
+from storage import escalations, jobs, prs, rounds
 from storage.models import Job, utcnow
 from storage.statuses import Status
 
-from . import metrics, outbox, repoconfig, reviewers
+from . import metrics, outbox, redelivery, repoconfig, reviewers
 from .budget import over_budget, pause_runaway
 from .engine import checkrun
 from .engine.model import Review
@@ -117,8 +117,9 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
     A first try within 30 s of the time up to which the decision knew every review of the head
     (`reviews_known_at`: it read them then, or the head was pushed then) asks at once: the
     look was a rate-limited read in every round after our replies, which change the list
-    themselves. A retry, a request whose decision cannot say, or one run later (a rate limit
-    or a backoff put it or its decision off) looks first.
+    themselves. Run later (behind a long queue, a rate limit or a backoff), a first try still
+    asks at once while a review since would be known here (`_would_have_heard`); otherwise, and
+    on a retry or for a decision that cannot say, it looks first.
     """
     key = parse_pr_key(job.pr_key)
     since = job.created_at.replace(microsecond=0)  # GitHub stamps reviews to the second
@@ -141,7 +142,8 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
     pending = await rt.github.requested_reviewers(key.owner, key.repo, key.number) if look else None
     reviewed: set[str] = set()
     known_at = parse_time(p.get("reviews_known_at"))
-    if not first_try(job) or known_at is None or utcnow() - known_at > REVIEW_LOOK_AFTER:
+    if not first_try(job) or known_at is None or (utcnow() - known_at > REVIEW_LOOK_AFTER
+                                                  and not await _would_have_heard(rt, job, p)):
         raw = await rt.github.reviews(key.owner, key.repo, key.number)
         reviewed = {reviewers.normalise(r.user) for r in (review_of(x) for x in raw if isinstance(x.get("id"), int))
                     if answers(r)}
@@ -163,6 +165,23 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
              if requested else [])
     asked = [*asked, *triggered]
     log.info("review.requested", pr_key=job.pr_key, asked=asked, already_reviewed=sorted(reviewed))
+
+
+async def _would_have_heard(rt: Runtime, job: Job, p: dict) -> bool:
+    """Whether a review of the PR since the decision would be known here by now: the App's
+    redelivery recovers lost webhooks (`redelivery.covers`), no sync of the PR that a webhook
+    woke is waiting or under way, and no read since saw a review past the decision's newest.
+
+    A review's webhook wakes a sync, and the sync records the newest review id on the row; so
+    with none of these, no review came, but for one whose webhook is in flight right now, as a
+    review submitted just after a look would not show in it either. At a busy hour the request
+    runs tens of seconds after its decision, and the look was one rate-limited read a round."""
+    if not redelivery.covers(rt):
+        return False
+    view = await prs.get(rt.db, job.pr_key)
+    if view is None or (view.pr.latest_review_id or 0) > (p.get("baseline") or 0):
+        return False
+    return not await jobs.in_hand(rt.db, job.pr_key, kinds=("sync",))
 
 
 def trigger_marker(job: Job, p: dict, login: str) -> str:
@@ -229,6 +248,7 @@ async def _react(rt: Runtime, job: Job, p: dict) -> None:
 
 
 async def _check_run(rt: Runtime, job: Job, p: dict) -> None:
+    await checkrun.hold(rt, job)
     await checkrun.sync(rt, job.pr_key)
 
 

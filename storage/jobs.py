@@ -144,6 +144,24 @@ async def busy_pr_keys(db: Database, before: datetime) -> set[str]:
             Job.status == JobStatus.QUEUED, Job.run_at < before, Job.pr_key.is_not(None)))).all())
 
 
+async def in_hand(db: Database, pr_key: str, besides_id: int | None = None, before: datetime | None = None, *,
+                  kinds: Collection[str] | None = None, besides_kinds: Collection[str] = ()) -> bool:
+    """Whether the PR has a job other than `besides_id` running, or queued (to run before
+    `before`, when given); only of `kinds` when given, and of none of `besides_kinds`."""
+    queued = Job.status == JobStatus.QUEUED
+    query = select(Job.id).where(
+        Job.pr_key == pr_key,
+        or_(Job.status == JobStatus.RUNNING, queued if before is None else and_(queued, Job.run_at < before)))
+    if besides_id is not None:
+        query = query.where(Job.id != besides_id)
+    if kinds is not None:
+        query = query.where(Job.kind.in_(tuple(kinds)))
+    if besides_kinds:
+        query = query.where(Job.kind.not_in(tuple(besides_kinds)))
+    async with db.read_session() as s:
+        return (await s.exec(query.limit(1))).first() is not None
+
+
 def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> int:
     """Insert new jobs' rows, skipping a key that exists; how many were inserted."""
     if not rows:

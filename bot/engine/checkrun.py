@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import timedelta
 
 import structlog
 
@@ -17,8 +18,9 @@ from bot.fixers.base import Finding
 from bot.fixers.prompt import location
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
-from storage import prs, rounds
-from storage.models import Round
+from bot.workers import Reschedule
+from storage import jobs, prs, rounds
+from storage.models import Job, Round, utcnow
 from storage.prs import PrView
 
 from .findings import normalised
@@ -116,6 +118,27 @@ async def publish(rt: Runtime, pr_key: str) -> None:
     async with rt.db.session() as s:
         await outbox.check_run(s, pr_key, settle)
     rt.wake_workers(settle)
+
+
+# Kinds whose work does not hold an update: a fixer at work for minutes is a stage to show.
+_UNHELD_BY = ("fix",)
+
+
+async def hold(rt: Runtime, job: Job) -> None:
+    """Put the update `job` off (`Reschedule`) while its PR has other work due or running: a
+    sync, the next step, the merge, another write. What the run says is about to change, and
+    written now it would be written again in moments (at a busy hour the merge comes tens of
+    seconds after the decision, and "waiting merge" then "merged" were two writes on every PR).
+    At most `[github] check_run_hold_seconds` after the update was queued: a PR whose work never
+    stops still shows where it is."""
+    cfg = rt.config.github
+    now = utcnow()
+    until = job.created_at + timedelta(seconds=cfg.check_run_hold_seconds)
+    if now >= until:
+        return
+    wait = timedelta(seconds=max(cfg.check_run_settle_seconds, 1.0))
+    if await jobs.in_hand(rt.db, job.pr_key, job.id, now + wait, besides_kinds=_UNHELD_BY):
+        raise Reschedule(min(now + wait, until), "check run held: the PR has other work in hand")
 
 
 async def sync(rt: Runtime, pr_key: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import update
 from sqlmodel import select
@@ -381,3 +382,24 @@ async def test_a_review_that_comes_while_our_replies_are_queued_is_taken_up_once
             await s.exec(update(Job).where(Job.id == held).values(status="done", lease_owner=None,
                                                                    finished_at=utcnow()))
         await h.wait_status(key, "merged", timeout=30)
+
+
+@pytest.mark.parametrize("hold", [60.0, 0.0])
+async def test_a_check_run_update_waits_while_the_pr_has_other_work_in_hand(tmp_path, db_url, hold):
+    """The converged PR's merge takes longer than the check run's settle window: held, the run
+    goes straight to "merged"; with the hold off (the control) it says "merging" (or "waiting
+    merge") on the way, one write more."""
+    async with bot_on_simulator(tmp_path, db_url, github={"check_run_hold_seconds": hold}) as h:
+        h.sim.set_reviewer(REPO, steps(0))
+        # The merge is slow: in hand well past the settle window of the update that says so.
+        h.sim.inject_fault(r"/pulls/\d+/merge$", method="PUT", delay=4 * CHECK_RUN_SETTLE_SECONDS, count=1)
+        key, _ = await open_and_enroll(h)
+        view = await h.wait_status(key, "merged", timeout=60)
+        await quiesce(h)
+        head = view.pr.converged_head
+        said = [e["output"]["title"].split(" · ")[0]
+                for e in _ours(h.sim, "check_run_created") + _ours(h.sim, "check_run_updated")
+                if e["head_sha"] == head]
+        assert said[-1] == "merged", said
+        on_the_way = {"waiting merge", "merging"} & set(said)
+        assert bool(on_the_way) == (not hold), said

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 import structlog.testing
+from sqlalchemy import update
 from sqlmodel import select
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -325,6 +326,67 @@ async def test_a_pr_at_work_in_a_round_rests_while_redelivery_covers_it(tmp_path
         finally:
             fixer.release.set()
         await h.wait_status(key, "waiting_review", "merged", "waiting_merge")
+
+
+async def test_a_late_first_review_request_looks_unless_a_review_since_would_have_been_heard(tmp_path, db_url):
+    """A first try of a review request run long after its decision (a long queue) asks at once
+    while the App's redelivery covers and nothing tells of a review since: no webhook-woken sync
+    of the PR waiting, no review on the row past the decision's newest. A sync waiting, a review
+    a read recorded, or no cover, and it looks first; finding the head reviewed, it asks nobody."""
+    import json
+
+    from bot.effects import REVIEW_LOOK_AFTER, run_effect
+    from storage import jobs
+    from storage.models import utcnow
+
+    async with app_bot(tmp_path, db_url, sections={"convergence": PATIENT}) as h:
+        key, number = await _pr(h, "one")
+        r = await h.http.post("/api/prs", json={"pr": key}, headers={"Authorization": "Bearer api-token"})
+        assert r.status_code == 201, r.text
+        await h.wait_status(key, "waiting_review")
+        await quiesce(h)
+        assert covers(h.rt)
+        view = await h.view(key)
+        head, newest = view.pr.head_sha, view.pr.latest_review_id
+
+        def count(method: str, suffix: str) -> int:
+            return sum(1 for m, path, _ in h.sim.counters.recent
+                       if m == method and path.endswith(f"/pulls/{number}/{suffix}"))
+
+        async def request(tag: str, baseline: int | None) -> tuple[int, int]:
+            """Run a first try decided two look windows ago: (reviews read, Copilot asked)."""
+            h.sim.counters.reset()
+            decided = utcnow() - 2 * REVIEW_LOOK_AFTER
+            await run_effect(h.rt, Job(
+                kind="effect", pr_key=key, key=f"rr-{tag}", status="running", run_at=decided,
+                created_at=decided, attempts=1, payload=json.dumps({
+                    "effect": "request_review", "head": head, "baseline": baseline,
+                    "reviews_known_at": decided.isoformat()})))
+            return count("GET", "reviews"), count("POST", "copilot-code-review")
+
+        assert await request("quiet", newest) == (0, 1)
+
+        # Copilot reviews the head; its webhook woke a sync not yet run (as intake queues it).
+        h.sim.webhook_faults(drop_next=1)
+        review = await h.sim.submit_review(REPO, number, user=COPILOT, body="LGTM", state="COMMENTED",
+                                           commit_id=head)
+        await h.sim.settle()
+        await jobs.enqueue(h.rt.db, "sync", f"sync:{key}:held", pr_key=key, delay_seconds=3600)
+        assert await request("sync waiting", newest) == (1, 0)
+
+        # The sync ran: the row shows the review past the decision's newest.
+        async with h.rt.db.session() as s:
+            await s.exec(update(Job).where(Job.key == f"sync:{key}:held").values(run_at=utcnow()))
+        h.rt.wake_workers()
+        await h.wait_for("the review read", lambda: _review_seen(h, key, review.id))
+        await quiesce(h)
+        assert await request("review recorded", newest) == (1, 0)
+
+        # Decided knowing that review: nothing tells of another, so it asks at once again;
+        # not once the redelivery stops covering (as after a pass that failed).
+        assert await request("knew it", review.id) == (0, 1)
+        h.rt.extras["redelivery"].covered_at = None
+        assert await request("uncovered", review.id) == (1, 1)
 
 
 async def _only_the_fix_left(h) -> bool:
