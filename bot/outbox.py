@@ -55,11 +55,16 @@ async def add(
     none, so they happen even once the run has ended.
     """
     _, created = await jobs.enqueue_in(
-        session, _is_postgres(session), KIND, f"fx:{effect}:{key}", pr_key=pr_key,
+        session, _is_postgres(session), KIND, f"{effect_key_prefix(effect)}{key}", pr_key=pr_key,
         process_key=process_key, payload={"effect": effect, **payload}, max_attempts=MAX_ATTEMPTS,
         delay_seconds=delay_seconds,
     )
     return created
+
+
+def effect_key_prefix(effect: str) -> str:
+    """What the job key of every effect of this kind starts with."""
+    return f"fx:{effect}:"
 
 
 def _effects(pr_key: str, effect: str) -> tuple:

@@ -35,7 +35,7 @@ from .webhooks.routing import Wake, command_wake, edited
 log = structlog.get_logger(__name__)
 
 CURSOR_PREFIX = "scan:"
-_LAST_SCAN = "scan_started_at"  # in rt.extras: when this process's last scan that read began
+LAST_SCAN = "scan_started_at"  # in rt.extras: when this process's last scan that read began
 KINDS = ("issue", "review")  # a PR's conversation comments, and its review (diff) comments
 # `…/owner/repo/pull/N#issuecomment-ID` (or `#discussion_rID`): a comment on a PR, not an issue.
 _ON_PULL = re.compile(r"/([^/]+)/([^/]+)/pull/(\d+)(?:[#?/]|$)")
@@ -152,7 +152,7 @@ async def scan(rt: Runtime) -> ScanReport:
     if not await rt.leadership.holds():
         return ScanReport(led=False)
     cfg = rt.config.scan
-    last = rt.extras.get(_LAST_SCAN)
+    last = rt.extras.get(LAST_SCAN)
     if last is not None and time.monotonic() - last < cfg.covered_interval_seconds and redelivery.covers(rt):
         # What the scan would find is a delivery that failed, and the redelivery asks for
         # those again; left for the scan is one GitHub never attempted, read this much later.
@@ -193,7 +193,7 @@ async def scan(rt: Runtime) -> ScanReport:
     metrics.SCAN_JOBS.labels("enroll").inc(report.enrolls)
     metrics.SCAN_JOBS.labels("command").inc(report.commands)
     metrics.SCANS.inc()
-    rt.extras[_LAST_SCAN] = started
+    rt.extras[LAST_SCAN] = started
     log.info("scan.done", repositories=report.repositories, unchanged=report.unchanged,
              unreadable=len(report.unreadable), enrolls=report.enrolls, commands=report.commands)
     if wakes:

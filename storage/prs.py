@@ -127,6 +127,16 @@ async def fenced_update(
         return (await s.exec(stmt)).rowcount == 1
 
 
+async def note_check_run(db: Database, pr_key: str, process_key: str, values: Mapping[str, Any]) -> bool:
+    """Record the check run's head and id (`check_run_head`, `check_run_id`) while the row is
+    still the run's, ended or not: the run only mirrors the row, and its last update (merged,
+    abandoned) comes after the run's end. A row another run took over is left alone."""
+    stmt = (update(PullRequest).where(PullRequest.pr_key == pr_key, PullRequest.process_key == process_key)
+            .values(**values, updated_at=utcnow()).execution_options(synchronize_session=False))
+    async with db.session() as s:
+        return (await s.exec(stmt)).rowcount == 1
+
+
 def _insert_ignore(session: AsyncSession, table):
     dialect = session.bind.dialect.name
     return (postgresql if dialect == "postgresql" else sqlite).insert(table)

@@ -137,7 +137,10 @@ async def hold(rt: Runtime, job: Job) -> None:
     if now >= until:
         return
     wait = timedelta(seconds=max(cfg.check_run_settle_seconds, 1.0))
-    if await jobs.in_hand(rt.db, job.pr_key, job.id, now + wait, besides_kinds=_UNHELD_BY):
+    # Not another update of the run (one queued while this one ran): it renders the same row,
+    # and two updates holding each other would wait out the hold.
+    if await jobs.in_hand(rt.db, job.pr_key, job.id, now + wait, besides_kinds=_UNHELD_BY,
+                          besides_prefix=outbox.effect_key_prefix("check_run")):
         raise Reschedule(min(now + wait, until), "check run held: the PR has other work in hand")
 
 
@@ -164,7 +167,7 @@ async def sync(rt: Runtime, pr_key: str) -> None:
             await rt.github.update_check_run(key.owner, key.repo, run_id, **fields)
         _said(rt)[pr_key] = (head, fields)
         if pr.check_run_id != run_id and pr.process_key:
-            await prs.fenced_update(rt.db, pr_key, pr.process_key, {"check_run_id": run_id, "check_run_head": head})
+            await prs.note_check_run(rt.db, pr_key, pr.process_key, {"check_run_id": run_id, "check_run_head": head})
 
 
 async def _run_on(rt: Runtime, view: PrView, head: str) -> int | None:
@@ -177,7 +180,7 @@ async def _run_on(rt: Runtime, view: PrView, head: str) -> int | None:
     pr = view.pr
     if pr.check_run_head == head and pr.check_run_id is not None:
         return pr.check_run_id
-    if pr.check_run_head != head and pr.process_key and await prs.fenced_update(
+    if pr.check_run_head != head and pr.process_key and await prs.note_check_run(
             rt.db, pr.pr_key, pr.process_key, {"check_run_head": head, "check_run_id": None}):
         return None
     key = parse_pr_key(pr.pr_key)

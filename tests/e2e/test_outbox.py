@@ -403,3 +403,35 @@ async def test_a_check_run_update_waits_while_the_pr_has_other_work_in_hand(tmp_
         assert said[-1] == "merged", said
         on_the_way = {"waiting merge", "merging"} & set(said)
         assert bool(on_the_way) == (not hold), said
+
+
+async def test_two_updates_of_one_check_run_do_not_hold_each_other(tmp_path, db_url):
+    """An update queued while another ran (a publish finds none queued) is not the PR's other
+    work: each renders the same row, and holding each other they waited out the whole hold."""
+    from datetime import timedelta
+
+    from bot import outbox
+    from bot.engine import checkrun
+    from bot.workers import Reschedule
+    from storage import jobs
+    from storage.models import utcnow
+
+    async with bot_on_simulator(tmp_path, db_url) as h:
+        key, _ = await open_and_enroll(h)  # no reviewer: the PR waits for a review
+        await h.wait_status(key, "waiting_review")
+        await quiesce(h)
+        # Two updates under way, held by "another worker" (only this test runs them).
+        async with h.rt.db.session() as s:
+            for tag in ("mine", "other"):
+                await outbox.add(s, "check_run", f"{key}:{tag}", pr_key=key, delay_seconds=3600)
+            await s.exec(update(Job).where(Job.key.like("fx:check_run:%")).values(
+                status="running", lease_owner="elsewhere", lease_until=utcnow() + timedelta(hours=1)))
+        [mine] = [j for j in await jobs.list_jobs(h.rt.db, key) if j.key == f"fx:check_run:{key}:mine"]
+        await checkrun.hold(h.rt, mine)  # not held by the other update
+        # Another kind of work of the PR, under way, holds it.
+        await jobs.enqueue(h.rt.db, "sync", f"sync:{key}:test", pr_key=key, delay_seconds=3600)
+        async with h.rt.db.session() as s:
+            await s.exec(update(Job).where(Job.key == f"sync:{key}:test").values(
+                status="running", lease_owner="elsewhere", lease_until=utcnow() + timedelta(hours=1)))
+        with pytest.raises(Reschedule):
+            await checkrun.hold(h.rt, mine)
