@@ -79,9 +79,9 @@ class GitHubConfig(_Section):
     # A check-run update waits this long for the PR's next stage to fold in: stages that follow
     # within it cost one write (a run's end waits a second).
     check_run_settle_seconds: float = Field(5.0, ge=0, le=300)
-    # ...and while the PR has other work due or running (its sync, step, merge or another write:
-    # what the run would say is about to change), it waits on, this long at most after it was
-    # queued. A fixer at work does not hold it: the round shows while the fixer works.
+    # ...and while the PR is on the way to the merge (waiting for dependencies or the merge,
+    # merging) with other work due or running (its sync, the merge), it waits on, this long at
+    # most after it was queued: those stages cost no write of their own. A round's do.
     check_run_hold_seconds: float = Field(60.0, ge=0, le=3600)
     # Read and decide everything, write nothing to GitHub: effects are recorded as `dry_run`,
     # the fixer does not run, and the client refuses any write (docs/architecture.md, "Dry run").

@@ -22,6 +22,7 @@ from bot.workers import Reschedule
 from storage import jobs, prs, rounds
 from storage.models import Job, Round, utcnow
 from storage.prs import PrView
+from storage.statuses import Status
 
 from .findings import normalised
 from .read import CHECK_RUN_NAME, findings_of
@@ -120,27 +121,35 @@ async def publish(rt: Runtime, pr_key: str) -> None:
     rt.wake_workers(settle)
 
 
-# Kinds whose work does not hold an update: a fixer at work for minutes is a stage to show.
-_UNHELD_BY = ("fix",)
+# The merge stage's steps: each lasts as long as the work in hand that ends it (the merge, its
+# sync), and none is worth a write of its own on the way to merged.
+_ON_THE_WAY = frozenset({Status.WAITING_DEPS, Status.WAITING_MERGE, Status.MERGING})
 
 
 async def hold(rt: Runtime, job: Job) -> None:
-    """Put the update `job` off (`Reschedule`) while its PR has other work due or running: a
-    sync, the next step, the merge, another write. What the run says is about to change, and
-    written now it would be written again in moments (at a busy hour the merge comes tens of
-    seconds after the decision, and "waiting merge" then "merged" were two writes on every PR).
-    At most `[github] check_run_hold_seconds` after the update was queued: a PR whose work never
-    stops still shows where it is."""
+    """Put the update `job` off (`Reschedule`) while its PR is on the way to the merge with other
+    work due or running (its sync, the merge, another write). At a busy hour the merge comes
+    tens of seconds after the decision, past the settle window, and "waiting merge" then
+    "merged" were two writes on every PR. At most `[github] check_run_hold_seconds` after the
+    update was queued: a PR whose work never stops still shows where it is. A round's stages
+    are not held: each head shows its round, and a fixer at work shows for as long as it works."""
     cfg = rt.config.github
     now = utcnow()
     until = job.created_at + timedelta(seconds=cfg.check_run_hold_seconds)
     if now >= until:
         return
-    wait = timedelta(seconds=max(cfg.check_run_settle_seconds, 1.0))
+    view = await prs.get(rt.db, job.pr_key)
+    if view is None or view.derived_status not in _ON_THE_WAY:
+        return
+    settle = timedelta(seconds=max(cfg.check_run_settle_seconds, 1.0))
     # Not another update of the run (one queued while this one ran): it renders the same row,
     # and two updates holding each other would wait out the hold.
-    if await jobs.in_hand(rt.db, job.pr_key, job.id, now + wait, besides_kinds=_UNHELD_BY,
+    if await jobs.in_hand(rt.db, job.pr_key, job.id, now + settle,
                           besides_prefix=outbox.effect_key_prefix("check_run")):
+        # Each wait as long as the update has waited so far: a few looks, not one per settle
+        # window (at a busy hour, when every PR has work in hand, those were a claim and a
+        # reschedule every 5 s for each waiting update).
+        wait = max(settle, now - job.created_at)
         raise Reschedule(min(now + wait, until), "check run held: the PR has other work in hand")
 
 

@@ -395,14 +395,21 @@ async def test_a_check_run_update_waits_while_the_pr_has_other_work_in_hand(tmp_
         h.sim.inject_fault(r"/pulls/\d+/merge$", method="PUT", delay=4 * CHECK_RUN_SETTLE_SECONDS, count=1)
         key, _ = await open_and_enroll(h)
         view = await h.wait_status(key, "merged", timeout=60)
-        await quiesce(h)
         head = view.pr.converged_head
-        said = [e["output"]["title"].split(" · ")[0]
-                for e in _ours(h.sim, "check_run_created") + _ours(h.sim, "check_run_updated")
-                if e["head_sha"] == head]
-        assert said[-1] == "merged", said
-        on_the_way = {"waiting merge", "merging"} & set(said)
-        assert bool(on_the_way) == (not hold), said
+
+        def said() -> list[str]:
+            return [e["output"]["title"].split(" · ")[0]
+                    for e in _ours(h.sim, "check_run_created") + _ours(h.sim, "check_run_updated")
+                    if e["head_sha"] == head]
+
+        async def says_merged() -> bool:
+            return said()[-1:] == ["merged"]
+
+        # Held, the last update waits a little longer than the merge's sync.
+        await h.wait_for("the run to say merged", says_merged)
+        await quiesce(h)
+        on_the_way = {"waiting merge", "merging"} & set(said())
+        assert bool(on_the_way) == (not hold), said()
 
 
 async def test_two_updates_of_one_check_run_do_not_hold_each_other(tmp_path, db_url):
@@ -420,6 +427,9 @@ async def test_two_updates_of_one_check_run_do_not_hold_each_other(tmp_path, db_
         key, _ = await open_and_enroll(h)  # no reviewer: the PR waits for a review
         await h.wait_status(key, "waiting_review")
         await quiesce(h)
+        # On the way to the merge (what holds an update), as if a clean review had come.
+        async with h.rt.db.session() as s:
+            await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(status="waiting_merge"))
         # Two updates under way, held by "another worker" (only this test runs them).
         async with h.rt.db.session() as s:
             for tag in ("mine", "other"):
@@ -435,3 +445,7 @@ async def test_two_updates_of_one_check_run_do_not_hold_each_other(tmp_path, db_
                 status="running", lease_owner="elsewhere", lease_until=utcnow() + timedelta(hours=1)))
         with pytest.raises(Reschedule):
             await checkrun.hold(h.rt, mine)
+        # A round's stages are not held.
+        async with h.rt.db.session() as s:
+            await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(status="waiting_review"))
+        await checkrun.hold(h.rt, mine)
