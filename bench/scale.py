@@ -25,9 +25,9 @@ reset time GitHub's headers give, whatever the window).
 `--app` runs the bot as a GitHub App: its installation token, its delivery log read for
 redelivery every five minutes, and the scan reading the installation's repositories.
 
-The per-PR figures count from the first `/converge` to the last merge. What the bot spends
-starting up before it (its scan's first read of every repository: three listings each, one
-repository per PR here) is printed apart: it is the installation's, paid once per start.
+The per-PR figures count from the first `/converge` to the last merge, but for the bot's
+start-up scan (its first read of every repository: three listings each, one repository per PR
+here), printed apart: it is the installation's, paid once per start, whatever its PRs.
 
 Progress (merged so far) goes to stderr, the figures to stdout.
 """
@@ -235,6 +235,19 @@ async def simulator(tmp_path: Path, args):
             child.kill()
 
 
+# What only the scan reads: the installation's repositories, and each one's three listings.
+SCAN_ROUTES = ("GET /installation/repositories", "GET /repos/{owner}/{repo}/pulls",
+               "GET /repos/{owner}/{repo}/issues/comments", "GET /repos/{owner}/{repo}/pulls/comments")
+
+
+async def scan_spent(rt, gh) -> dict[str, dict[str, int]]:
+    """The requests of the bot's start-up scan, by route and status, taken as it ends."""
+    while LAST_SCAN not in rt.extras and rt.config.scan.enabled:
+        await asyncio.sleep(0.2)
+    routes = (await gh.counters())["routes"]
+    return {route: routes[route] for route in SCAN_ROUTES if route in routes}
+
+
 async def run(args) -> int:
     from sqlalchemy import text
 
@@ -265,16 +278,10 @@ async def run(args) -> int:
                     await gh.call("PUT", "_sim/webhooks", hook)
                 else:
                     gh.sim.configure_webhooks(hook["url"], hook["secret"], senders=args.senders)
-                # The bot's start-up (the scan reads every repository of the installation,
-                # or of the PRs it knows) before any PR is enrolled: its requests are the
-                # bot's, counted apart from the PRs' "enrollment to merged".
-                began = time.perf_counter()
-                while LAST_SCAN not in rt.extras and rt.config.scan.enabled:
-                    if time.perf_counter() - began > 300:
-                        say("the start-up scan did not end within 300 s (deferred?): enrolling anyway")
-                        break
-                    await asyncio.sleep(0.2)
-                at_start = await gh.counters()
+                # The start-up scan (every repository of the installation, or of the PRs the
+                # bot knows) runs beside the enrollment, as it would; what it spent is taken
+                # once it ends, on the routes only the scan reads (its three listings).
+                start_up = asyncio.create_task(scan_spent(rt, gh))
                 say("enrolling them all (/converge) ...")
                 cpu0, sim_cpu0, t0 = time.process_time(), gh.cpu(), time.perf_counter()
                 kids0 = children_cpu()
@@ -296,6 +303,9 @@ async def run(args) -> int:
                         say(f"  {merged}/{len(keys)} merged ({last - t0:.0f}s)")
                     await asyncio.sleep(1.0)
                 wall = time.perf_counter() - t0
+                if not start_up.done():  # no scan ended (put off for the rate limit, say)
+                    start_up.cancel()
+                at_start = {} if start_up.cancelled() else await start_up
                 # The writes still to come (a check run's last update waits while the merge's
                 # sync runs, up to `check_run_hold_seconds`) are the PRs' too: counted once made.
                 writes_left = text("SELECT count(*) FROM jobs WHERE kind = 'effect' AND status IN ('queued', 'running')")
@@ -323,19 +333,16 @@ async def run(args) -> int:
     total = rate_limited = refused = 0
     by_route = []
     app_own = Counter()  # the App's own requests (its JWT): not the installation's rate limit
-    start_up = start_up_limited = 0
-    for route, before in at_start["routes"].items():
-        if " /_sim" not in route and not route.split(" ", 1)[1].startswith("/app/"):
-            start_up += sum(before.values())
-            start_up_limited += sum(before.values()) - before.get("304", 0)
+    start_up = sum(sum(statuses.values()) for statuses in at_start.values())
+    start_up_limited = start_up - sum(statuses.get("304", 0) for statuses in at_start.values())
     for route, counts in snap["routes"].items():
         if " /_sim" in route:
             continue
         if route.split(" ", 1)[1].startswith("/app/"):
             app_own[route] += sum(counts.values())
             continue
-        # Enrollment to merged: what the start-up had spent on the route is taken off.
-        before = at_start["routes"].get(route, {})
+        # Enrollment to merged: what the start-up scan had spent on the route is taken off.
+        before = at_start.get(route, {})
         statuses = {status: k - before.get(status, 0) for status, k in counts.items()}
         k = sum(statuses.values())
         if not k:
@@ -370,7 +377,7 @@ async def run(args) -> int:
     if lags:
         print(f"webhook deliveries {len(lags)} ({len(lags) / n:.1f} per PR); queued to sent (whole seconds): "
               f"median {lags[len(lags) // 2]:.0f}s, p90 {lags[len(lags) * 9 // 10]:.0f}s, max {lags[-1]:.0f}s")
-    print(f"the bot's start-up, before the first /converge (the scan's reads): {start_up} requests, "
+    print(f"the start-up scan (its listings of every repository): {start_up} requests, "
           f"{start_up_limited} rate-limited ({start_up_limited / n:.1f} per PR); not in the figures below")
     print(f"enrollment to merged: requests {total} ({total / n:.1f} per PR), rate-limited {rate_limited} "
           f"({rate_limited / n:.1f} per PR), refused for the rate limit {refused}")
