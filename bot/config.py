@@ -82,7 +82,7 @@ class GitHubConfig(_Section):
     # ...and while the PR is on the way to the merge (waiting for dependencies or the merge,
     # merging) with other work due or running (its sync, the merge), it waits on, this long at
     # most after it was queued: those stages cost no write of their own. A round's do.
-    check_run_hold_seconds: float = Field(60.0, ge=0, le=3600)
+    check_run_hold_seconds: float = Field(300.0, ge=0, le=3600)
     # Read and decide everything, write nothing to GitHub: effects are recorded as `dry_run`,
     # the fixer does not run, and the client refuses any write (docs/architecture.md, "Dry run").
     dry_run: bool = False
