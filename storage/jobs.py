@@ -145,11 +145,10 @@ async def busy_pr_keys(db: Database, before: datetime) -> set[str]:
 
 
 async def in_hand(db: Database, pr_key: str, besides_id: int | None = None, before: datetime | None = None, *,
-                  kinds: Collection[str] | None = None, besides_kinds: Collection[str] = (),
-                  besides_prefix: str | None = None) -> bool:
+                  kinds: Collection[str] | None = None, besides_prefix: str | None = None) -> bool:
     """Whether the PR has a job other than `besides_id` running, or queued (to run before
-    `before`, when given); only of `kinds` when given, of none of `besides_kinds`, and none
-    whose key starts with `besides_prefix`."""
+    `before`, when given); only of `kinds` when given, and none whose key starts with
+    `besides_prefix`."""
     queued = Job.status == JobStatus.QUEUED
     query = select(Job.id).where(
         Job.pr_key == pr_key,
@@ -158,8 +157,6 @@ async def in_hand(db: Database, pr_key: str, besides_id: int | None = None, befo
         query = query.where(Job.id != besides_id)
     if kinds is not None:
         query = query.where(Job.kind.in_(tuple(kinds)))
-    if besides_kinds:
-        query = query.where(Job.kind.not_in(tuple(besides_kinds)))
     if besides_prefix:
         query = query.where(Job.key.not_like(f"{besides_prefix}%"))
     async with db.read_session() as s:
