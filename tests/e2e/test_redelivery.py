@@ -345,6 +345,13 @@ async def test_a_late_first_review_request_looks_unless_a_review_since_would_hav
         assert r.status_code == 201, r.text
         await h.wait_status(key, "waiting_review")
         await quiesce(h)
+
+        async def no_sync_in_hand() -> bool:
+            # A webhook of the enrollment (its review request, say) may have woken a sync due
+            # after the quiesce's window; the quiet case starts once it ran.
+            return not await jobs.in_hand(h.rt.db, key, kinds=("sync",))
+
+        await h.wait_for("the PR's syncs done", no_sync_in_hand)
         assert covers(h.rt)
         view = await h.view(key)
         head, newest = view.pr.head_sha, view.pr.latest_review_id
