@@ -248,8 +248,7 @@ async def _react(rt: Runtime, job: Job, p: dict) -> None:
 
 
 async def _check_run(rt: Runtime, job: Job, p: dict) -> None:
-    await checkrun.hold(rt, job)
-    await checkrun.sync(rt, job.pr_key)
+    await checkrun.sync(rt, job.pr_key, job)
 
 
 async def _update_branch(rt: Runtime, job: Job, p: dict) -> None:

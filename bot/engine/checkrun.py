@@ -126,8 +126,9 @@ async def publish(rt: Runtime, pr_key: str) -> None:
 _ON_THE_WAY = frozenset({Status.WAITING_DEPS, Status.WAITING_MERGE, Status.MERGING})
 
 
-async def hold(rt: Runtime, job: Job) -> None:
-    """Put the update `job` off (`Reschedule`) while its PR is on the way to the merge with other
+async def hold(rt: Runtime, job: Job, view: PrView) -> None:
+    """Put the update `job` off (`Reschedule`) while its PR (`view`, the row as the update read
+    it) is on the way to the merge with other
     work due or running (its sync, the merge, another write). At a busy hour the merge comes
     tens of seconds after the decision, past the settle window, and "waiting merge" then
     "merged" were two writes on every PR. At most `[github] check_run_hold_seconds` after the
@@ -138,8 +139,7 @@ async def hold(rt: Runtime, job: Job) -> None:
     until = job.created_at + timedelta(seconds=cfg.check_run_hold_seconds)
     if now >= until:
         return
-    view = await prs.get(rt.db, job.pr_key)
-    if view is None or view.derived_status not in _ON_THE_WAY:
+    if view.derived_status not in _ON_THE_WAY:
         return
     settle = timedelta(seconds=max(cfg.check_run_settle_seconds, 1.0))
     # Not another update of the run (one queued while this one ran): it renders the same row,
@@ -153,8 +153,9 @@ async def hold(rt: Runtime, job: Job) -> None:
         raise Reschedule(min(now + wait, until), "check run held: the PR has other work in hand")
 
 
-async def sync(rt: Runtime, pr_key: str) -> None:
-    """The effect: make the check run on the current head say what the row says."""
+async def sync(rt: Runtime, pr_key: str, job: Job | None = None) -> None:
+    """The effect: make the check run on the current head say what the row says. `job`: the
+    update's job, which the row read here may `hold` first."""
     key = parse_pr_key(pr_key)
     # Read, look and create under the PR's mutation lock (in this process): two updates of one
     # PR on two workers must not both find no run on the head and both create one, and the row
@@ -164,6 +165,8 @@ async def sync(rt: Runtime, pr_key: str) -> None:
         view = await prs.get(rt.db, pr_key)
         if view is None or not view.pr.head_sha:
             return
+        if job is not None:
+            await hold(rt, job, view)
         pr, head = view.pr, view.pr.head_sha
         fields = await _fields(rt, view)
         if _said(rt).get(pr_key) == (head, fields):

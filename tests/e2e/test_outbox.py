@@ -437,15 +437,15 @@ async def test_two_updates_of_one_check_run_do_not_hold_each_other(tmp_path, db_
             await s.exec(update(Job).where(Job.key.like("fx:check_run:%")).values(
                 status="running", lease_owner="elsewhere", lease_until=utcnow() + timedelta(hours=1)))
         [mine] = [j for j in await jobs.list_jobs(h.rt.db, key) if j.key == f"fx:check_run:{key}:mine"]
-        await checkrun.hold(h.rt, mine)  # not held by the other update
+        await checkrun.hold(h.rt, mine, await h.view(key))  # not held by the other update
         # Another kind of work of the PR, under way, holds it.
         await jobs.enqueue(h.rt.db, "sync", f"sync:{key}:test", pr_key=key, delay_seconds=3600)
         async with h.rt.db.session() as s:
             await s.exec(update(Job).where(Job.key == f"sync:{key}:test").values(
                 status="running", lease_owner="elsewhere", lease_until=utcnow() + timedelta(hours=1)))
         with pytest.raises(Reschedule):
-            await checkrun.hold(h.rt, mine)
+            await checkrun.hold(h.rt, mine, await h.view(key))
         # A round's stages are not held.
         async with h.rt.db.session() as s:
             await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(status="waiting_review"))
-        await checkrun.hold(h.rt, mine)
+        await checkrun.hold(h.rt, mine, await h.view(key))
