@@ -427,6 +427,16 @@ async def test_two_updates_of_one_check_run_do_not_hold_each_other(tmp_path, db_
         key, _ = await open_and_enroll(h)  # no reviewer: the PR waits for a review
         await h.wait_status(key, "waiting_review")
         await quiesce(h)
+
+        async def none_of_its_own_in_hand():
+            # The bot's own work of the PR put off or ended (on a loaded machine a sync can still
+            # come after quiesce), so that only the test's jobs will be.
+            async with h.rt.db.session() as s:
+                await s.exec(update(Job).where(Job.pr_key == key, Job.status == "queued").values(
+                    run_at=utcnow() + timedelta(hours=1)))
+                return not (await s.exec(select(Job.id).where(Job.pr_key == key, Job.status == "running"))).all()
+
+        await h.wait_for("the PR's other work put off or ended", none_of_its_own_in_hand)
         # On the way to the merge (what holds an update), as if a clean review had come.
         async with h.rt.db.session() as s:
             await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(status="waiting_merge"))
