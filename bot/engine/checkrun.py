@@ -126,21 +126,26 @@ async def publish(rt: Runtime, pr_key: str) -> None:
 _ON_THE_WAY = frozenset({Status.WAITING_DEPS, Status.WAITING_MERGE, Status.MERGING})
 
 
-async def hold(rt: Runtime, job: Job, view: PrView) -> None:
+async def hold(rt: Runtime, job: Job, view: PrView) -> bool:
     """Put the update `job` off (`Reschedule`) while its PR (`view`, the row as the update read
-    it) is on the way to the merge with other
-    work due or running (its sync, the merge, another write). At a busy hour the merge comes
+    it) is on the way to the merge with other work due or running (its sync, the merge, another
+    write). At a busy hour the merge comes
     tens of seconds after the decision, past the settle window, and "waiting merge" then
     "merged" were two writes on every PR. At most `[github] check_run_hold_seconds` after the
     update was queued: a PR whose work never stops still shows where it is. A round's stages
-    are not held: each head shows its round, and a fixer at work shows for as long as it works."""
+    are not held: each head shows its round, and a fixer at work shows for as long as it works.
+
+    True when it looked and found nothing else in hand: the row is then to be read again. The
+    work that moves the PR on writes the row before it ends (the merge writes "merged", then its
+    job is done), so a look that found that job ended may come after a row read that still said
+    "merging"; a row read after the look shows what the ended work wrote."""
     cfg = rt.config.github
     now = utcnow()
     until = job.created_at + timedelta(seconds=cfg.check_run_hold_seconds)
     if now >= until:
-        return
+        return False
     if view.derived_status not in _ON_THE_WAY:
-        return
+        return False
     settle = timedelta(seconds=max(cfg.check_run_settle_seconds, 1.0))
     # Not another update of the run (one queued while this one ran): it renders the same row,
     # and two updates holding each other would wait out the hold.
@@ -151,6 +156,7 @@ async def hold(rt: Runtime, job: Job, view: PrView) -> None:
         # reschedule every 5 s for each waiting update).
         wait = max(settle, now - job.created_at)
         raise Reschedule(min(now + wait, until), "check run held: the PR has other work in hand")
+    return True
 
 
 async def sync(rt: Runtime, pr_key: str, job: Job | None = None) -> None:
@@ -165,8 +171,10 @@ async def sync(rt: Runtime, pr_key: str, job: Job | None = None) -> None:
         view = await prs.get(rt.db, pr_key)
         if view is None or not view.pr.head_sha:
             return
-        if job is not None:
-            await hold(rt, job, view)
+        if job is not None and await hold(rt, job, view):
+            view = await prs.get(rt.db, pr_key)
+            if view is None or not view.pr.head_sha:
+                return
         pr, head = view.pr, view.pr.head_sha
         fields = await _fields(rt, view)
         if _said(rt).get(pr_key) == (head, fields):

@@ -412,50 +412,103 @@ async def test_a_check_run_update_waits_while_the_pr_has_other_work_in_hand(tmp_
         assert bool(on_the_way) == (not hold), said()
 
 
+async def _none_of_its_own_in_hand(h, key: str) -> bool:
+    """Put off the bot's queued jobs of the PR; whether none is running (on a loaded machine a
+    sync can still come after `quiesce`). Waited for, it leaves only the jobs a test makes."""
+    from datetime import timedelta
+
+    from storage.models import utcnow
+
+    async with h.rt.db.session() as s:
+        await s.exec(update(Job).where(Job.pr_key == key, Job.status == "queued").values(
+            run_at=utcnow() + timedelta(hours=1)))
+        return not (await s.exec(select(Job.id).where(Job.pr_key == key, Job.status == "running"))).all()
+
+
+async def _running_elsewhere(h, *ids: int) -> None:
+    """Mark jobs as under way on "another worker": none of this process's workers runs them."""
+    from datetime import timedelta
+
+    from storage.models import utcnow
+
+    async with h.rt.db.session() as s:
+        await s.exec(update(Job).where(Job.id.in_(ids)).values(
+            status="running", lease_owner="elsewhere", lease_until=utcnow() + timedelta(hours=1)))
+
+
 async def test_two_updates_of_one_check_run_do_not_hold_each_other(tmp_path, db_url):
     """An update queued while another ran (a publish finds none queued) is not the PR's other
     work: each renders the same row, and holding each other they waited out the whole hold."""
-    from datetime import timedelta
-
     from bot import outbox
     from bot.engine import checkrun
     from bot.workers import Reschedule
     from storage import jobs
-    from storage.models import utcnow
 
     async with bot_on_simulator(tmp_path, db_url) as h:
         key, _ = await open_and_enroll(h)  # no reviewer: the PR waits for a review
         await h.wait_status(key, "waiting_review")
         await quiesce(h)
-
-        async def none_of_its_own_in_hand():
-            # The bot's own work of the PR put off or ended (on a loaded machine a sync can still
-            # come after quiesce), so that only the test's jobs will be.
-            async with h.rt.db.session() as s:
-                await s.exec(update(Job).where(Job.pr_key == key, Job.status == "queued").values(
-                    run_at=utcnow() + timedelta(hours=1)))
-                return not (await s.exec(select(Job.id).where(Job.pr_key == key, Job.status == "running"))).all()
-
-        await h.wait_for("the PR's other work put off or ended", none_of_its_own_in_hand)
+        await h.wait_for("the PR's own work put off or ended", lambda: _none_of_its_own_in_hand(h, key))
         # On the way to the merge (what holds an update), as if a clean review had come.
         async with h.rt.db.session() as s:
             await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(status="waiting_merge"))
-        # Two updates under way, held by "another worker" (only this test runs them).
+        # Two updates under way (only this test runs them).
         async with h.rt.db.session() as s:
             for tag in ("mine", "other"):
                 await outbox.add(s, "check_run", f"{key}:{tag}", pr_key=key, delay_seconds=3600)
-            await s.exec(update(Job).where(Job.key.like("fx:check_run:%")).values(
-                status="running", lease_owner="elsewhere", lease_until=utcnow() + timedelta(hours=1)))
-        [mine] = [j for j in await jobs.list_jobs(h.rt.db, key) if j.key == f"fx:check_run:{key}:mine"]
-        await checkrun.hold(h.rt, mine, await h.view(key))  # not held by the other update
-        # Another kind of work of the PR, under way, holds it.
-        await jobs.enqueue(h.rt.db, "sync", f"sync:{key}:test", pr_key=key, delay_seconds=3600)
-        async with h.rt.db.session() as s:
-            await s.exec(update(Job).where(Job.key == f"sync:{key}:test").values(
-                status="running", lease_owner="elsewhere", lease_until=utcnow() + timedelta(hours=1)))
+        updates = {j.key: j for j in await jobs.list_jobs(h.rt.db, key) if j.key.startswith("fx:check_run:")}
+        await _running_elsewhere(h, *(j.id for j in updates.values()))
+        mine = updates[f"fx:check_run:{key}:mine"]
+        assert await checkrun.hold(h.rt, mine, await h.view(key))  # looked; not held by the other update
+        # Another kind of work of the PR, under way, holds it. (A sync queued for the PR, put off
+        # above, takes this one in: the id is the one queued.)
+        sync_id, _ = await jobs.enqueue(h.rt.db, "sync", f"sync:{key}:test", pr_key=key, delay_seconds=3600)
+        await _running_elsewhere(h, sync_id)
         with pytest.raises(Reschedule):
             await checkrun.hold(h.rt, mine, await h.view(key))
         # A round's stages are not held.
         async with h.rt.db.session() as s:
             await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(status="waiting_review"))
-        await checkrun.hold(h.rt, mine, await h.view(key))
+        assert not await checkrun.hold(h.rt, mine, await h.view(key))
+
+
+async def test_an_update_that_finds_the_merge_ended_renders_the_row_the_merge_left(tmp_path, db_url, monkeypatch):
+    """The update read the row ("merging"), and the merge ended before the update looked for
+    other work in hand. The merge wrote "merged" before its job ended, so the update reads the
+    row again after the look and says merged: the row it read first would have said "merging",
+    a write more, and the last one until the next update came."""
+    from bot import outbox
+    from bot.engine import checkrun
+    from storage import jobs
+    from storage.models import utcnow
+
+    async with bot_on_simulator(tmp_path, db_url) as h:
+        key, _ = await open_and_enroll(h)  # no reviewer: the PR waits for a review
+        view = await h.wait_status(key, "waiting_review")
+        await quiesce(h)
+        await h.wait_for("the PR's own work put off or ended", lambda: _none_of_its_own_in_hand(h, key))
+        # Merging, the merge under way; an update of the check run (only this test runs them).
+        async with h.rt.db.session() as s:
+            await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(status="merging"))
+            await outbox.add(s, "check_run", f"{key}:mine", pr_key=key, delay_seconds=3600)
+        merge_id, _ = await jobs.enqueue(h.rt.db, "effect", f"test-merge:{key}", pr_key=key, delay_seconds=3600)
+        [mine] = [j for j in await jobs.list_jobs(h.rt.db, key) if j.key == f"fx:check_run:{key}:mine"]
+        await _running_elsewhere(h, merge_id, mine.id)
+        look = jobs.in_hand
+
+        async def the_merge_ends_first(*args, **kwargs):
+            # Between the update's read of the row and its look: the merge records the merge
+            # and then ends, as `merging.run_merge` and its job do.
+            async with h.rt.db.session() as s:
+                await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(
+                    status="merged", merged_at=utcnow()))
+            async with h.rt.db.session() as s:
+                await s.exec(update(Job).where(Job.id == merge_id).values(status="done", lease_owner=None))
+            return await look(*args, **kwargs)
+
+        monkeypatch.setattr(jobs, "in_hand", the_merge_ends_first)
+        await checkrun.sync(h.rt, key, mine)
+        said = [e["output"]["title"].split(" · ")[0]
+                for e in _ours(h.sim, "check_run_created") + _ours(h.sim, "check_run_updated")
+                if e["head_sha"] == view.pr.head_sha]
+        assert said[-1] == "merged", said
