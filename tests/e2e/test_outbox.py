@@ -444,7 +444,8 @@ async def test_two_updates_of_one_check_run_do_not_hold_each_other(tmp_path, db_
     from bot.workers import Reschedule
     from storage import jobs
 
-    async with bot_on_simulator(tmp_path, db_url) as h:
+    # No poll ticks (every 2 s here): each would queue the PR's sync.
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}) as h:
         key, _ = await open_and_enroll(h)  # no reviewer: the PR waits for a review
         await h.wait_status(key, "waiting_review")
         await quiesce(h)
@@ -482,7 +483,8 @@ async def test_an_update_that_finds_the_merge_ended_renders_the_row_the_merge_le
     from storage import jobs
     from storage.models import utcnow
 
-    async with bot_on_simulator(tmp_path, db_url) as h:
+    # No poll ticks (every 2 s here): each would queue the PR's sync.
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}) as h:
         key, _ = await open_and_enroll(h)  # no reviewer: the PR waits for a review
         view = await h.wait_status(key, "waiting_review")
         await quiesce(h)
