@@ -130,3 +130,22 @@ async def db(db_url):
     database = Database(db_url)
     yield database
     await database.dispose()
+
+
+@pytest.fixture
+async def bare_runtime(db):
+    """Makes a Runtime on `db` with no GitHub (for the poller's own tests). Its leadership's
+    connection (PostgreSQL keeps one for the lock) is given back at the end, as `serve` does at
+    shutdown; left to the garbage collector, SQLAlchemy warned of a connection never returned."""
+    from bot.config import Config
+    from bot.runtime import Runtime
+
+    made = []
+
+    def make(config: Config | None = None) -> Runtime:
+        made.append(Runtime(config or Config(), db, github=None))
+        return made[-1]
+
+    yield make
+    for rt in made:
+        await rt.leadership.release()

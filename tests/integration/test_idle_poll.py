@@ -8,10 +8,8 @@ from datetime import timedelta
 
 from sqlalchemy import event, update
 
-from bot.config import Config
 from bot.fixers import ScriptedFixer
 from bot.poller import Poller
-from bot.runtime import Runtime
 from storage import jobs, prs
 from storage.models import Job, PullRequest, utcnow
 
@@ -52,8 +50,8 @@ async def test_enqueue_syncs_takes_more_prs_than_one_statement_holds(db):
     assert sorted(queued) == sorted(keys)
 
 
-async def test_a_tick_queues_its_syncs_in_a_fixed_number_of_transactions(db):
-    poller = Poller(Runtime(Config(), db, github=None))
+async def test_a_tick_queues_its_syncs_in_a_fixed_number_of_transactions(db, bare_runtime):
+    poller = Poller(bare_runtime())
     counts = []
     enrolled = 0
     for n in (2, 12):

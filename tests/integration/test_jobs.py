@@ -255,25 +255,21 @@ async def test_syncs_of_one_pr_coalesce_while_one_is_queued(db):
     assert (await jobs.get_job(db, second)).run_at <= utcnow() + timedelta(seconds=1)
 
 
-async def test_the_poller_queues_one_sync_per_pr_however_many_ticks(db):
-    from bot.config import Config
+async def test_the_poller_queues_one_sync_per_pr_however_many_ticks(db, bare_runtime):
     from bot.poller import Poller
-    from bot.runtime import Runtime
 
     from ..helpers import enroll
 
     await enroll(db, "o/r#1")
     await enroll(db, "o/r#2")
-    poller = Poller(Runtime(Config(), db, github=None))
+    poller = Poller(bare_runtime())
     for _ in range(3):
         await poller.tick()
     assert sorted(j.pr_key for j in await jobs.list_jobs(db) if j.status == "queued") == ["o/r#1", "o/r#2"]
 
 
-async def test_the_poller_resumes_a_keyless_row(db):
-    from bot.config import Config
+async def test_the_poller_resumes_a_keyless_row(db, bare_runtime):
     from bot.poller import Poller
-    from bot.runtime import Runtime
     from storage import prs
     from storage.models import PullRequest
 
@@ -281,7 +277,7 @@ async def test_the_poller_resumes_a_keyless_row(db):
     async with db.session() as s:
         s.add(PullRequest(pr_key="o/r#7", repo="o/r", number=7, url="u", title="t", status="converging",
                           current_round=2, process_key=None, created_at=now, updated_at=now))
-    await Poller(Runtime(Config(), db, github=None)).tick()
+    await Poller(bare_runtime()).tick()
     view = await prs.get(db, "o/r#7")
     assert view.pr.process_key is not None and view.run_state == "active" and view.pr.current_round == 1
     assert view.pr.submitted_by == "poller"

@@ -8,7 +8,6 @@ from datetime import timedelta
 from sqlalchemy import update
 
 from bot import metrics
-from bot.config import Config
 from bot.poller import Poller
 from bot.runtime import Runtime
 from storage import jobs
@@ -19,7 +18,7 @@ from ..helpers import enroll
 KEYS = [f"o/r#{n}" for n in range(1, 7)]
 
 
-async def _enrolled(db) -> Runtime:
+async def _enrolled(db, bare_runtime) -> Runtime:
     for key in KEYS:
         await enroll(db, key)
     # Synced long ago for the higher numbers: they are the ones waiting longest for a re-read.
@@ -27,23 +26,23 @@ async def _enrolled(db) -> Runtime:
         for n, key in enumerate(KEYS, 1):
             await s.exec(update(PullRequest).where(PullRequest.pr_key == key)
                          .values(synced_at=utcnow() - timedelta(minutes=n)))
-    return Runtime(Config(), db, github=None)
+    return bare_runtime()
 
 
 async def _queued(db) -> list[str]:
     return sorted(j.pr_key for j in await jobs.list_jobs(db) if j.status == "queued" and j.kind == "sync")
 
 
-async def test_with_budget_to_spare_every_active_pr_is_polled(db):
-    rt = await _enrolled(db)
+async def test_with_budget_to_spare_every_active_pr_is_polled(db, bare_runtime):
+    rt = await _enrolled(db, bare_runtime)
     rt.rate_budget.observe("core", 5000, 4000, time.time() + 1800)
     poller = Poller(rt)
     await poller.tick()
     assert await _queued(db) == KEYS and poller.deferred == 0
 
 
-async def test_near_the_reserve_only_the_allowance_is_polled_the_longest_waiting_first(db):
-    rt = await _enrolled(db)
+async def test_near_the_reserve_only_the_allowance_is_polled_the_longest_waiting_first(db, bare_runtime):
+    rt = await _enrolled(db, bare_runtime)
     # 100 an hour, 20 kept for PRs with news, 26 left, the reset 10 s away (inside one poll
     # interval): 6 above the reserve, 3 per re-read at worst, so two PRs this tick.
     rt.rate_budget.observe("core", 100, 26, time.time() + 10)
@@ -55,8 +54,8 @@ async def test_near_the_reserve_only_the_allowance_is_polled_the_longest_waiting
     assert metrics.IDLE_POLLS_DEFERRED._value.get() - before == 4
 
 
-async def test_at_the_reserve_no_idle_pr_is_polled(db):
-    rt = await _enrolled(db)
+async def test_at_the_reserve_no_idle_pr_is_polled(db, bare_runtime):
+    rt = await _enrolled(db, bare_runtime)
     rt.rate_budget.observe("core", 100, 20, time.time() + 600)
     poller = Poller(rt)
     await poller.tick()
