@@ -9,7 +9,16 @@ from bot.leadership import LEADER_LOCK, Leadership
 from bot.poller import Poller
 from bot.runtime import Runtime
 from storage.database import Database
+from tests.helpers import until
 from tests.serving import make_config
+
+
+async def _nobody_leads(db: Database) -> bool:
+    """Whether no backend holds the leader's lock."""
+    async with db.engine.connect() as conn:
+        return (await conn.execute(text(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = :lo AND granted"),
+            {"lo": LEADER_LOCK & 0xFFFFFFFF})).scalar_one() == 0
 
 
 async def test_one_replica_leads_and_another_takes_over_when_its_connection_dies(db_url):
@@ -30,6 +39,8 @@ async def test_one_replica_leads_and_another_takes_over_when_its_connection_dies
                 "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
                 "AND objid = :lo AND pid <> pg_backend_pid()"), {"lo": LEADER_LOCK & 0xFFFFFFFF})).scalars().all()
         assert ended == [True]
+        # pg_terminate_backend only signals the backend: the lock goes when the backend has exited.
+        await until("the dead leader's backend to exit", lambda: _nobody_leads(second))
         assert await b.holds(), "the next replica to ask takes over"
         assert not await a.holds(), "the old leader finds its connection gone and follows"
         await b.release()
