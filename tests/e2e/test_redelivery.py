@@ -339,7 +339,9 @@ async def test_a_late_first_review_request_looks_unless_a_review_since_would_hav
     from storage import jobs
     from storage.models import utcnow
 
-    async with app_bot(tmp_path, db_url, sections={"convergence": PATIENT}) as h:
+    # No poll ticks (every 2 s here): a tick's sync of the PR would be one in hand.
+    poller = {"interval_seconds": 3600}
+    async with app_bot(tmp_path, db_url, sections={"convergence": PATIENT, "poller": poller}) as h:
         key, number = await _pr(h, "one")
         r = await h.http.post("/api/prs", json={"pr": key}, headers={"Authorization": "Bearer api-token"})
         assert r.status_code == 201, r.text
