@@ -129,9 +129,8 @@ _ON_THE_WAY = frozenset({Status.WAITING_DEPS, Status.WAITING_MERGE, Status.MERGI
 async def hold(rt: Runtime, job: Job, view: PrView) -> bool:
     """Put the update `job` off (`Reschedule`) while its PR (`view`, the row as the update read
     it) is on the way to the merge with other work due or running (its sync, the merge, another
-    write). At a busy hour the merge comes
-    tens of seconds after the decision, past the settle window, and "waiting merge" then
-    "merged" were two writes on every PR. At most `[github] check_run_hold_seconds` after the
+    write). At a busy hour the merge comes tens of seconds after the decision, past the settle
+    window, and "waiting merge" then "merged" were two writes on every PR. At most `[github] check_run_hold_seconds` after the
     update was queued: a PR whose work never stops still shows where it is. A round's stages
     are not held: each head shows its round, and a fixer at work shows for as long as it works.
 
@@ -166,15 +165,14 @@ async def sync(rt: Runtime, pr_key: str, job: Job | None = None) -> None:
     # Read, look and create under the PR's mutation lock (in this process): two updates of one
     # PR on two workers must not both find no run on the head and both create one, and the row
     # read under it shows the run the other may have just made. One read of the row and its
-    # round per update (two of each before: one outside the lock to skip an unchanged update).
+    # round per update (two of each before: one outside the lock to skip an unchanged update),
+    # and the row once more after a hold's look that found nothing else in hand (see `hold`).
     async with rt.github.mutating(pr_key):
         view = await prs.get(rt.db, pr_key)
+        if view is not None and view.pr.head_sha and job is not None and await hold(rt, job, view):
+            view = await prs.get(rt.db, pr_key)
         if view is None or not view.pr.head_sha:
             return
-        if job is not None and await hold(rt, job, view):
-            view = await prs.get(rt.db, pr_key)
-            if view is None or not view.pr.head_sha:
-                return
         pr, head = view.pr, view.pr.head_sha
         fields = await _fields(rt, view)
         if _said(rt).get(pr_key) == (head, fields):
