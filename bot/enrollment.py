@@ -109,7 +109,6 @@ async def submit_pr(
                     s,
                     pr_key,
                     old_process_key=old_key,
-                    old_status=current.pr.status,
                     new_process_key=run.process_key,
                     options=_reopen_options(opts),
                 )

@@ -13,7 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database
 from .models import PullRequest, Run, utcnow
-from .statuses import RunState, Status, derived_status, is_resubmittable
+from .statuses import TERMINAL, RunState, Status, derived_status, is_resubmittable
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,10 @@ def _owned_by(process_key: str):
         # A run still active whose key is no longer on the row (superseded, its end not yet
         # written, or orphaned by a crashed submitter) must not write the row another run owns.
         PullRequest.process_key == process_key,
+        # A run ends in the transaction that writes its row's terminal status (or moves the key
+        # away). PostgreSQL checks a writer held behind that transaction against the row's new
+        # version but the run's old one (still active): this is the test that sees the end.
+        PullRequest.status.not_in(TERMINAL),
         exists().where(Run.process_key == process_key, Run.state == RunState.ACTIVE),
     )
 
@@ -193,7 +197,6 @@ async def reopen(
     pr_key: str,
     *,
     old_process_key: str | None,
-    old_status: str,
     new_process_key: str,
     options: Mapping[str, Any],
 ) -> bool:
@@ -201,7 +204,7 @@ async def reopen(
 
     Split in two, a reader between the writes would see a `converging` round-1 row still
     carrying the old key, and that run's stragglers would pass the fence. The WHERE on the
-    old key and status makes it a compare-and-set against any other submitter.
+    old key makes it a compare-and-set against any other submitter.
     """
     stmt = (
         update(PullRequest)
@@ -211,9 +214,8 @@ async def reopen(
             # stale reopen must lose even where the status it read is back (both read `converging`
             # under a run ended out of band, or the new run already finished the same way).
             PullRequest.process_key.is_not_distinct_from(old_process_key),
-            # A submitter that read the row as finished must not reopen it after its status moved
-            # under the same key (the run it read, not yet ended, wrote again): that run is live.
-            PullRequest.status == old_status,
+            # No status test is needed: under the key read, no writer moves a finished row on
+            # (`_owned_by` refuses a terminal row, and a run that ended writes nothing).
         )
         .values(**reopen_values(new_process_key, options))
     )

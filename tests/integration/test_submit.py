@@ -4,6 +4,7 @@ import asyncio
 import time
 
 import pytest
+from sqlalchemy import text
 from sqlmodel import select
 
 import storage.escalations
@@ -15,7 +16,7 @@ from storage import prs, runs
 from storage.models import Adjudication, Escalation, PullRequest, utcnow
 from storage.statuses import ACTIVE, TERMINAL
 
-from ..helpers import enroll, finish, install_history, read_history
+from ..helpers import enroll, finish, install_history, read_history, until
 
 KEY = "acme/widgets#1"
 
@@ -326,29 +327,19 @@ async def test_two_processes_reopening_a_converging_row_with_no_live_run_start_o
     assert (loser_run.state, loser_run.reason) == ("terminated", "lost submit race")
 
 
-async def test_a_submit_that_read_the_row_finished_does_not_reopen_it_once_its_run_moved_it_on(db, monkeypatch):
-    """The row's key is unchanged but its status is not what the submitter read: the run it
-    read, whose end was not yet written, wrote again, so the row is live and keeps its run."""
-    from storage.locks import KeyedLocks
-
+async def test_a_run_cannot_move_its_row_on_once_its_terminal_status_is_written(db):
+    """A row whose terminal status is written under a run still active (an older version wrote
+    the two apart; PostgreSQL lets a write held behind the end read the run as it was): the
+    run's next write is refused, and a submit reopens the row under a new run."""
     pk = await enroll(db, KEY)
-    # The terminal status is written; the run's end is not (yet): the row reads finished.
     assert await prs.fenced_update(db, KEY, pk, {"status": "converged"})
-    gate = ReadGate(monkeypatch, 1)
-    task = asyncio.create_task(submit_pr(db, parse_pr_key(KEY), locks=KeyedLocks()))
-    await gate.wait_all_read()
-    assert gate.views[0].resubmittable and gate.views[0].pr.status == "converged"
-    # The run, still active, moves the row on under the same key before the submitter writes.
-    assert await prs.fenced_update(db, KEY, pk, {"status": "converging", "current_round": 2})
-    gate.release()
-    result = await asyncio.wait_for(task, timeout=60)
+    assert (await runs.get_run(db, pk)).state == "active"
 
-    assert (result.outcome, result.process_key) == ("already_running", pk)
+    assert not await prs.fenced_update(db, KEY, pk, {"status": "converging", "current_round": 2})
     view = await prs.get(db, KEY)
-    assert (view.pr.process_key, view.pr.status, view.pr.current_round, view.run_state) == (
-        pk, "converging", 2, "active")
-    lost = [r for r in await runs.runs_for(db, KEY) if r.process_key != pk]
-    assert [(r.state, r.reason) for r in lost] == [("terminated", "lost submit race")]
+    assert (view.pr.status, view.pr.current_round, view.resubmittable) == ("converged", 1, True)
+    result = await submit_pr(db, parse_pr_key(KEY))
+    assert result.outcome == "started" and result.process_key != pk
 
 
 async def test_a_run_still_active_whose_key_left_the_row_cannot_write_it(db):
@@ -357,7 +348,7 @@ async def test_a_run_still_active_whose_key_left_the_row_cannot_write_it(db):
     old = await enroll(db, KEY)
     new = await runs.create_run(db, KEY)
     async with db.session() as s:
-        assert await prs.reopen(s, KEY, old_process_key=old, old_status="converging",
+        assert await prs.reopen(s, KEY, old_process_key=old,
                                 new_process_key=new.process_key, options={})
     assert (await runs.get_run(db, old)).state == "active"
 
@@ -369,3 +360,40 @@ async def test_a_run_still_active_whose_key_left_the_row_cannot_write_it(db):
     # The owner still writes.
     assert await prs.fenced_update(db, KEY, new.process_key, {"current_round": 2})
     assert (await prs.get(db, KEY)).pr.current_round == 2
+
+
+async def _held_behind_a_row_lock(db) -> bool:
+    async with db.engine.connect() as conn:
+        waiting = await conn.execute(text(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'"))
+        return waiting.scalar() > 0
+
+
+async def test_a_write_held_behind_the_runs_end_does_not_land_after_it(db):
+    """The merge records `merged` and ends the run in one transaction while a step, which read
+    the row `merging` and GitHub's PR merged, writes the same end behind it. Held on the row's
+    lock, it must lose once the end commits: on PostgreSQL the row is checked again after the
+    wait but the run is read as it was (active), so the row's own status has to fence it."""
+    pk = await enroll(db, KEY)
+    assert await prs.fenced_update(db, KEY, pk, {"status": "merging"})
+
+    ending = db.session()
+    s = await ending.__aenter__()
+    try:
+        assert await prs.fenced_update(None, KEY, pk, {"status": "merged", "outcome": "merged"}, session=s)
+        assert await runs.end_run(None, pk, "completed", "merged", session=s)
+        late = asyncio.create_task(prs.fenced_update(
+            db, KEY, pk, {"status": "merged", "outcome": "merged outside convergebot"}))
+        # On SQLite this process's writers take turns: the step's waits for the end's session,
+        # and reads the row afresh once it has its turn, whenever that is.
+        await asyncio.sleep(0)
+        if db.backend == "postgresql":
+            await until("the step's write held behind the end", lambda: _held_behind_a_row_lock(db))
+        assert not late.done()
+    finally:
+        await ending.__aexit__(None, None, None)
+
+    assert not await late
+    view = await prs.get(db, KEY)
+    assert (view.pr.status, view.pr.outcome) == ("merged", "merged")
