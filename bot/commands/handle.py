@@ -139,7 +139,10 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[b
             won = await prs.fenced_update(None, pr_key, pr.process_key, {
                 "status": Status.CONVERGING, "husk_retries": 0, "escalated_at": None,
                 "last_action": f"round {pr.current_round} retried by @{author}",
-            }, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW, Status.ESCALATED), session=s)
+            }, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW, Status.ESCALATED),
+                # The round read: a progress check that opened the next round meanwhile (its
+                # status is one a retry takes) must not have it restarted as the one it ended.
+                expect_round=pr.current_round, session=s)
             if won:
                 await escalations.mark_open_stale(s, pr_key)
                 # The retried round is a new attempt: every job of the old one (a fixer still

@@ -37,3 +37,35 @@ async def test_a_round_already_decided_is_neither_rerun_nor_decided_again(db):
                                              open_only=True)
         assert await rounds.next_attempt(s, KEY, pk, 1, {}, expect_attempt=0) is None
     assert (await rounds.get(db, KEY, pk, 1)).status == "addressed"
+
+
+async def test_a_retry_that_read_a_round_the_progress_check_ended_restarts_nothing(bare_runtime, monkeypatch):
+    """`/converge retry` reads round 1; the progress check then opens round 2 (waiting for its
+    review, a status a retry takes). The retry must lose, not restart round 2 as round 1 and
+    wipe round 1's result."""
+    import bot.commands.handle as handle
+    from bot.commands.parse import Command
+    from bot.prkey import parse_pr_key
+    from storage import prs
+
+    rt = bare_runtime()
+    db = rt.db
+    pk = await _round(db)
+    assert await prs.fenced_update(db, KEY, pk, {"status": "waiting_review"})
+    read = rounds.get
+
+    async def get_then_advance(db_, pr_key, process_key, round_no):
+        found = await read(db_, pr_key, process_key, round_no)
+        async with db.session() as s:  # the progress check's decision, committed meanwhile
+            assert await rounds.update_round(s, KEY, pk, 1, {"status": "addressed"}, expect_attempt=0, open_only=True)
+            assert await prs.fenced_update(None, KEY, pk, {"current_round": 2, "status": "waiting_review"}, session=s)
+            await rounds.start(s, KEY, pk, 2, "b" * 40)
+        return found
+
+    monkeypatch.setattr(handle.rounds, "get", get_then_advance)
+    ok, said = await handle.execute(rt, parse_pr_key(KEY), Command("retry"), "maint")
+
+    assert (ok, said) == (False, "The run moved on meanwhile; try again.")
+    view = await prs.get(db, KEY)
+    assert (view.pr.current_round, view.pr.status) == (2, "waiting_review")
+    assert (await read(db, KEY, pk, 1)).status == "addressed"
