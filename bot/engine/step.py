@@ -144,6 +144,10 @@ async def _nothing_due(rt: Runtime, view: PrView, observed: Observed, seen: Obse
     return checkrun.says(rt, view, rnd)
 
 
+class _Lost(Exception):
+    """A fenced write lost inside a transaction whose other writes must not commit alone."""
+
+
 async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
     """Apply one action; False stops the decision (a fenced write lost: someone else moved on).
 
@@ -186,27 +190,37 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
         return won
     if isinstance(action, Fix):
         text = findings_json(action.findings)
-        won = False
-        async with rt.db.session() as s:
-            # Keyed by the threads answered: a later step of the round answering others (a repeat
-            # that came with another reviewer's review) is an effect of its own, the same ones not.
-            answered = fingerprint(*sorted(f.thread_id or "" for f, _ in action.declines))[:16]
-            queued = await outbox.replies(s, pr.pr_key, pk, [(f, reason, True) for f, reason in action.declines],
-                                          key=f"{n}:declined:{answered}", round_no=n)
-            if not action.findings:
-                if queued:
-                    # Nothing for the fixer: look again once the replies are posted, and converge.
-                    await requeue(s, pr.pr_key, "answered", delay_seconds=SETTLING_RETRY_SECONDS)
-            else:
-                won = await prs.fenced_update(None, pr.pr_key, pk, {
+        fence = {"expect_status": Status.WAITING_REVIEW, "expect_round": n}
+        try:
+            async with rt.db.session() as s:
+                won = not action.findings or await prs.fenced_update(None, pr.pr_key, pk, {
                     "status": Status.CONVERGING, "last_review_id": action.review_id, "husk_retries": 0,
                     "last_action": f"fixer asked to address {len(action.findings)} finding(s)",
-                }, expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
-                if won:
+                }, **fence, session=s)
+                if not won:
+                    return False
+                # Keyed by the threads answered: a later step of the round answering others (a
+                # repeat that came with another reviewer's review) is an effect of its own, the
+                # same ones not.
+                answered = fingerprint(*sorted(f.thread_id or "" for f, _ in action.declines))[:16]
+                queued = await outbox.replies(s, pr.pr_key, pk, [(f, reason, True) for f, reason in action.declines],
+                                              key=f"{n}:declined:{answered}", round_no=n)
+                if action.findings:
                     attempt = await rounds.next_attempt(s, pr.pr_key, pk, n, {
                         "review_id": action.review_id, "findings": text, "fixer": rt.config.fixer.kind,
                         "fixer_started_at": now, "instructions": json.dumps(action.instructions)})
                     await queue_fixer(s, rt, pr, n, attempt, text, action.instructions)
+                elif queued:
+                    # Declines decided from a round that is still the row's, or none go out (a
+                    # retry or the next round meanwhile): the replies roll back with a lost fence.
+                    if not await prs.fenced_update(None, pr.pr_key, pk, {
+                            "last_action": f"declined {len(action.declines)} finding(s)"}, **fence, session=s):
+                        raise _Lost
+                    # Nothing for the fixer: look again once the replies are posted, and converge.
+                    await requeue(s, pr.pr_key, "answered", delay_seconds=SETTLING_RETRY_SECONDS)
+        except _Lost:
+            bound.info("step.stale", reason="the declines' round moved on")
+            return False
         if action.findings:
             return won
         # Only answers: the Converge after this goes ahead once no reply of the PR is left to

@@ -69,3 +69,31 @@ async def test_a_retry_that_read_a_round_the_progress_check_ended_restarts_nothi
     view = await prs.get(db, KEY)
     assert (view.pr.current_round, view.pr.status) == (2, "waiting_review")
     assert (await read(db, KEY, pk, 1)).status == "addressed"
+
+
+async def test_declines_decided_from_a_round_the_row_has_left_post_nothing(bare_runtime):
+    """A step decided to decline a finding of round 1 (answered from memory, resolved); before
+    it wrote, the row moved to round 2. The "Declined" replies must not go out alone: they
+    commit with the fence on the round, or not at all."""
+    import structlog
+
+    from bot import outbox
+    from bot.engine.model import Fix
+    from bot.engine.step import _apply
+    from bot.fixers.base import Finding
+    from storage import prs
+
+    rt = bare_runtime()
+    db = rt.db
+    pk = await _round(db)
+    assert await prs.fenced_update(db, KEY, pk, {"status": "waiting_review"})
+    read = (await prs.get(db, KEY)).pr
+    decline = Fix(review_id=7, findings=(), instructions=(), declines=(
+        (Finding("PRRT_1", 101, "app.py", 1, "rename x", "bob", "fp-1"), "Declined: answered before."),))
+    assert await prs.fenced_update(db, KEY, pk, {"current_round": 2})
+
+    assert not await _apply(rt, read, decline, structlog.get_logger())
+    assert not await outbox.pending(db, KEY, "reply")
+    # The same decision from the row as it is goes out.
+    assert not await _apply(rt, (await prs.get(db, KEY)).pr, decline, structlog.get_logger())
+    assert await outbox.pending(db, KEY, "reply")
