@@ -216,8 +216,11 @@ async def check_run(session: AsyncSession, pr_key: str, settle_seconds: float = 
     follow each other within it (converged, waiting for dependencies, for the merge, merging,
     merged; a fixer that pushes within seconds) then cost one update instead of one each.
     """
+    # Locked (PostgreSQL): a worker claiming the waiting update while this transaction is open
+    # would render the row without this transaction's change, and this one would add none. It
+    # skips the locked job until this commits, or, claimed first, the job is no longer waiting.
     waiting = (await session.exec(select(Job.id).where(
-        *_effects(pr_key, "check_run"), Job.status == jobs.JobStatus.QUEUED).limit(1))).first()
+        *_effects(pr_key, "check_run"), Job.status == jobs.JobStatus.QUEUED).limit(1).with_for_update())).first()
     if waiting is not None:
         return False
     return await add(session, "check_run", f"{pr_key}:{utcnow().isoformat()}", pr_key=pr_key,

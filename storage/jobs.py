@@ -80,6 +80,9 @@ async def enqueue_in(
             await session.exec(
                 select(Job.id, Job.run_at).where(Job.kind == "sync", Job.pr_key == pr_key,
                                                  Job.status == JobStatus.QUEUED).limit(1)
+                # Locked (PostgreSQL): a claim of it while this transaction is open would read
+                # the row without this transaction's writes, and no sync would come after them.
+                .with_for_update()
             )
         ).first()
         if waiting is not None:

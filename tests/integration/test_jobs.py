@@ -494,3 +494,58 @@ async def test_a_job_that_queues_nothing_for_the_fixers_leaves_their_lane_asleep
         await pool.stop()
     assert looks["long"] == before["long"]
     assert looks["short"] > before["short"]
+
+KEY = "acme/w#1"
+
+
+async def _queued_while_a_claim_runs(db, queue_again) -> tuple[Job | None, bool]:
+    """A transaction that changes the PR queues its follow-up job (`queue_again(session)`: an
+    update or a sync that coalesces into the one waiting) while a worker claims: what the claim
+    took before the transaction committed, and whether the transaction found one waiting."""
+    ending = db.session()
+    s = await ending.__aenter__()
+    try:
+        assert await prs.fenced_update(None, KEY, await _key(db), {"last_action": "changed"}, session=s)
+        coalesced = await queue_again(s)
+        early = await asyncio.wait_for(jobs.claim(db, "w", 30), timeout=10)
+    finally:
+        await ending.__aexit__(None, None, None)
+    return early, coalesced
+
+
+async def _key(db) -> str:
+    return (await prs.get(db, KEY)).pr.process_key
+
+
+async def test_a_waiting_follow_up_is_not_claimed_while_the_change_it_covers_is_uncommitted(db):
+    """PostgreSQL: the transaction that found a sync (or a check-run update) of the PR waiting
+    adds none, because the waiting one will read the row after the change. A worker that claims
+    it before the change commits would read the row without it, and nothing would come after:
+    the waiting job is locked until the transaction ends (skipped by the claim meanwhile)."""
+    from bot import outbox
+
+    if not db.is_postgres:
+        import pytest
+
+        pytest.skip("SQLite: a claim is a write transaction, taken after this one in turn")
+    await enroll(db, KEY)
+    sync_id, _ = await jobs.enqueue(db, "sync", "sync:first", pr_key=KEY)
+
+    async def sync_again(s):
+        async with asyncio.timeout(10):
+            job_id, created = await jobs.enqueue_in(s, True, "sync", "sync:second", pr_key=KEY)
+        return job_id == sync_id and not created
+
+    early, coalesced = await _queued_while_a_claim_runs(db, sync_again)
+    assert coalesced and early is None
+    assert (await jobs.claim(db, "w", 30)).id == sync_id
+
+    async with db.session() as s:
+        assert await outbox.check_run(s, KEY, settle_seconds=0)
+    early, coalesced = await _queued_while_a_claim_runs(db, lambda s: _check_run_again(outbox, s))
+    assert coalesced and early is None
+    assert (await jobs.claim(db, "w", 30)).kind == "effect"
+
+
+async def _check_run_again(outbox, s) -> bool:
+    return not await outbox.check_run(s, KEY, settle_seconds=0)
