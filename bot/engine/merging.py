@@ -66,6 +66,18 @@ async def _unmerged(rt: Runtime, deps: list[str]) -> tuple[str, ...]:
 
 
 async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
+    """The merge stage's step from `gh_pr`, the PR as just read. A PR whose dependencies are all
+    merged goes on at once, in this job and from the same read, to its decision as `waiting
+    merge`: another sync would only read the same PR again a moment later. A crash between the
+    two leaves the job unfinished, so it runs again."""
+    moved = await _merge_stage(rt, pr, gh_pr, bound)
+    if moved is not None:
+        await _merge_stage(rt, moved, gh_pr, bound)
+
+
+async def _merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> PullRequest | None:
+    """One decision of the merge stage; the row as written when it moved on to `waiting merge`
+    from `waiting deps`, else None."""
     key = parse_pr_key(pr.pr_key)
     deps = parse_dependencies(gh_pr.get("body"), key.full_repo)
     await dependencies.replace_for(rt.db, pr.pr_key, deps)
@@ -92,10 +104,10 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
             *(_annotated(rt, key, c) for c in view.failing_checks))))
     pk = pr.process_key
     if step.kind == "back_to_waiting" and await outbox.pending(rt.db, pr.pr_key, "merge", dry_run=rt.config.github.dry_run):
-        return  # the merge effect is still trying: it alone settles `merging`
+        return None  # the merge effect is still trying: it alone settles `merging`
     if (step.kind == "back_to_waiting" and mergequeue.queue_known(rt, pr.pr_key)
             and await mergequeue.settle(rt, pr, bound)):
-        return  # a merge-queue branch: still queued, or sent back with the queue's reason
+        return None  # a merge-queue branch: still queued, or sent back with the queue's reason
     fence = dict(expect_status=pr.status, expect_round=pr.current_round)
     # Since when GitHub has said "unknown": kept while it does, cleared once it says anything.
     unknown = {"mergeability_unknown_since": (pr.mergeability_unknown_since or now)
@@ -118,9 +130,10 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
         elif step.kind == "fix_round":
             await fix_round(s, rt, pr, step, view, (gh_pr.get("base") or {}).get("ref") or "", bound)
         elif step.kind in ("to_merge", "back_to_waiting"):
-            if await prs.fenced_update(None, pr.pr_key, pk, {"status": Status.WAITING_MERGE,
-                                                             "last_action": step.reason, **unknown},
-                                       **fence, session=s):
+            moved = {"status": Status.WAITING_MERGE, "last_action": step.reason, **unknown}
+            if await prs.fenced_update(None, pr.pr_key, pk, moved, **fence, session=s):
+                if step.kind == "to_merge":
+                    return pr.model_copy(update=moved)  # the caller decides on at once
                 await requeue(s, pr.pr_key, "waiting_merge")
         elif step.kind == "escalate":
             await escalate(s, rt, pr, Escalate(step.escalation, f"convergebot cannot merge: {step.reason}.",
@@ -139,6 +152,7 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
                                        expect_status=Status.WAITING_MERGE, expect_round=pr.current_round, session=s):
                 await outbox.merge(s, pr.pr_key, pk, pr.converged_head, pr.current_round)
                 bound.info("merge.queued", head=pr.converged_head)
+    return None
 
 
 async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: MergeView) -> MergeView:

@@ -116,6 +116,13 @@ async def _step(rt: Runtime, pr_key: str) -> None:
     for action in decision.actions:
         if not await _apply(rt, pr, action, bound):
             break
+        if isinstance(action, Converge) and not pr.converge_only:
+            # Converged: the merge stage's first decision is made from this step's read, in this
+            # job (left unfinished by a crash, it runs again), not by another sync reading the
+            # same PR a moment later.
+            await merge_stage(rt, pr.model_copy(update={"status": Status.WAITING_DEPS, "converged_head": action.head}),
+                              seen.pr, bound)
+            break
     await checkrun.publish(rt, pr_key)
 
 
@@ -241,8 +248,6 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
                     "exit_head": action.head, "ended_at": now})
                 if pr.converge_only:
                     await runs.end_run(None, pk, RunState.COMPLETED, "converged", session=s)
-                else:
-                    await requeue(s, pr.pr_key, "converged")
         if won:
             bound.info("pr.converged", head=action.head)
         return won
