@@ -222,3 +222,19 @@ async def test_a_failing_check_branch_protection_does_not_require_is_no_ci_round
         await h.sim.set_mergeable(REPO, number, None)  # reviews given: `unstable` (lint) merges
         await h.wait_status(key, "merged", timeout=30)
         assert [k for _, k, _ in await _kinds(h, key)] == ["review"]
+
+
+async def test_a_clean_review_goes_on_to_the_merge_from_the_step_that_read_it(tmp_path, db_url):
+    """Converged, no dependency, GitHub says clean: the step that read the clean review decides
+    on through the merge stage to `merging` from the same read, with no poll (an hour away) and
+    no sync queued by the convergence or by the dependency check."""
+    from storage import jobs
+
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}) as h:
+        h.sim.set_reviewer(REPO, steps(0))
+        key, _ = await open_and_enroll(h)
+        await h.wait_status(key, "merged", timeout=60)
+        await quiesce(h)
+        syncs = [j.key.split(":")[2] for j in await jobs.list_jobs(h.rt.db, key) if j.kind == "sync"]
+        assert not {"converged", "waiting_merge"} & set(syncs), syncs
+        assert len(await _merge_commits(h)) == 1
