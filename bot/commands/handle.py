@@ -195,13 +195,15 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str 
         # One transaction: the escalation answered, the answer remembered, the others stale, the
         # PR resumed and what it resumes with queued, or none of it.
         async with rt.db.session() as s:
-            if not await escalations.answer(s, target.id, cmd.text, author):
-                return False, "That escalation was answered already."
-            await escalations.mark_open_stale(s, pr.pr_key, except_id=target.id)
-            await adjudications.record(s, pr.pr_key, target.fingerprint, cmd.text, author)
+            # The PR row first, as every other writer of both takes them (a retry, a reopen):
+            # taken the other way round, an answer and a retry could deadlock on PostgreSQL.
             if not await prs.fenced_update(None, pr.pr_key, pr.process_key, values,
                                            expect_status=Status.ESCALATED, expect_round=n, session=s):
                 raise _Lost()
+            if not await escalations.answer(s, target.id, cmd.text, author):
+                raise _Lost("That escalation was answered already.")
+            await escalations.mark_open_stale(s, pr.pr_key, except_id=target.id)
+            await adjudications.record(s, pr.pr_key, target.fingerprint, cmd.text, author)
             if plan == "next_round":
                 await rounds.start(s, pr.pr_key, pr.process_key, n + 1, pr.head_sha or "")
                 await outbox.request_review(s, pr.pr_key, pr.process_key, n + 1, f"answer:{target.id}",
@@ -215,8 +217,8 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str 
                 attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
                     **rounds.VERDICT_FIELDS, "fixer_started_at": now, "instructions": json.dumps(instructions)})
                 await queue_fixer(s, rt, pr, n, attempt, rnd.findings or "[]", instructions, kind=rnd.kind)
-    except _Lost:
-        return False, "The run moved on meanwhile; nothing was changed."
+    except _Lost as lost:
+        return False, str(lost) or "The run moved on meanwhile; nothing was changed."
     return True, None
 
 

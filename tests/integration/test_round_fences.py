@@ -97,3 +97,51 @@ async def test_declines_decided_from_a_round_the_row_has_left_post_nothing(bare_
     # The same decision from the row as it is goes out.
     assert not await _apply(rt, (await prs.get(db, KEY)).pr, decline, structlog.get_logger())
     assert await outbox.pending(db, KEY, "reply")
+
+
+async def test_an_answer_and_a_retry_at_once_take_the_rows_in_one_order(bare_runtime):
+    """PostgreSQL: a retry holds the PR row and then marks the open escalations stale, while an
+    answer of one of them writes both. Had the answer taken its escalation before the PR row,
+    each would wait for the other (a deadlock, one of them aborted); taking the PR row first,
+    it waits for the retry and then loses to it."""
+    import asyncio
+
+    from sqlalchemy import text
+
+    import bot.commands.handle as handle
+    from bot.commands.parse import Command
+    from storage import escalations, prs
+
+    from ..helpers import until
+
+    rt = bare_runtime()
+    db = rt.db
+    if not db.is_postgres:
+        import pytest
+
+        pytest.skip("SQLite: this process's writers take turns")
+    pk = await _round(db)
+    assert await prs.fenced_update(db, KEY, pk, {"status": "escalated"})
+    async with db.session() as s:
+        esc = await escalations.create(s, KEY, pk, 1, "needs_input", "Which API?", "fp-q")
+    escalated = (await prs.get(db, KEY)).pr
+
+    async def waiting_on_a_lock() -> bool:
+        async with db.engine.connect() as conn:
+            return (await conn.execute(text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'"))).scalar() > 0
+
+    retry = db.session()
+    s = await retry.__aenter__()
+    try:  # the retry's transaction, as `execute` writes it: the PR row, then the escalations
+        assert await prs.fenced_update(None, KEY, pk, {"status": "converging"},
+                                       expect_status="escalated", expect_round=1, session=s)
+        answer = asyncio.create_task(handle.answer(rt, escalated, Command("answer", text="v2"), "maint"))
+        await until("the answer waiting for a row the retry holds", waiting_on_a_lock)
+        assert await escalations.mark_open_stale(s, KEY) == 1
+    finally:
+        await retry.__aexit__(None, None, None)
+
+    assert await asyncio.wait_for(answer, timeout=30) == (False, "The run moved on meanwhile; nothing was changed.")
+    assert [(e.id, e.status) for e in await escalations.for_pr(db, KEY)] == [(esc.id, "stale")]
