@@ -109,7 +109,15 @@ async def bot_on_simulator(tmp_path: Path, db_url: str, *, fixer=None, fixer_con
         config = bot_config(db_url, server.url, fixer_config=fixer_config, **sections)
         async with serving(config, fixer=fixer) as (rt, http):
             sim.configure_webhooks(f"{http.base_url}/webhook", WEBHOOK_SECRET)
+            # The start-up poll tick, over before the test begins: on a loaded machine it could
+            # come after the test's PR was opened and sync it (a review wait of a second then
+            # ran out in that sync, not in the step the test drives).
+            await until("the poller's start-up tick", lambda: _polled(rt), timeout=60)
             yield Harness(sim, server.url, rt, http)
+
+
+async def _polled(rt) -> bool:
+    return rt.health.last_poll_at is not None
 
 
 class HeldFixer:
