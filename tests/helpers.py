@@ -79,6 +79,21 @@ async def until(what: str, check: Callable[[], Awaitable[Any]], timeout: float =
     return value
 
 
+async def lock_waiter(db: Database) -> bool:
+    """PostgreSQL: whether a backend of `db`'s database is waiting for a lock (a write held
+    behind another transaction's row lock), asked on a connection of its own."""
+    async with db.engine.connect() as conn:
+        waiting = await conn.execute(text(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'"))
+        return waiting.scalar() > 0
+
+
+async def polled(rt) -> bool:
+    """Whether the runtime's poller has ended its start-up tick (led or not)."""
+    return rt.health.last_poll_at is not None
+
+
 def app_private_key(directory: Path) -> Path:
     """A fresh GitHub App private key as a PEM file in `directory` (the simulator does not check
     the App's JWT signature, only that one is sent)."""

@@ -130,9 +130,10 @@ async def hold(rt: Runtime, job: Job, view: PrView) -> bool:
     """Put the update `job` off (`Reschedule`) while its PR (`view`, the row as the update read
     it) is on the way to the merge with other work due or running (its sync, the merge, another
     write). At a busy hour the merge comes tens of seconds after the decision, past the settle
-    window, and "waiting merge" then "merged" were two writes on every PR. At most `[github] check_run_hold_seconds` after the
-    update was queued: a PR whose work never stops still shows where it is. A round's stages
-    are not held: each head shows its round, and a fixer at work shows for as long as it works.
+    window, and "waiting merge" then "merged" were two writes on every PR. At most
+    `[github] check_run_hold_seconds` after the update was queued: a PR whose work never stops
+    still shows where it is. A round's stages are not held: each head shows its round, and a
+    fixer at work shows for as long as it works.
 
     True when it looked and found nothing else in hand: the row is then to be read again. The
     work that moves the PR on writes the row before it ends (the merge writes "merged", then its

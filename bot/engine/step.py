@@ -200,11 +200,10 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
         fence = {"expect_status": Status.WAITING_REVIEW, "expect_round": n}
         try:
             async with rt.db.session() as s:
-                won = not action.findings or await prs.fenced_update(None, pr.pr_key, pk, {
+                if action.findings and not await prs.fenced_update(None, pr.pr_key, pk, {
                     "status": Status.CONVERGING, "last_review_id": action.review_id, "husk_retries": 0,
                     "last_action": f"fixer asked to address {len(action.findings)} finding(s)",
-                }, **fence, session=s)
-                if not won:
+                }, **fence, session=s):
                     return False
                 # Keyed by the threads answered: a later step of the round answering others (a
                 # repeat that came with another reviewer's review) is an effect of its own, the
@@ -229,7 +228,7 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
             bound.info("step.stale", reason="the declines' round moved on")
             return False
         if action.findings:
-            return won
+            return True
         # Only answers: the Converge after this goes ahead once no reply of the PR is left to
         # post (posted, or given up: a thread left unanswered must not hold the PR forever).
         return not queued and not await outbox.pending(rt.db, pr.pr_key, "reply", dry_run=rt.config.github.dry_run)

@@ -14,7 +14,7 @@ from bot.github.simulator import ReviewerScript, ReviewStep, Simulator, Simulato
 from storage import escalations, prs, rounds
 from storage.prs import PrView
 
-from ..helpers import until
+from ..helpers import polled, until
 from ..serving import WEBHOOK_SECRET, make_config, serving
 
 REPO = "acme/app"
@@ -112,12 +112,8 @@ async def bot_on_simulator(tmp_path: Path, db_url: str, *, fixer=None, fixer_con
             # The start-up poll tick, over before the test begins: on a loaded machine it could
             # come after the test's PR was opened and sync it (a review wait of a second then
             # ran out in that sync, not in the step the test drives).
-            await until("the poller's start-up tick", lambda: _polled(rt), timeout=60)
+            await until("the poller's start-up tick", lambda: polled(rt), timeout=60)
             yield Harness(sim, server.url, rt, http)
-
-
-async def _polled(rt) -> bool:
-    return rt.health.last_poll_at is not None
 
 
 class HeldFixer:

@@ -495,6 +495,7 @@ async def test_a_job_that_queues_nothing_for_the_fixers_leaves_their_lane_asleep
     assert looks["long"] == before["long"]
     assert looks["short"] > before["short"]
 
+
 KEY = "acme/w#1"
 
 
@@ -542,10 +543,9 @@ async def test_a_waiting_follow_up_is_not_claimed_while_the_change_it_covers_is_
 
     async with db.session() as s:
         assert await outbox.check_run(s, KEY, settle_seconds=0)
-    early, coalesced = await _queued_while_a_claim_runs(db, lambda s: _check_run_again(outbox, s))
+    async def check_run_again(s):
+        return not await outbox.check_run(s, KEY, settle_seconds=0)
+
+    early, coalesced = await _queued_while_a_claim_runs(db, check_run_again)
     assert coalesced and early is None
     assert (await jobs.claim(db, "w", 30)).kind == "effect"
-
-
-async def _check_run_again(outbox, s) -> bool:
-    return not await outbox.check_run(s, KEY, settle_seconds=0)

@@ -106,13 +106,11 @@ async def test_an_answer_and_a_retry_at_once_take_the_rows_in_one_order(bare_run
     it waits for the retry and then loses to it."""
     import asyncio
 
-    from sqlalchemy import text
-
     import bot.commands.handle as handle
     from bot.commands.parse import Command
     from storage import escalations, prs
 
-    from ..helpers import until
+    from ..helpers import lock_waiter, until
 
     rt = bare_runtime()
     db = rt.db
@@ -126,19 +124,13 @@ async def test_an_answer_and_a_retry_at_once_take_the_rows_in_one_order(bare_run
         esc = await escalations.create(s, KEY, pk, 1, "needs_input", "Which API?", "fp-q")
     escalated = (await prs.get(db, KEY)).pr
 
-    async def waiting_on_a_lock() -> bool:
-        async with db.engine.connect() as conn:
-            return (await conn.execute(text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock'"))).scalar() > 0
-
     retry = db.session()
     s = await retry.__aenter__()
     try:  # the retry's transaction, as `execute` writes it: the PR row, then the escalations
         assert await prs.fenced_update(None, KEY, pk, {"status": "converging"},
                                        expect_status="escalated", expect_round=1, session=s)
         answer = asyncio.create_task(handle.answer(rt, escalated, Command("answer", text="v2"), "maint"))
-        await until("the answer waiting for a row the retry holds", waiting_on_a_lock)
+        await until("the answer waiting for a row the retry holds", lambda: lock_waiter(db))
         assert await escalations.mark_open_stale(s, KEY) == 1
     finally:
         await retry.__aexit__(None, None, None)

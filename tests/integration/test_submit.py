@@ -4,7 +4,6 @@ import asyncio
 import time
 
 import pytest
-from sqlalchemy import text
 from sqlmodel import select
 
 import storage.escalations
@@ -16,7 +15,7 @@ from storage import prs, runs
 from storage.models import Adjudication, Escalation, PullRequest, utcnow
 from storage.statuses import ACTIVE, TERMINAL
 
-from ..helpers import enroll, finish, install_history, read_history, until
+from ..helpers import enroll, finish, install_history, lock_waiter, read_history, until
 
 KEY = "acme/widgets#1"
 
@@ -362,14 +361,6 @@ async def test_a_run_still_active_whose_key_left_the_row_cannot_write_it(db):
     assert (await prs.get(db, KEY)).pr.current_round == 2
 
 
-async def _held_behind_a_row_lock(db) -> bool:
-    async with db.engine.connect() as conn:
-        waiting = await conn.execute(text(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock'"))
-        return waiting.scalar() > 0
-
-
 async def test_a_write_held_behind_the_runs_end_does_not_land_after_it(db):
     """The merge records `merged` and ends the run in one transaction while a step, which read
     the row `merging` and GitHub's PR merged, writes the same end behind it. Held on the row's
@@ -389,7 +380,7 @@ async def test_a_write_held_behind_the_runs_end_does_not_land_after_it(db):
         # and reads the row afresh once it has its turn, whenever that is.
         await asyncio.sleep(0)
         if db.backend == "postgresql":
-            await until("the step's write held behind the end", lambda: _held_behind_a_row_lock(db))
+            await until("the step's write held behind the end", lambda: lock_waiter(db))
         assert not late.done()
     finally:
         await ending.__aexit__(None, None, None)

@@ -18,7 +18,7 @@ from bot.webhooks.routing import SYNC_DEBOUNCE_SECONDS
 from storage import jobs
 from storage.models import WebhookDelivery
 
-from ..helpers import until
+from ..helpers import polled, until
 from ..openapi import webhook_examples
 from ..serving import make_config, serving
 from .test_webhooks import signed
@@ -152,12 +152,9 @@ async def test_a_burst_about_one_pr_wakes_the_workers_once(db_url):
         writer, woken = intake(rt), []
         writer.wake = woken.append  # what the intake tells the workers (the poller wakes them too)
 
-        async def polled() -> bool:
-            return rt.health.last_poll_at is not None
-
         # The start-up tick wakes the workers when it ends: on a loaded machine it could end
         # after the first sync fell due, and the worker would take it before the next batch.
-        await until("the poller's start-up tick", polled)
+        await until("the poller's start-up tick", lambda: polled(rt))
 
         async def pushes(prefix: str) -> None:
             answers = await asyncio.gather(*(
