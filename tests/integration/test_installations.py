@@ -355,3 +355,24 @@ async def test_a_forks_branch_is_read_with_the_base_repositorys_installation(sim
         assert client.installations.get("org-a/one") == a  # the fork's 404 did not unsettle it
     assert [p for _, p, _ in sim.counters.recent if p == "/repos/dev/one/installation"] == []
     assert sim.counters.get("GET", LOOKUP) == 1  # org-a/one's, once
+
+
+async def test_the_apps_own_calls_build_no_tls_context_each(simulator, sim, pem, monkeypatch):
+    """Every call as the App (the delivery log read page after page, a redelivery, a lookup)
+    gets a client of its own; they share the one TLS context built with the process's client,
+    instead of loading the CA bundle for each (~25 ms of CPU a call)."""
+    import ssl
+
+    built = []
+    real = ssl.create_default_context
+    monkeypatch.setattr(ssl, "create_default_context", lambda *a, **kw: built.append(1) or real(*a, **kw))
+    _, _, na, _ = await _two_orgs(sim)
+    async with _app(simulator.url, pem) as gh:
+        client = GitHubClient(gh)
+        before = len(built)
+        for _ in range(3):
+            await client.hook_deliveries()
+        await client.pull("org-a", "one", na)  # an installation lookup as the App, then the read
+    assert sim.counters.get("GET", "/app/hook/deliveries") == 3
+    assert sim.counters.get("GET", LOOKUP) == 1
+    assert len(built) == before
