@@ -36,16 +36,11 @@ async def _pending_rounds(rt: Runtime) -> set[tuple[str, str, int]]:
 
 async def _fixer_at_work(rt: Runtime, keys: list[str]) -> list[tuple[str, str, int, int]]:
     """(pr_key, process_key, round, attempt) of rounds waiting on a dispatched fixer."""
-    out = []
     pr_keys = set(keys)
-    for view in await prs.list_all(rt.db, active_only=True):
-        pr = view.pr
-        if pr.pr_key not in pr_keys or pr.status != Status.CONVERGING or pr.process_key is None:
-            continue
-        rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, pr.current_round)
-        if rnd is not None and rnd.fixer_started_at is not None and rnd.status is None:
-            out.append((pr.pr_key, pr.process_key, pr.current_round, rnd.attempt))
-    return out
+    at = [(v.pr.pr_key, v.pr.process_key, v.pr.current_round) for v in await prs.list_all(rt.db, active_only=True)
+          if v.pr.pr_key in pr_keys and v.pr.status == Status.CONVERGING and v.pr.process_key is not None]
+    in_flight = await rounds.fixers_in_flight(rt.db, at)
+    return [(*run, in_flight[run]) for run in at if run in in_flight]
 
 
 async def check(rt: Runtime, active: list[str]) -> int:

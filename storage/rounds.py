@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +12,7 @@ from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import events
-from .database import Database
+from .database import IN_BATCH, Database
 from .models import Round, utcnow
 
 # A rerun (husk, retry, resume after an answer) clears these, so a round without a result can
@@ -30,6 +31,22 @@ async def get(db: Database, pr_key: str, process_key: str, round_no: int) -> Rou
     async with db.read_session() as s:
         return (await s.exec(_GET, params={"pr_key": pr_key, "process_key": process_key,
                                            "round_no": round_no})).first()
+
+
+async def fixers_in_flight(db: Database, at: Iterable[tuple[str, str, int]]) -> dict[tuple[str, str, int], int]:
+    """Of the rounds `at` (pr_key, process_key, round_no), those whose fixer was dispatched and
+    that have no result yet, with their attempt: one read session, a statement per `IN_BATCH`
+    PRs (the liveness check asks it of every converging PR each poll tick)."""
+    wanted = set(at)
+    keys = sorted({k for k, _, _ in wanted})
+    found: dict[tuple[str, str, int], int] = {}
+    async with db.read_session() as s:
+        for start in range(0, len(keys), IN_BATCH):
+            rows = await s.exec(select(Round.pr_key, Round.process_key, Round.round_no, Round.attempt).where(
+                Round.pr_key.in_(keys[start:start + IN_BATCH]), Round.fixer_started_at.is_not(None),
+                Round.status.is_(None)))
+            found.update({(k, pk, n): attempt for k, pk, n, attempt in rows if (k, pk, n) in wanted})
+    return found
 
 
 async def history(db: Database, pr_key: str, process_key: str) -> list[Round]:

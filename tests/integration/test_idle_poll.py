@@ -60,8 +60,8 @@ async def test_a_tick_queues_its_syncs_in_a_fixed_number_of_transactions(db, bar
             enrolled += 1
         async with db.session() as s:
             await s.exec(update(Job).values(status="done"))
-            # Idle: waiting for a review (the liveness watchdog reads a round per converging PR).
-            await s.exec(update(PullRequest).values(status="waiting_review"))
+            # At work in a round: the liveness watchdog reads their rounds too, in one session.
+            await s.exec(update(PullRequest).values(status="converging"))
         begins = [0]
 
         def on_begin(_conn, begins=begins) -> None:
