@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, bindparam, or_, update
+from sqlalchemy import ColumnElement, and_, bindparam, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -92,11 +92,23 @@ async def enqueue_in(
             return waiting.id, False
     values = _row(kind, key, now, run_at, pr_key=pr_key, process_key=process_key, round_no=round_no,
                   payload=payload, max_attempts=max_attempts)
-    dialect = postgresql if is_postgres else sqlite
-    stmt = dialect.insert(Job.__table__).values(**values).on_conflict_do_nothing(index_elements=["key"])
-    created = (await session.exec(stmt)).rowcount == 1
-    job_id = (await session.exec(select(Job.id).where(Job.key == key))).one()
-    return job_id, created
+    conn = await session.connection()  # Core, with statements built once: a step queues several jobs
+    inserted = (await conn.execute(_insert_one("postgresql" if is_postgres else "sqlite"), values)).first()
+    if inserted is not None:
+        return inserted[0], True
+    return (await conn.execute(_ID_OF_KEY, {"key": key})).one()[0], False
+
+
+@functools.cache
+def _insert_one(dialect: str):
+    """A new job's INSERT (its columns bound at execution), skipping a key that exists; it
+    returns the new row's id, and nothing when the key was there."""
+    table = Job.__table__
+    insert = (postgresql if dialect == "postgresql" else sqlite).insert
+    return insert(table).on_conflict_do_nothing(index_elements=["key"]).returning(table.c.id)
+
+
+_ID_OF_KEY = select(Job.__table__.c.id).where(Job.__table__.c.key == bindparam("key"))
 
 
 def _row(kind: str, key: str, now: datetime, run_at: datetime, *, pr_key: str | None = None,
@@ -278,8 +290,9 @@ async def _next_due(session, now: datetime, statements: _Claim) -> int | None:
     Two queries, not one with `_due`'s OR: each walks an index in order and stops at its first
     row, where the OR made SQLite gather every due job and sort them (a few thousand queued
     jobs at scale, on every look)."""
+    conn = await session.connection()  # Core: two columns, no ORM entity to build
     found = [row for q in (statements.queued, statements.expired)
-             if (row := (await session.exec(q, params={"now": now})).first()) is not None]
+             if (row := (await conn.execute(q, {"now": now})).first()) is not None]
     return min(found)[1] if found else None
 
 
@@ -311,19 +324,38 @@ async def claim(db: Database, owner: str, lease_seconds: float, *, kinds: Collec
         return (await s.exec(statements.take, params={**params, "job_id": job_id})).scalars().first()
 
 
-def _mine(job: Job):
+def _mine():
     # The owner, not just `running`: a worker whose lease expired and whose job another worker
     # re-claimed must not complete, fail, reschedule or renew the job the other now runs.
     return and_(
-        Job.id == job.id, Job.lease_owner == job.lease_owner, Job.status == JobStatus.RUNNING
+        Job.id == bindparam("job_id"), Job.lease_owner == bindparam("owner"), Job.status == JobStatus.RUNNING
     )
 
 
+# `reschedule` hands back the attempt its claim spent.
+_ATTEMPT_BACK = Job.attempts - 1
+
+
+@functools.lru_cache(maxsize=16)
+def _finishing(fields: tuple[tuple[str, Any], ...]):
+    """`_finish`'s UPDATE for these fields, built once (a job's end runs for every job, and
+    building the statement and its cache key was most of its cost). A field's value is bound
+    at execution, or is the SQL expression given with it."""
+    columns = Job.__table__.c
+    return update(Job.__table__).where(_mine()).values(
+        {name: expr if expr is not None else bindparam(f"v_{name}", type_=columns[name].type)
+         for name, expr in fields})
+
+
 async def _finish(db: Database, job: Job, **values) -> bool:
+    fields = tuple(sorted((k, v if isinstance(v, ColumnElement) else None) for k, v in values.items()))
+    params = {f"v_{k}": v for k, v in values.items() if not isinstance(v, ColumnElement)}
     async with db.session() as s:
-        # Its own session, holding no Job: nothing for the ORM to bring up to date.
-        stmt = update(Job).where(_mine(job)).values(**values).execution_options(synchronize_session=False)
-        return (await s.exec(stmt)).rowcount == 1
+        # Core on the session's connection: the session holds no Job, nothing for the ORM to
+        # bring up to date.
+        result = await (await s.connection()).execute(
+            _finishing(fields), {**params, "job_id": job.id, "owner": job.lease_owner})
+        return result.rowcount == 1
 
 
 async def complete(db: Database, job: Job) -> bool:
@@ -366,7 +398,7 @@ async def reschedule(db: Database, job: Job, at: datetime, why: str) -> bool:
         job,
         status=JobStatus.QUEUED,
         run_at=at,
-        attempts=Job.attempts - 1,
+        attempts=_ATTEMPT_BACK,
         lease_owner=None,
         lease_until=None,
         last_error=why,
