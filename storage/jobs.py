@@ -93,16 +93,17 @@ async def enqueue_in(
     values = _row(kind, key, now, run_at, pr_key=pr_key, process_key=process_key, round_no=round_no,
                   payload=payload, max_attempts=max_attempts)
     conn = await session.connection()  # Core, with statements built once: a step queues several jobs
-    inserted = (await conn.execute(_insert_one("postgresql" if is_postgres else "sqlite"), values)).first()
+    inserted = (await conn.execute(_insert_new("postgresql" if is_postgres else "sqlite"), values)).first()
     if inserted is not None:
         return inserted[0], True
     return (await conn.execute(_ID_OF_KEY, {"key": key})).one()[0], False
 
 
 @functools.cache
-def _insert_one(dialect: str):
-    """A new job's INSERT (its columns bound at execution), skipping a key that exists; it
-    returns the new row's id, and nothing when the key was there."""
+def _insert_new(dialect: str):
+    """New jobs' INSERT (their columns bound at execution), skipping a key that exists; it
+    returns each new row's id, and nothing for a key that was there. With several rows'
+    parameters, RETURNING makes SQLAlchemy send them as one multi-row INSERT (not executemany)."""
     table = Job.__table__
     insert = (postgresql if dialect == "postgresql" else sqlite).insert
     return insert(table).on_conflict_do_nothing(index_elements=["key"]).returning(table.c.id)
@@ -182,11 +183,7 @@ def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> int:
     """Insert new jobs' rows, skipping a key that exists; how many were inserted."""
     if not rows:
         return 0
-    table = Job.__table__
-    dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
-    # RETURNING makes SQLAlchemy send the rows as one multi-row INSERT (not executemany).
-    stmt = dialect.insert(table).on_conflict_do_nothing(index_elements=["key"]).returning(table.c.id)
-    return len(session.exec(stmt, params=rows).all())
+    return len(session.exec(_insert_new(session.bind.dialect.name), params=rows).all())
 
 
 @functools.cache
