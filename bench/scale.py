@@ -20,10 +20,12 @@ shows whether the bot paces itself (no request refused for the rate limit). `--w
 the limit's window, so a run that needs several windows fits in minutes (the bot paces by the
 reset time GitHub's headers give, whatever the window).
 
-    .venv/bin/python bench/scale.py --prs 100 [--poll 60] [--limit 0] [--db sqlite|URL] [--app] [--in-process]
+    .venv/bin/python bench/scale.py --prs 100 [--poll 60] [--limit 0] [--db sqlite|URL] [--app | --hook] [--in-process]
 
 `--app` runs the bot as a GitHub App: its installation token, its delivery log read for
-redelivery every five minutes, and the scan reading the installation's repositories.
+redelivery every five minutes, and the scan reading the installation's repositories. `--hook`
+keeps the token and names the organisation's webhook (`[webhooks] hooks`), whose delivery log
+is read for redelivery the same way, with the token (its pages are rate-limited requests).
 
 The per-PR figures count from the first `/converge` to the last merge, but for the bot's
 start-up scan (its first read of every repository: three listings each, one repository per PR
@@ -271,7 +273,9 @@ async def run(args) -> int:
                                       "fixer_workers": args.fixer_workers},
                                 # The default's check-run settle window, not the tests' second.
                                 github={"check_run_settle_seconds": GitHubConfig().check_run_settle_seconds,
-                                        **(app_auth(tmp_path) if args.app else {})})
+                                        **(app_auth(tmp_path) if args.app else {})},
+                                # The simulator's one webhook, as the organisation's (hook 1).
+                                webhooks={"hooks": {"acme": 1}} if args.hook else {})
             async with serving(config, fixer=ScriptedFixer(["push"])) as (rt, http):
                 hook = {"url": f"{http.base_url}/webhook", "secret": WEBHOOK_SECRET, "senders": args.senders}
                 if isinstance(gh, Remote):
@@ -356,7 +360,8 @@ async def run(args) -> int:
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     limit = f"{args.limit} per {args.window} s" if args.limit else "lifted"
     where = "in this process" if args.in_process else "in a child process"
-    print(f"{n} PRs × 3 rounds, {'GitHub App' if args.app else 'token'}, poll {args.poll:g}s, "
+    who = "GitHub App" if args.app else "token, the organisation's hook log read" if args.hook else "token"
+    print(f"{n} PRs × 3 rounds, {who}, poll {args.poll:g}s, "
           f"rate limit {limit}, {args.db}, simulator {where}, "
           f"workers {args.workers} + {args.fixer_workers} for fixers, webhooks {args.senders} at a time")
     print(f"merged {merged}/{n}; rounds per PR {min(n_rounds)}-{max(n_rounds)}; the outbox drained "
@@ -410,8 +415,11 @@ def main() -> int:
     p.add_argument("--senders", type=int, default=8,
                    help="webhook deliveries the simulator sends side by side, as GitHub does (1: one at a time, "
                         "the simulator's default for tests)")
-    p.add_argument("--app", action="store_true",
-                   help="the bot as a GitHub App (redelivery on) instead of with a token")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--app", action="store_true",
+                     help="the bot as a GitHub App (redelivery on) instead of with a token")
+    who.add_argument("--hook", action="store_true",
+                     help="with the token, read the organisation's webhook's delivery log for redelivery")
     p.add_argument("--in-process", action="store_true",
                    help="run the simulator in this process (the CPU figure is then the two together)")
     p.add_argument("--simulator-child", help=argparse.SUPPRESS)  # the child: its git root

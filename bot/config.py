@@ -98,10 +98,19 @@ class ServerConfig(_Section):
     webhook_batch_max: int = Field(64, ge=1, le=1000)
 
 
+# An organisation ("acme") or a repository ("acme/widgets"), as `[webhooks] hooks` names a
+# webhook's owner.
+HookOwner = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]*(/[A-Za-z0-9._-]+)?$")]
+
+
 class WebhooksConfig(_Section):
     # A GitHub App reads its webhook delivery log and asks GitHub again for deliveries that
-    # never reached /webhook (GitHub does not retry by itself). Off with a token.
+    # never reached /webhook (GitHub does not retry by itself). With a token, the logs of the
+    # webhooks named in `hooks`.
     redelivery: bool = True
+    # With a token: the organisation's or repository's webhooks that send to this bot, by
+    # owner and hook id (`{ acme = 123, "acme/widgets" = 456 }`). An App reads its own log.
+    hooks: dict[HookOwner, Annotated[int, Field(gt=0)]] = {}
     redelivery_interval_seconds: float = Field(300.0, gt=0)
     # The first read of the log goes back this far (GitHub keeps three days).
     redelivery_lookback_hours: float = Field(24.0, gt=0, le=72)
@@ -117,7 +126,7 @@ class PollerConfig(_Section):
     jitter_seconds: float = Field(5.0, ge=0)
     # A repository with at least this many PRs waiting for a review is watched through its
     # PR list (one conditional read) instead of re-reading each of them; 0 turns that off.
-    # Elsewhere such PRs rest on their webhooks while the App's redelivery recovers lost ones.
+    # Elsewhere such PRs rest on their webhooks while the redelivery recovers lost ones.
     repo_watch_min_prs: int = Field(4, ge=0)
     # Even so, each resting PR is re-read at least this often (spread over the ticks).
     full_sync_seconds: float = Field(900.0, gt=0)
@@ -130,7 +139,7 @@ class ScanConfig(_Section):
     # Every interval, the repositories are read for enrollment intent no webhook brought.
     enabled: bool = True
     interval_seconds: float = Field(300.0, gt=0)
-    # While the App's redelivery recovers lost webhooks, a scan runs at most this often: what it
+    # While the redelivery recovers lost webhooks, a scan runs at most this often: what it
     # is left to find is a delivery GitHub never attempted.
     covered_interval_seconds: float = Field(1800.0, gt=0)
     # With a token: the repositories to read besides those of enrolled PRs (an App reads its

@@ -13,6 +13,7 @@ from .config import Config
 from .fixers.presets import PRESETS
 from .github.client import connect
 from .github.errors import GitHubError
+from .redelivery import Log
 
 
 async def run_doctor(config: Config, say: Callable[[str], None] = print) -> int:
@@ -62,6 +63,8 @@ async def run_doctor(config: Config, say: Callable[[str], None] = print) -> int:
                           f"rate limit {core.get('remaining', '?')}/{core.get('limit', '?')}")
             except GitHubError as e:
                 check(False, f"GitHub API at {gh_cfg.api_url}", str(e))
+            if not client.is_app:
+                await _hook_logs(client, config, check)
     except OSError:
         pass  # the unreadable private key was reported above
 
@@ -102,3 +105,24 @@ async def _installations(client, api_url: str, check) -> None:
             core = (await client.rate_limit()).get("resources", {}).get("core", {})
         check(True, f"installation {installation['id']} on {account}",
               f"rate limit {core.get('remaining', '?')}/{core.get('limit', '?')}")
+
+
+async def _hook_logs(client, config: Config, check) -> None:
+    """With a token: each webhook named in `[webhooks] hooks` has a delivery log the token can
+    read (one entry), or the redelivery of its lost deliveries cannot work."""
+    hooks = config.webhooks.hooks
+    if not config.webhooks.redelivery:
+        return
+    if not hooks:
+        check(False, "webhook delivery logs", "none named in [webhooks] hooks: a lost webhook is found "
+              "only by the poll and the scan, which read more often for it", warn=True)
+        return
+    for owner, hook_id in hooks.items():
+        path = Log.named(owner, hook_id).hook
+        try:
+            await client.hook_deliveries(per_page=1, hook=path)
+        except GitHubError as e:
+            check(False, f"webhook delivery log {path}",
+                  f"{e} (the token needs admin rights on the hook: admin:org_hook or admin:repo_hook)")
+        else:
+            check(True, f"webhook delivery log {path}", "readable")

@@ -168,15 +168,15 @@ async def _request_review(rt: Runtime, job: Job, p: dict) -> None:
 
 
 async def _would_have_heard(rt: Runtime, job: Job, p: dict) -> bool:
-    """Whether a review of the PR since the decision would be known here by now: the App's
-    redelivery recovers lost webhooks (`redelivery.covers`), no sync of the PR that a webhook
+    """Whether a review of the PR since the decision would be known here by now: the redelivery
+    recovers its repository's lost webhooks (`redelivery.covers`), no sync of the PR that a webhook
     woke is waiting or under way, and no read since saw a review past the decision's newest.
 
     A review's webhook wakes a sync, and the sync records the newest review id on the row; so
     with none of these, no review came, but for one whose webhook is in flight right now, as a
     review submitted just after a look would not show in it either. At a busy hour the request
     runs tens of seconds after its decision, and the look was one rate-limited read a round."""
-    if not redelivery.covers(rt):
+    if not redelivery.covers(rt, parse_pr_key(job.pr_key).full_repo):
         return False
     view = await prs.get(rt.db, job.pr_key)
     if view is None or (view.pr.latest_review_id or 0) > (p.get("baseline") or 0):

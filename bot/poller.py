@@ -78,18 +78,25 @@ class Poller:
 
         In a repository with at least `repo_watch_min_prs` PRs that may rest, one conditional
         read of its PR list tells which of them changed since the last tick; the others rest.
-        While the App's redelivery recovers lost webhooks (`redelivery.covers`), the PRs that
-        may rest in the other repositories rest on their webhooks alone, and so do PRs at work
-        in a round (`_at_work`): what would change them sends one, and one GitHub could not
-        deliver comes back within a redelivery interval.
+        While the redelivery recovers lost webhooks of their repository (`redelivery.covers`),
+        the PRs that may rest in the other repositories rest on their webhooks alone, and so do
+        PRs at work in a round (`_at_work`): what would change them sends one, and one GitHub
+        could not deliver comes back within a redelivery interval.
         Each resting PR is still re-read once per `full_sync_seconds`, the longest unread first
         and only a share of them per tick, so the re-reads spread over the ticks."""
         cfg = self.rt.config.poller
         if self.rt.github is None:
             return set()
-        backed = redelivery.covers(self.rt)
-        if cfg.repo_watch_min_prs <= 0 and not backed:
+        covering = redelivery.covers(self.rt)
+        if cfg.repo_watch_min_prs <= 0 and not covering:
             return set()
+        backed_repos: dict[str, bool] = {}
+
+        def backed(repo: str) -> bool:
+            if repo not in backed_repos:
+                backed_repos[repo] = covering and redelivery.covers(self.rt, repo)
+            return backed_repos[repo]
+
         self.watch_changed = set()
         if not self.watch.loaded:
             self.watch.load(await marks.load(self.rt.db))
@@ -101,7 +108,7 @@ class Poller:
         for view in views:
             if view.pr.pr_key not in wanted:
                 continue
-            if backed and self._at_work(view):
+            if backed(view.pr.repo.lower()) and self._at_work(view):
                 at_work.append(view.pr.pr_key)
             elif self._may_rest(view, now, settings):
                 by_repo.setdefault(view.pr.repo.lower(), []).append(view)
@@ -115,10 +122,9 @@ class Poller:
                 resting.extend(v.pr.pr_key for v in candidates if v.pr.number not in changed)
                 # The marks move past these now: this tick must re-read them, whatever else.
                 self.watch_changed.update(v.pr.pr_key for v in candidates if v.pr.number in changed)
-        if backed:
-            resting.extend(v.pr.pr_key for repo, candidates in by_repo.items() if repo not in watched
-                           for v in candidates)
-            resting.extend(at_work)
+        resting.extend(v.pr.pr_key for repo, candidates in by_repo.items()
+                       if repo not in watched and backed(repo) for v in candidates)
+        resting.extend(at_work)
         # The share of resting PRs re-read anyway, so each is re-read once per full_sync_seconds.
         due_by = now - timedelta(seconds=cfg.full_sync_seconds)
         never = datetime.min.replace(tzinfo=now.tzinfo)

@@ -1,17 +1,20 @@
 """Lost webhooks: ask GitHub again for deliveries that never reached /webhook.
 
 GitHub does not deliver a failed webhook again by itself, so a `/converge` comment whose
-delivery was lost (the bot down, a 503, a network fault) would be lost for good. A GitHub App
-can read its delivery log (one entry per attempt, newest first) and ask for a redelivery, which
-comes with the same `X-GitHub-Delivery` guid. Every interval the leader reads the log back to
-where the last read left off, and for each guid that no attempt delivered and that our intake
-never recorded, asks for its newest attempt again.
+delivery was lost (the bot down, a 503, a network fault) would be lost for good. A webhook has a
+delivery log (one entry per attempt, newest first), and GitHub sends a logged delivery again
+when asked, with the same `X-GitHub-Delivery` guid. A GitHub App reads its own log; with a token
+the bot reads the logs of the organisations' and repositories' webhooks named in `[webhooks]
+hooks`. Every interval the leader reads each log back to where its last read left off, and for
+each guid that no attempt delivered and that our intake never recorded, asks for its newest
+attempt again.
 
 Bounded: at most `redelivery_max_attempts` redeliveries per guid, counted from the log's own
 `redelivery: true` entries (so a restart does not start the count over), and at most
 `MAX_ASKS_PER_RUN` asks and `MAX_PAGES` pages a run. The cursor (storage/cursors.py) moves only
 over what is settled, and stays a margin behind the newest entry, whose neighbours may still
-be in flight.
+be in flight. Each log has its own cursor; one that cannot be read (a hook deleted, a token
+without the rights) leaves the others to go on, and its repositories uncovered.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from .periodic import every
 
 log = structlog.get_logger(__name__)
 
-CURSOR = "webhooks:redelivery"
+CURSOR = "webhooks:redelivery"  # the App's log's; a hook's adds its path
 PAGE_SIZE = 100
 # A pass reads back to its cursor, so this bounds the deliveries one interval may bring: 1,000
 # PRs under way sent ~12,000 in five minutes (30 pages, the bound before, fell behind at once).
@@ -49,6 +52,60 @@ PENDING_SECONDS = 600.0
 # The events that carry a person's intent (a command, the label, a new PR by an auto-enroll
 # author): asked for first. The others only wake syncs, which the poller does anyway.
 INTENT_EVENTS = frozenset({"issue_comment", "pull_request", "pull_request_review_comment"})
+
+
+@dataclass(frozen=True)
+class Log:
+    """A webhook's delivery log: the App's own (`hook` None), or the webhook of an organisation
+    (`repo` None) or of a repository, read with the token."""
+
+    owner: str | None = None
+    repo: str | None = None
+    hook_id: int | None = None
+
+    @classmethod
+    def named(cls, owner: str, hook_id: int) -> Log:
+        """The log of the hook `[webhooks] hooks` names: `owner` an organisation or owner/repo."""
+        org, _, repo = owner.partition("/")
+        return cls(org, repo or None, hook_id)
+
+    @property
+    def hook(self) -> str | None:
+        """The hook's API path (`orgs/acme/hooks/12`, `repos/acme/widgets/hooks/34`)."""
+        if self.hook_id is None:
+            return None
+        if self.repo is None:
+            return f"orgs/{self.owner}/hooks/{self.hook_id}"
+        return f"repos/{self.owner}/{self.repo}/hooks/{self.hook_id}"
+
+    @property
+    def name(self) -> str:
+        return self.hook or "app"
+
+    @property
+    def cursor(self) -> str:
+        return CURSOR if self.hook is None else f"{CURSOR}:{self.hook.lower()}"
+
+    def covers(self, repo: str) -> bool:
+        """Whether `repo`'s (owner/name) deliveries are in this log."""
+        if self.hook is None:
+            return True
+        owner, _, name = repo.lower().partition("/")
+        return owner == self.owner.lower() and (self.repo is None or name == self.repo.lower())
+
+
+APP_LOG = Log()
+
+
+def logs(rt) -> list[Log]:
+    """The delivery logs this bot reads: the App's, or with a token those of the webhooks named
+    in `[webhooks] hooks`; none while redelivery is off."""
+    cfg = rt.config.webhooks
+    if not cfg.redelivery or rt.github is None:
+        return []
+    if rt.github.is_app:
+        return [APP_LOG]
+    return [Log.named(owner, hook_id) for owner, hook_id in cfg.hooks.items()]
 
 
 @dataclass
@@ -134,56 +191,94 @@ class Report:
     cursor: datetime | None = None
 
 
-@dataclass
-class _State:
-    """This process's asks not yet seen in the log (the log is the count that survives)."""
+    def add(self, other: Report) -> None:
+        """`other`'s counts and guids added to these (the cursor stays: each log has its own)."""
+        self.pages += other.pages
+        self.entries += other.entries
+        self.failed += other.failed
+        self.recorded += other.recorded
+        self.asked += other.asked
+        self.exhausted += other.exhausted
+        self.waiting += other.waiting
 
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+@dataclass
+class _LogState:
+    """This process's asks not yet seen in one log (the log is the count that survives)."""
+
     pending: dict[str, tuple[int, float]] = field(default_factory=dict)  # guid -> (expected, asked at)
     refused: set[str] = field(default_factory=set)
     # When a pass last read the log to its cursor and made every ask it meant to (monotonic).
     covered_at: float | None = None
 
 
+@dataclass
+class _State:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    logs: dict[Log, _LogState] = field(default_factory=dict)
+
+    def of(self, log: Log) -> _LogState:
+        return self.logs.setdefault(log, _LogState())
+
+
 def _state(rt) -> _State:
     return rt.extras.setdefault("redelivery", _State())
 
 
-async def _read(rt, since: datetime) -> tuple[list[dict], int, bool]:
+async def _read(rt, where: Log, since: datetime) -> tuple[list[dict], int, bool]:
     """The log newest first, down to the first entry before `since`: (entries, pages, complete)."""
     entries: list[dict] = []
     cursor: str | None = None
     for pages in range(1, MAX_PAGES + 1):
-        page, cursor = await rt.github.hook_deliveries(per_page=PAGE_SIZE, cursor=cursor)
+        page, cursor = await rt.github.hook_deliveries(per_page=PAGE_SIZE, cursor=cursor, hook=where.hook)
         entries.extend(page)
         oldest = parse_time(page[-1].get("delivered_at")) if page else None
         if cursor is None or not page or (oldest is not None and oldest < since):
             return entries, pages, True
-    log.warning("redelivery.log_not_finished", pages=MAX_PAGES, since=since.isoformat())
+    log.warning("redelivery.log_not_finished", log_name=where.name, pages=MAX_PAGES, since=since.isoformat())
     return entries, MAX_PAGES, False
 
 
 async def redeliver_missed(rt) -> Report | None:
-    """One pass over the App's delivery log; None when this replica does not lead, or the bot
-    is not a GitHub App (only an App has a delivery log)."""
+    """One pass over each delivery log (`logs`), their reports added up; None when this replica
+    does not lead or there is no log to read (redelivery off, or a token naming no hook). A log
+    that cannot be read is logged and left uncovered; the others go on, and the first such
+    error is raised after them."""
     if not await rt.leadership.holds():
         return None
-    if not rt.github.is_app:
+    found = logs(rt)
+    if not found:
         return None
     state = _state(rt)
+    report: Report | None = None
+    failure: GitHubError | None = None
     async with state.lock:
-        try:
-            return await _pass(rt, state)
-        except BaseException:
-            state.covered_at = None  # what was lost since the last pass is not being recovered
-            raise
+        for where in found:
+            one = state.of(where)
+            try:
+                done = await _pass(rt, where, one)
+            except GitHubError as e:
+                one.covered_at = None
+                log.warning("redelivery.unreadable", log_name=where.name, error=str(e))
+                failure = failure or e
+                continue
+            except BaseException:
+                one.covered_at = None  # what was lost since the last pass is not being recovered
+                raise
+            if report is None:
+                report = done
+            else:
+                report.add(done)
+    if failure is not None:
+        raise failure
+    return report
 
 
-async def _pass(rt, state: _State) -> Report:
+async def _pass(rt, where: Log, state: _LogState) -> Report:
     cfg = rt.config.webhooks
-    stored = parse_time((await cursors.load(rt.db, CURSOR)).get(CURSOR))
+    stored = parse_time((await cursors.load(rt.db, where.cursor)).get(where.cursor))
     since = stored or utcnow() - timedelta(hours=cfg.redelivery_lookback_hours)
-    entries, pages, complete = await _read(rt, since)
+    entries, pages, complete = await _read(rt, where, since)
     guids = group(entries, since)
     failed = [g for g in guids if not guids[g].delivered]
     recorded = await deliveries.seen(rt.db, failed)
@@ -198,15 +293,16 @@ async def _pass(rt, state: _State) -> Report:
                   max_attempts=cfg.redelivery_max_attempts, since=since,
                   newest_at=max(stamps, default=None), complete=complete, oldest_at=min(stamps, default=None))
     if not complete:
-        log.warning("redelivery.gave_up_older", since=since.isoformat(), cursor=plan.cursor.isoformat(),
+        log.warning("redelivery.gave_up_older", log_name=where.name, since=since.isoformat(), cursor=plan.cursor.isoformat(),
                     pages=pages)
     report = Report(pages=pages, entries=len(entries), failed=len(failed), recorded=len(recorded),
                     exhausted=[g.guid for g in plan.exhausted], waiting=[g.guid for g in plan.waiting])
     settled = True
     for g in plan.ask:
-        bound = log.bind(delivery_id=g.guid, event_name=g.event, action=g.action, log_entry=g.newest_id)
+        bound = log.bind(log_name=where.name, delivery_id=g.guid, event_name=g.event, action=g.action,
+                         log_entry=g.newest_id)
         try:
-            await rt.github.redeliver(g.newest_id)
+            await rt.github.redeliver(g.newest_id, hook=where.hook)
         except (NotFound, Conflict) as e:
             # Gone from the log or too old to send again: nothing more to ask for.
             state.refused.add(g.guid)
@@ -224,11 +320,11 @@ async def _pass(rt, state: _State) -> Report:
         metrics.REDELIVERIES.labels("asked").inc()
         bound.info("redelivery.asked", redelivery=g.redeliveries + 1)
     for g in plan.exhausted:
-        log.warning("redelivery.exhausted", delivery_id=g.guid, event_name=g.event, action=g.action,
+        log.warning("redelivery.exhausted", log_name=where.name, delivery_id=g.guid, event_name=g.event, action=g.action,
                     redeliveries=g.redeliveries)
     state.refused &= set(guids)  # the others are behind the cursor now: never read again
     if settled and plan.cursor != stored:
-        await cursors.save(rt.db, {CURSOR: plan.cursor.isoformat()})
+        await cursors.save(rt.db, {where.cursor: plan.cursor.isoformat()})
     # Covered: nothing missed is left to the other nets (a delivery given up on, or one GitHub
     # refuses to send again, is one only the scan and the poll can still find) or to a later
     # pass (more were missed than one pass asks for).
@@ -236,22 +332,28 @@ async def _pass(rt, state: _State) -> Report:
             or len(plan.ask) >= MAX_ASKS_PER_RUN)
     state.covered_at = time.monotonic() if settled and complete and not lost else None
     report.cursor = plan.cursor if settled else stored
-    log.info("redelivery.checked", pages=report.pages, entries=report.entries, failed=report.failed,
+    log.info("redelivery.checked", log_name=where.name, pages=report.pages, entries=report.entries, failed=report.failed,
              recorded=report.recorded, asked=len(report.asked), exhausted=len(report.exhausted),
              waiting=len(report.waiting), cursor=report.cursor.isoformat() if report.cursor else None)
     return report
 
 
-def covers(rt) -> bool:
-    """Whether this process recovers lost webhooks right now: it is a GitHub App with redelivery
-    on, and its last pass, within two intervals, read the whole log since its cursor and asked
-    for everything missed, none of it given up on or refused. The poller lets PRs rest on it and
-    the scan runs less often (docs/architecture.md, "Polling")."""
-    cfg = rt.config.webhooks
-    if not cfg.redelivery or rt.github is None or not rt.github.is_app:
+def covers(rt, repo: str | None = None) -> bool:
+    """Whether this process recovers lost webhooks right now (for `repo`, owner/name, when
+    given): redelivery is on with a log to read (`logs`), one of them holds `repo`'s deliveries,
+    and the last pass over each, within two intervals, read the whole log since its cursor and
+    asked for everything missed, none of it given up on or refused. The poller lets PRs rest on
+    it and the scan runs less often (docs/architecture.md, "Polling")."""
+    found = logs(rt)
+    if not found or (repo is not None and not any(where.covers(repo) for where in found)):
         return False
-    at = _state(rt).covered_at
-    return at is not None and time.monotonic() - at <= 2 * cfg.redelivery_interval_seconds
+    state, now = _state(rt), time.monotonic()
+    window = 2 * rt.config.webhooks.redelivery_interval_seconds
+    for where in found:
+        at = state.of(where).covered_at
+        if at is None or now - at > window:
+            return False
+    return True
 
 
 async def _tick(rt) -> None:
@@ -269,7 +371,9 @@ def schedule(rt, scheduler) -> None:
     if not cfg.redelivery:
         log.info("redelivery.off", reason="[webhooks] redelivery is false")
         return
-    if not rt.github.is_app:
-        log.info("redelivery.off", reason="not a GitHub App: only an App can read its webhook delivery log")
+    if not logs(rt):
+        log.info("redelivery.off", reason="a token with no webhook named in [webhooks] hooks: no delivery log to read")
         return
+    if rt.github.is_app and cfg.hooks:
+        log.warning("redelivery.hooks_ignored", reason="a GitHub App reads its own delivery log", hooks=sorted(cfg.hooks))
     every(scheduler, "redelivery", cfg.redelivery_interval_seconds, _tick, rt)

@@ -45,7 +45,7 @@ _ON_PULL = re.compile(r"/([^/]+)/([^/]+)/pull/(\d+)(?:[#?/]|$)")
 class ScanReport:
     led: bool = True  # False: another replica leads and ran nothing here
     deferred: bool = False  # True: the rate limit is down to the reserve kept for PRs with news
-    covered: bool = False  # True: left out, the App's redelivery recovers lost webhooks meanwhile
+    covered: bool = False  # True: left out, the redelivery recovers lost webhooks meanwhile
     repositories: int = 0
     unchanged: int = 0  # repositories whose every read GitHub answered 304 (no rate limit spent)
     unreadable: list[str] = field(default_factory=list)
@@ -153,10 +153,13 @@ async def scan(rt: Runtime) -> ScanReport:
         return ScanReport(led=False)
     cfg = rt.config.scan
     last = rt.extras.get(LAST_SCAN)
-    if last is not None and time.monotonic() - last < cfg.covered_interval_seconds and redelivery.covers(rt):
-        # What the scan would find is a delivery that failed, and the redelivery asks for
-        # those again; left for the scan is one GitHub never attempted, read this much later.
-        log.info("scan.covered", reason="the App's redelivery recovers lost webhooks")
+    # What the scan would find is a delivery that failed, and the redelivery asks for those
+    # again; left for the scan is one GitHub never attempted, read this much later. An App's
+    # log holds every repository's; a token's hooks may hold only some (`_uncovered`).
+    covered = (last is not None and time.monotonic() - last < cfg.covered_interval_seconds
+               and redelivery.covers(rt))
+    if covered and rt.github.is_app:
+        log.info("scan.covered", reason="the redelivery recovers lost webhooks")
         return ScanReport(covered=True)
     if not rt.rate_budget.may_spend("idle"):
         # A changed repository costs requests, and the reserve is for PRs with news; the next
@@ -167,6 +170,12 @@ async def scan(rt: Runtime) -> ScanReport:
     views = await prs.list_all(rt.db)
     known = {v.pr.pr_key for v in views}
     repos = await repositories(rt, [v.pr.repo for v in views])
+    every = len(repos)
+    if covered:
+        repos = [repo for repo in repos if not redelivery.covers(rt, repo)]
+        if not repos:
+            log.info("scan.covered", reason="the redelivery recovers lost webhooks")
+            return ScanReport(covered=True)
     stored = await cursors.load(rt.db, CURSOR_PREFIX)
     floor = (utcnow() - timedelta(hours=cfg.lookback_hours)).replace(microsecond=0)
     # Side by side: the client bounds how many requests are in flight.
@@ -193,7 +202,8 @@ async def scan(rt: Runtime) -> ScanReport:
     metrics.SCAN_JOBS.labels("enroll").inc(report.enrolls)
     metrics.SCAN_JOBS.labels("command").inc(report.commands)
     metrics.SCANS.inc()
-    rt.extras[LAST_SCAN] = started
+    if len(repos) == every:  # only a scan of them all restarts the covered interval
+        rt.extras[LAST_SCAN] = started
     log.info("scan.done", repositories=report.repositories, unchanged=report.unchanged,
              unreadable=len(report.unreadable), enrolls=report.enrolls, commands=report.commands)
     if wakes:

@@ -702,19 +702,28 @@ class GitHubClient:
                                     metered=False)
         return resp.raw_response
 
-    async def hook_deliveries(self, *, per_page: int = 100,
-                              cursor: str | None = None) -> tuple[list[dict], str | None]:
-        """One page of the App's webhook delivery log (one entry per attempt, newest first) and
-        the cursor of the next page (None on the last)."""
+    async def hook_deliveries(self, *, per_page: int = 100, cursor: str | None = None,
+                              hook: str | None = None) -> tuple[list[dict], str | None]:
+        """One page of a webhook's delivery log (one entry per attempt, newest first) and the
+        cursor of the next page (None on the last). `hook`: an organisation's or a repository's
+        webhook (`orgs/acme/hooks/12`, `repos/acme/widgets/hooks/34`), read with the token and
+        charged to its rate limit; None: the App's own, read as the App."""
         params: dict[str, Any] = {"per_page": per_page} | ({"cursor": cursor} if cursor else {})
-        raw = await self._as_app("GET", "/app/hook/deliveries", params=params)
+        if hook is None:
+            raw = await self._as_app("GET", "/app/hook/deliveries", params=params)
+        else:
+            raw = await self._request("GET", f"/{hook}/deliveries", params=params)
         next_url = raw.links.get("next", {}).get("url")
         return raw.json(), httpx.URL(next_url).params.get("cursor") if next_url else None
 
-    async def redeliver(self, delivery_id: int) -> None:
+    async def redeliver(self, delivery_id: int, *, hook: str | None = None) -> None:
         """Ask GitHub to send a logged delivery again, with its guid; it answers 202 at once and
-        sends it later, as a new log entry with `redelivery: true`."""
-        await self._as_app("POST", f"/app/hook/deliveries/{delivery_id}/attempts")
+        sends it later, as a new log entry with `redelivery: true`. `hook` as for
+        `hook_deliveries`."""
+        if hook is None:
+            await self._as_app("POST", f"/app/hook/deliveries/{delivery_id}/attempts")
+        else:
+            await self._request("POST", f"/{hook}/deliveries/{delivery_id}/attempts")
 
     async def rate_limit(self) -> dict:
         """GET /rate_limit (free: it does not count against the limit it reports)."""

@@ -14,11 +14,15 @@ TEMPLATES = (
     "/installation/repositories",
     "/app/hook/deliveries",
     "/app/hook/deliveries/{delivery_id}/attempts",
+    "/orgs/{org}/hooks/{hook_id}/deliveries",
+    "/orgs/{org}/hooks/{hook_id}/deliveries/{delivery_id}/attempts",
     "/app/installations",
     "/app/installations/{installation_id}/access_tokens",
     "/repos/{owner}/{repo}",
     "/repos/{owner}/{repo}/installation",
     "/repos/{owner}/{repo}/pulls",
+    "/repos/{owner}/{repo}/hooks/{hook_id}/deliveries",
+    "/repos/{owner}/{repo}/hooks/{hook_id}/deliveries/{delivery_id}/attempts",
     "/repos/{owner}/{repo}/contents/{path}",
     "/repos/{owner}/{repo}/pulls/{number}",
     "/repos/{owner}/{repo}/pulls/{number}/reviews",
@@ -47,7 +51,7 @@ TEMPLATES = (
 BY_ID = tuple("/repositories/{repository_id}/" + t.removeprefix("/repos/{owner}/{repo}/")
               for t in TEMPLATES if t.startswith("/repos/{owner}/{repo}/"))
 _SPANNING = {"ref": ".+", "basehead": ".+", "path": ".+"}
-_NUMERIC = {"number", "comment_id", "check_run_id", "delivery_id", "installation_id", "repository_id"}
+_NUMERIC = {"number", "hook_id", "comment_id", "check_run_id", "delivery_id", "installation_id", "repository_id"}
 OTHER = "other"  # a URL none of the templates matches: counted, never named
 
 

@@ -21,11 +21,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.github.errors import GitHubError
+from bot.github.errors import GitHubError, NotFound
 from bot.github.simulator import AsgiServer
 from bot.leadership import Leadership
 from bot.poller import Poller
-from bot.redelivery import CURSOR, covers, redeliver_missed
+from bot.redelivery import APP_LOG, CURSOR, Log, covers, redeliver_missed
 from bot.scan import scan
 from storage import commands, cursors, runs
 from storage.models import Job
@@ -220,13 +220,139 @@ async def test_it_runs_at_start_and_on_its_interval_on_the_leader_only(tmp_path,
             h.rt.leadership = leader
 
 
-async def test_with_a_token_there_is_no_log_to_read(tmp_path, db_url):
+async def test_with_a_token_and_no_hook_named_there_is_no_log_to_read(tmp_path, db_url):
     with structlog.testing.capture_logs() as logs:
         async with bot_on_simulator(tmp_path, db_url, **NO_SCAN) as h:
             assert await redeliver_missed(h.rt) is None
+            assert not covers(h.rt) and not covers(h.rt, REPO)
             assert h.sim.counters.get(method="GET", route="/app/hook/deliveries") == 0
     off = [e for e in logs if e["event"].startswith("redelivery.")]
-    assert [(e["event"], "not a GitHub App" in e["reason"]) for e in off] == [("redelivery.off", True)]
+    assert [(e["event"], "[webhooks] hooks" in e["reason"]) for e in off] == [("redelivery.off", True)]
+
+
+ORG_LOG = "/orgs/{org}/hooks/{hook_id}/deliveries"
+REPO_LOG = "/repos/{owner}/{repo}/hooks/{hook_id}/deliveries"
+OTHER = "acme/other"  # a repository of the same organisation
+
+
+@asynccontextmanager
+async def token_bot(tmp_path, db_url, hooks: dict[str, int], sections: dict | None = None, **webhooks):
+    """The bot with a token, reading the delivery logs of `hooks` (the simulator's one webhook
+    is hook 1, as an organisation's or a repository's); `OTHER` is a second repository."""
+    async with bot_on_simulator(
+        tmp_path, db_url, webhooks={"redelivery_interval_seconds": 3600, "hooks": hooks, **webhooks},
+        **{**NO_SCAN, **(sections or {})},
+    ) as h:
+        await h.sim.create_repo(OTHER, files={"README.md": "# other\n"}, collaborators={"maint": "write"})
+        # The pass at start-up came before OTHER was: this one reads every log to its end.
+        await redeliver_missed(h.rt)
+        stored = await cursors.load(h.rt.db, CURSOR)
+        assert set(stored) == {Log.named(owner, i).cursor for owner, i in hooks.items()}
+        yield h
+
+
+async def test_with_a_token_an_organisations_hook_log_brings_back_lost_commands(tmp_path, db_url):
+    """With a token, the bot reads the log of the organisation's webhook it was told of, with
+    the token (each page a rate-limited request), and asks for what was lost through it."""
+    async with token_bot(tmp_path, db_url, {"acme": 1}) as h:
+        key, n = await _pr(h, "dropped")
+        h.sim.webhook_faults(drop_next=1)
+        comment = await h.sim.comment(REPO, n, "/converge", user="maint")
+        await h.sim.settle()
+        assert await h.view(key) is None
+        h.sim.counters.reset()
+
+        report = await redeliver_missed(h.rt)
+        assert report.asked == [_guid_of_comment(h, comment.id)]
+        assert covers(h.rt) and covers(h.rt, REPO) and covers(h.rt, OTHER)
+        assert not covers(h.rt, "elsewhere/app")  # another owner's deliveries are not in it
+        assert h.sim.counters.get(method="GET", route=ORG_LOG) == 1
+        assert h.sim.counters.get(method="POST", route=ORG_LOG + "/{delivery_id}/attempts") == 1
+        assert h.sim.counters.get(method="GET", route="/app/hook/deliveries") == 0
+        await h.wait_status(key, *ACTIVE)
+        await h.wait_for("the command settled", lambda: _settled(h, key))
+        assert await _commands_of(h, key) == [(comment.id, "start", True)]
+        stored = await cursors.load(h.rt.db, CURSOR)
+        assert set(stored) == {f"{CURSOR}:orgs/acme/hooks/1"}
+
+        await h.sim.settle()
+        again = await redeliver_missed(h.rt)
+        assert again.asked == [] and again.failed == 0
+        assert len(await runs.runs_for(h.rt.db, key)) == 1
+
+
+async def test_with_a_token_a_repositorys_hook_covers_that_repository_alone(tmp_path, db_url):
+    """A repository's webhook holds only that repository's deliveries: its PRs rest on their
+    webhooks, while a PR of another repository no hook's log holds is re-read every tick."""
+    poller_config = {"interval_seconds": 3600, "fresh_read_seconds": 0, "repo_watch_min_prs": 0}
+    async with token_bot(tmp_path, db_url, {REPO: 1},
+                         sections={"poller": poller_config, "convergence": PATIENT}) as h:
+        assert covers(h.rt, REPO) and not covers(h.rt, OTHER)
+        keys = []
+        for repo, head in ((REPO, "covered"), (OTHER, "uncovered")):
+            pr = await h.sim.open_pr(repo, title=head, head=head, author="dev", files={"x.py": "X = 2\n"})
+            key = f"{repo}#{pr.number}"
+            r = await h.http.post("/api/prs", json={"pr": key}, headers={"Authorization": "Bearer api-token"})
+            assert r.status_code == 201, r.text
+            keys.append(key)
+        for key in keys:
+            await h.wait_status(key, "waiting_review")
+        await quiesce(h)
+        poller = Poller(h.rt)
+        await poller.tick()  # never polled by this poller: each is due its full re-read
+        await quiesce(h)
+        for _ in range(2):
+            await poller.tick()
+            await quiesce(h)
+            assert (poller.queued, poller.skipped) == (1, 1)
+
+        # The other repository's delivery is not in this hook's log: it is not asked for.
+        other = int(keys[1].split("#")[1])
+        h.sim.webhook_faults(drop_next=1)
+        await h.sim.comment(OTHER, other, "/cancel", user="maint")
+        await h.sim.settle()
+        h.sim.counters.reset()
+        report = await redeliver_missed(h.rt)
+        assert (report.asked, report.failed) == ([], 0)
+        assert h.sim.counters.get(method="GET", route=REPO_LOG) == 1
+
+
+async def test_a_hook_log_that_cannot_be_read_leaves_the_others_going_and_nothing_covered(tmp_path, db_url):
+    """A hook's log that answers 404 (the hook deleted, a token without the rights): the other
+    log is read and asked from all the same, and the redelivery covers nothing until both are
+    read again, so the poll and the scan read as often as without it meanwhile."""
+    async with token_bot(tmp_path, db_url, {"acme": 1, OTHER: 1}) as h:
+        assert covers(h.rt) and covers(h.rt, REPO) and covers(h.rt, OTHER)
+        key, n = await _pr(h, "dropped")
+        h.sim.webhook_faults(drop_next=1)
+        comment = await h.sim.comment(REPO, n, "/converge", user="maint")
+        await h.sim.settle()
+        h.sim.inject_fault(r"/repos/acme/other/hooks/1/deliveries$", method="GET", status=404, count=1)
+        with structlog.testing.capture_logs() as logs, pytest.raises(NotFound):
+            await redeliver_missed(h.rt)
+        assert not covers(h.rt) and not covers(h.rt, REPO)
+        unreadable = [e["log_name"] for e in logs if e["event"] == "redelivery.unreadable"]
+        assert unreadable == [f"repos/{OTHER}/hooks/1"]
+        assert h.sim.counters.get(method="POST", route=ORG_LOG + "/{delivery_id}/attempts") == 1
+        await h.wait_status(key, *ACTIVE)
+        await h.wait_for("the command settled", lambda: _settled(h, key))
+        assert await _commands_of(h, key) == [(comment.id, "start", True)]
+
+        report = await redeliver_missed(h.rt)  # both read again
+        assert report.asked == [] and covers(h.rt, REPO) and covers(h.rt, OTHER)
+
+
+async def test_with_a_token_the_scan_reads_only_the_repositories_no_hook_covers(tmp_path, db_url):
+    scan_config = {"enabled": False, "repositories": [REPO, OTHER]}
+    async with token_bot(tmp_path, db_url, {REPO: 1}, sections={"scan": scan_config}) as h:
+        assert covers(h.rt)
+        first = await scan(h.rt)
+        assert not first.covered and first.repositories == 2
+        h.sim.counters.reset()
+        second = await scan(h.rt)
+        assert not second.covered and second.repositories == 1
+        assert h.sim.counters.get(method="GET", route="/repos/{owner}/{repo}/pulls") == 1
+        assert all("acme/other" in path for _, path, _ in h.sim.counters.recent), h.sim.counters.recent
 
 
 async def test_prs_waiting_for_a_review_rest_on_their_webhooks_while_redelivery_covers_them(tmp_path, db_url):
@@ -320,7 +446,7 @@ async def test_a_pr_at_work_in_a_round_rests_while_redelivery_covers_it(tmp_path
             await h.wait_for("all but the fix done", lambda: _only_the_fix_left(h))
             assert h.sim.counters.total() == 0, h.sim.counters.recent
 
-            h.rt.extras["redelivery"].covered_at = None  # as after a pass that failed
+            h.rt.extras["redelivery"].of(APP_LOG).covered_at = None  # as after a pass that failed
             await poller.tick()
             assert (poller.queued, poller.skipped) == (1, 0)
         finally:
@@ -394,7 +520,7 @@ async def test_a_late_first_review_request_looks_unless_a_review_since_would_hav
         # Decided knowing that review: nothing tells of another, so it asks at once again;
         # not once the redelivery stops covering (as after a pass that failed).
         assert await request("knew it", review.id) == (0, 1)
-        h.rt.extras["redelivery"].covered_at = None
+        h.rt.extras["redelivery"].of(APP_LOG).covered_at = None
         assert await request("uncovered", review.id) == (1, 1)
 
 

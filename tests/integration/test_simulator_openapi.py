@@ -338,6 +338,37 @@ async def _redeliver(api: Api, w: World) -> None:
                    delivery_id=entry_id)
 
 
+HOOK = {"hook_id": 1}  # the simulator's one webhook, as a repository's or an organisation's
+
+
+@case("GET /repos/{owner}/{repo}/hooks/{hook_id}/deliveries")
+async def _list_repo_hook_deliveries(api: Api, w: World) -> None:
+    entry_id = await _failed_delivery(w)
+    log = await api.call("GET /repos/{owner}/{repo}/hooks/{hook_id}/deliveries", 200, **HOOK)
+    assert [(e["id"], e["status_code"], e["event"]) for e in log] == [(entry_id, 0, "issue_comment")]
+
+
+@case("POST /repos/{owner}/{repo}/hooks/{hook_id}/deliveries/{delivery_id}/attempts")
+async def _redeliver_repo_hook(api: Api, w: World) -> None:
+    entry_id = await _failed_delivery(w)
+    await api.call("POST /repos/{owner}/{repo}/hooks/{hook_id}/deliveries/{delivery_id}/attempts", 202,
+                   delivery_id=entry_id, **HOOK)
+
+
+@case("GET /orgs/{org}/hooks/{hook_id}/deliveries")
+async def _list_org_hook_deliveries(api: Api, w: World) -> None:
+    entry_id = await _failed_delivery(w)
+    log = await api.call("GET /orgs/{org}/hooks/{hook_id}/deliveries", 200, org=OWNER, **HOOK)
+    assert [(e["id"], e["status_code"], e["event"]) for e in log] == [(entry_id, 0, "issue_comment")]
+
+
+@case("POST /orgs/{org}/hooks/{hook_id}/deliveries/{delivery_id}/attempts")
+async def _redeliver_org_hook(api: Api, w: World) -> None:
+    entry_id = await _failed_delivery(w)
+    await api.call("POST /orgs/{org}/hooks/{hook_id}/deliveries/{delivery_id}/attempts", 202,
+                   org=OWNER, delivery_id=entry_id, **HOOK)
+
+
 def test_every_operation_of_the_subset_has_a_case():
     assert set(CASES) == set(operation_names())
 

@@ -47,6 +47,12 @@ KNOWN_EXAMPLE_DRIFT = {
     },
     # The example of a 202 with an empty object as its body is null.
     ("POST /app/hook/deliveries/{delivery_id}/attempts", "default"): {("$", "None is not of type 'object'")},
+    ("POST /repos/{owner}/{repo}/hooks/{hook_id}/deliveries/{delivery_id}/attempts", "default"): {
+        ("$", "None is not of type 'object'"),
+    },
+    ("POST /orgs/{org}/hooks/{hook_id}/deliveries/{delivery_id}/attempts", "default"): {
+        ("$", "None is not of type 'object'"),
+    },
 }
 
 

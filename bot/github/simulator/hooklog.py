@@ -1,4 +1,4 @@
-"""The App's webhook delivery log: one entry per attempt, as `GET /app/hook/deliveries` lists it.
+"""The webhook delivery log: one entry per attempt, as `GET /app/hook/deliveries` lists it.
 
 GitHub keeps an entry for every attempt of every delivery (a redelivery is a new entry with the
 same `guid` and `redelivery: true`) and never delivers again by itself: an App that wants what it
@@ -10,6 +10,7 @@ delivery the receiver did not get.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -90,10 +91,13 @@ class HookLog:
                 return entry
         return None
 
-    def page(self, *, before: int | None, per_page: int) -> tuple[list[LogEntry], int | None]:
+    def page(self, *, before: int | None, per_page: int,
+             where: Callable[[LogEntry], bool] | None = None) -> tuple[list[LogEntry], int | None]:
         """Newest first: up to `per_page` entries older than the entry id `before` (None: from the
-        newest), and the id the next page starts below (None on the last page)."""
-        older = [e for e in reversed(self.entries) if before is None or e.id < before]
+        newest), and the id the next page starts below (None on the last page). `where`: only
+        the entries it keeps (a repository's or an organisation's hook sees only its own)."""
+        older = [e for e in reversed(self.entries)
+                 if (before is None or e.id < before) and (where is None or where(e))]
         chunk = older[:per_page]
         return chunk, (chunk[-1].id if len(older) > per_page else None)
 
