@@ -190,7 +190,6 @@ class Report:
     waiting: list[str] = field(default_factory=list)
     cursor: datetime | None = None
 
-
     def add(self, other: Report) -> None:
         """`other`'s counts and guids added to these (the cursor stays: each log has its own)."""
         self.pages += other.pages
@@ -235,7 +234,8 @@ async def _read(rt, where: Log, since: datetime) -> tuple[list[dict], int, bool]
         oldest = parse_time(page[-1].get("delivered_at")) if page else None
         if cursor is None or not page or (oldest is not None and oldest < since):
             return entries, pages, True
-    log.warning("redelivery.log_not_finished", log_name=where.name, pages=MAX_PAGES, since=since.isoformat())
+    log.warning("redelivery.log_not_finished", log_name=where.name, pages=MAX_PAGES,
+                since=since.isoformat())
     return entries, MAX_PAGES, False
 
 
@@ -293,8 +293,8 @@ async def _pass(rt, where: Log, state: _LogState) -> Report:
                   max_attempts=cfg.redelivery_max_attempts, since=since,
                   newest_at=max(stamps, default=None), complete=complete, oldest_at=min(stamps, default=None))
     if not complete:
-        log.warning("redelivery.gave_up_older", log_name=where.name, since=since.isoformat(), cursor=plan.cursor.isoformat(),
-                    pages=pages)
+        log.warning("redelivery.gave_up_older", log_name=where.name, since=since.isoformat(),
+                    cursor=plan.cursor.isoformat(), pages=pages)
     report = Report(pages=pages, entries=len(entries), failed=len(failed), recorded=len(recorded),
                     exhausted=[g.guid for g in plan.exhausted], waiting=[g.guid for g in plan.waiting])
     settled = True
@@ -320,8 +320,8 @@ async def _pass(rt, where: Log, state: _LogState) -> Report:
         metrics.REDELIVERIES.labels("asked").inc()
         bound.info("redelivery.asked", redelivery=g.redeliveries + 1)
     for g in plan.exhausted:
-        log.warning("redelivery.exhausted", log_name=where.name, delivery_id=g.guid, event_name=g.event, action=g.action,
-                    redeliveries=g.redeliveries)
+        log.warning("redelivery.exhausted", log_name=where.name, delivery_id=g.guid, event_name=g.event,
+                    action=g.action, redeliveries=g.redeliveries)
     state.refused &= set(guids)  # the others are behind the cursor now: never read again
     if settled and plan.cursor != stored:
         await cursors.save(rt.db, {where.cursor: plan.cursor.isoformat()})
@@ -332,9 +332,10 @@ async def _pass(rt, where: Log, state: _LogState) -> Report:
             or len(plan.ask) >= MAX_ASKS_PER_RUN)
     state.covered_at = time.monotonic() if settled and complete and not lost else None
     report.cursor = plan.cursor if settled else stored
-    log.info("redelivery.checked", log_name=where.name, pages=report.pages, entries=report.entries, failed=report.failed,
-             recorded=report.recorded, asked=len(report.asked), exhausted=len(report.exhausted),
-             waiting=len(report.waiting), cursor=report.cursor.isoformat() if report.cursor else None)
+    log.info("redelivery.checked", log_name=where.name, pages=report.pages, entries=report.entries,
+             failed=report.failed, recorded=report.recorded, asked=len(report.asked),
+             exhausted=len(report.exhausted), waiting=len(report.waiting),
+             cursor=report.cursor.isoformat() if report.cursor else None)
     return report
 
 
@@ -372,8 +373,10 @@ def schedule(rt, scheduler) -> None:
         log.info("redelivery.off", reason="[webhooks] redelivery is false")
         return
     if not logs(rt):
-        log.info("redelivery.off", reason="a token with no webhook named in [webhooks] hooks: no delivery log to read")
+        log.info("redelivery.off",
+                 reason="a token with no webhook named in [webhooks] hooks: no delivery log to read")
         return
     if rt.github.is_app and cfg.hooks:
-        log.warning("redelivery.hooks_ignored", reason="a GitHub App reads its own delivery log", hooks=sorted(cfg.hooks))
+        log.warning("redelivery.hooks_ignored", reason="a GitHub App reads its own delivery log",
+                    hooks=sorted(cfg.hooks))
     every(scheduler, "redelivery", cfg.redelivery_interval_seconds, _tick, rt)

@@ -155,7 +155,8 @@ async def scan(rt: Runtime) -> ScanReport:
     last = rt.extras.get(LAST_SCAN)
     # What the scan would find is a delivery that failed, and the redelivery asks for those
     # again; left for the scan is one GitHub never attempted, read this much later. An App's
-    # log holds every repository's; a token's hooks may hold only some (`_uncovered`).
+    # log holds every repository's; a token's hooks may hold only some, and the others are
+    # read all the same (below).
     covered = (last is not None and time.monotonic() - last < cfg.covered_interval_seconds
                and redelivery.covers(rt))
     if covered and rt.github.is_app:
@@ -170,7 +171,7 @@ async def scan(rt: Runtime) -> ScanReport:
     views = await prs.list_all(rt.db)
     known = {v.pr.pr_key for v in views}
     repos = await repositories(rt, [v.pr.repo for v in views])
-    every = len(repos)
+    served = len(repos)
     if covered:
         repos = [repo for repo in repos if not redelivery.covers(rt, repo)]
         if not repos:
@@ -202,7 +203,7 @@ async def scan(rt: Runtime) -> ScanReport:
     metrics.SCAN_JOBS.labels("enroll").inc(report.enrolls)
     metrics.SCAN_JOBS.labels("command").inc(report.commands)
     metrics.SCANS.inc()
-    if len(repos) == every:  # only a scan of them all restarts the covered interval
+    if len(repos) == served:  # only a scan of them all restarts the covered interval
         rt.extras[LAST_SCAN] = started
     log.info("scan.done", repositories=report.repositories, unchanged=report.unchanged,
              unreadable=len(report.unreadable), enrolls=report.enrolls, commands=report.commands)
