@@ -123,6 +123,6 @@ async def _hook_logs(client, config: Config, check) -> None:
             await client.hook_deliveries(per_page=1, hook=path)
         except GitHubError as e:
             check(False, f"webhook delivery log {path}",
-                  f"{e} (the token needs admin rights on the hook: admin:org_hook or admin:repo_hook)")
+                  f"{e} (the token needs admin rights on the hook: see [webhooks] hooks in config.example.toml)")
         else:
             check(True, f"webhook delivery log {path}", "readable")
