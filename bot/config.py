@@ -264,6 +264,26 @@ def _is_list(annotation: Any) -> bool:
     return typing.get_origin(annotation) in (list, tuple)
 
 
+def _table(name: str, raw: str) -> dict[str, Any]:
+    """A table from the environment: a JSON object, or `key=value` pairs split by commas
+    (`acme=123,acme/widgets=456`)."""
+    if raw.lstrip().startswith("{"):
+        try:
+            found = json.loads(raw)
+        except ValueError as e:
+            raise ConfigError(f"config: {name}: not a JSON object: {e}") from None
+        if not isinstance(found, dict):
+            raise ConfigError(f"config: {name}: not a JSON object")
+        return found
+    table: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"config: {name}: {part!r} is not key=value")
+        table[key.strip()] = value.strip()
+    return table
+
+
 def _env_overrides(env: typing.Mapping[str, str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Map CONVERGEBOT_<SECTION>_<KEY> variables onto sections; also say where each came from."""
     overrides: dict[str, dict[str, Any]] = {}
@@ -282,6 +302,8 @@ def _env_overrides(env: typing.Mapping[str, str]) -> tuple[dict[str, dict[str, A
                 value = json.loads(raw) if raw.lstrip().startswith("[") else [
                     part.strip() for part in raw.split(",") if part.strip()
                 ]
+            elif typing.get_origin(section_model.model_fields[key].annotation) is dict:
+                value = _table(name, raw)
             overrides.setdefault(section, {})[key] = value
             origin[f"{section}.{key}"] = name
     return overrides, origin
@@ -318,7 +340,10 @@ def load_config(path: str | Path | None = None, env: typing.Mapping[str, str] | 
     except ValidationError as e:
         first = e.errors()[0]
         key = ".".join(str(p) for p in first["loc"])
-        where = f" (from {origin[key]})" if key in origin else f" (in {file})" if data else ""
+        # A table's entry (`webhooks.hooks.acme`) came from where its key did.
+        named = next((origin[k] for k in (".".join(str(p) for p in first["loc"][:n])
+                                          for n in range(len(first["loc"]), 1, -1)) if k in origin), None)
+        where = f" (from {named})" if named else f" (in {file})" if data else ""
         raise ConfigError(f"config: {key}: {first['msg']}{where}") from None
     config = _read_secret_files(config)
     config._source = source.absolute() if source else None

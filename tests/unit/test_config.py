@@ -68,3 +68,17 @@ def test_example_config_is_valid_and_complete():
             value = getattr(getattr(defaults, section), key)
             value = value.get_secret_value() if hasattr(value, "get_secret_value") else value
             assert data[section][key] == value, f"{section}.{key}: example differs from the default"
+
+
+def test_webhook_hooks_from_the_file_or_the_environment(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('[webhooks]\nhooks = { acme = 12, "acme/widgets" = 34 }\n')
+    assert load_config(f, env={}).webhooks.hooks == {"acme": 12, "acme/widgets": 34}
+    for raw in ('{"acme": 12, "acme/widgets": 34}', "acme=12, acme/widgets=34"):
+        assert load_config(env={"CONVERGEBOT_WEBHOOKS_HOOKS": raw}).webhooks.hooks == {"acme": 12, "acme/widgets": 34}
+
+
+@pytest.mark.parametrize("raw", ["acme", '{"acme": 1', "[1]", "acme/widgets/x=1", "acme=0", "acme=twelve"])
+def test_a_malformed_hook_names_the_key_and_variable(raw):
+    with pytest.raises(ConfigError, match=r"CONVERGEBOT_WEBHOOKS_HOOKS"):
+        load_config(env={"CONVERGEBOT_WEBHOOKS_HOOKS": raw})
