@@ -82,6 +82,16 @@ async def _pr(h, head: str) -> tuple[str, int]:
     return f"{REPO}#{pr.number}", pr.number
 
 
+async def _enrolled_and_waiting(h, keys: list[str]) -> None:
+    """Each PR enrolled through the API and waiting for its review, the bot quiet."""
+    for key in keys:
+        r = await h.http.post("/api/prs", json={"pr": key}, headers={"Authorization": "Bearer api-token"})
+        assert r.status_code == 201, r.text
+    for key in keys:
+        await h.wait_status(key, "waiting_review")
+    await quiesce(h)
+
+
 def _guid_of_comment(h, comment_id: int) -> str:
     [d] = [d for d in h.sim.webhooks.find("issue_comment", "created")
            if d.payload["comment"]["id"] == comment_id]
@@ -291,13 +301,8 @@ async def test_with_a_token_a_repositorys_hook_covers_that_repository_alone(tmp_
         keys = []
         for repo, head in ((REPO, "covered"), (OTHER, "uncovered")):
             pr = await h.sim.open_pr(repo, title=head, head=head, author="dev", files={"x.py": "X = 2\n"})
-            key = f"{repo}#{pr.number}"
-            r = await h.http.post("/api/prs", json={"pr": key}, headers={"Authorization": "Bearer api-token"})
-            assert r.status_code == 201, r.text
-            keys.append(key)
-        for key in keys:
-            await h.wait_status(key, "waiting_review")
-        await quiesce(h)
+            keys.append(f"{repo}#{pr.number}")
+        await _enrolled_and_waiting(h, keys)
         poller = Poller(h.rt)
         await poller.tick()  # never polled by this poller: each is due its full re-read
         await quiesce(h)
@@ -361,15 +366,8 @@ async def test_prs_waiting_for_a_review_rest_on_their_webhooks_while_redelivery_
     lost comes back by redelivery. After a pass that failed, every tick re-reads it again."""
     poller_config = {"interval_seconds": 3600, "fresh_read_seconds": 0, "repo_watch_min_prs": 0}
     async with app_bot(tmp_path, db_url, sections={"poller": poller_config, "convergence": PATIENT}) as h:
-        keys = []
-        for head in ("one", "two"):
-            key, _ = await _pr(h, head)
-            r = await h.http.post("/api/prs", json={"pr": key}, headers={"Authorization": "Bearer api-token"})
-            assert r.status_code == 201, r.text
-            keys.append(key)
-        for key in keys:
-            await h.wait_status(key, "waiting_review")
-        await quiesce(h)
+        keys = [(await _pr(h, head))[0] for head in ("one", "two")]
+        await _enrolled_and_waiting(h, keys)
         assert covers(h.rt)  # the pass at start-up read the whole log
         poller = Poller(h.rt)
 
