@@ -32,7 +32,7 @@ from storage.models import utcnow
 
 from . import metrics
 from .github.errors import Conflict, GitHubError, NotFound
-from .github.stamps import parse_time
+from .github.stamps import github_id, parse_time
 from .periodic import every
 
 log = structlog.get_logger(__name__)
@@ -122,20 +122,21 @@ class Guid:
 
 
 def group(entries: Iterable[Mapping], since: datetime) -> dict[str, Guid]:
-    """The log's entries at or after `since`, by guid."""
+    """The log's entries at or after `since`, by guid. An entry without a guid, an id or a time
+    (the log is not trusted to be well formed) is left out."""
     guids: dict[str, Guid] = {}
     for e in entries:
         at = parse_time(e.get("delivered_at"))
-        guid = e.get("guid")
-        if at is None or at < since or not isinstance(guid, str):
+        guid, entry_id, status = e.get("guid"), github_id(e.get("id")), e.get("status_code")
+        if at is None or at < since or not isinstance(guid, str) or entry_id is None:
             continue
-        ok = 200 <= int(e.get("status_code") or 0) < 300
+        ok = isinstance(status, int) and 200 <= status < 300
         g = guids.get(guid)
         if g is None:
-            guids[guid] = Guid(guid, str(e.get("event")), e.get("action"), int(e["id"]), at, ok,
+            guids[guid] = Guid(guid, str(e.get("event")), e.get("action"), entry_id, at, ok,
                                int(bool(e.get("redelivery"))))
             continue
-        g.newest_id = max(g.newest_id, int(e["id"]))
+        g.newest_id = max(g.newest_id, entry_id)
         g.oldest_at = min(g.oldest_at, at)
         g.delivered = g.delivered or ok
         g.redeliveries += bool(e.get("redelivery"))
@@ -230,6 +231,9 @@ async def _read(rt, where: Log, since: datetime) -> tuple[list[dict], int, bool]
     cursor: str | None = None
     for pages in range(1, MAX_PAGES + 1):
         page, cursor = await rt.github.hook_deliveries(per_page=PAGE_SIZE, cursor=cursor, hook=where.hook)
+        if not isinstance(page, list):
+            raise GitHubError(f"delivery log {where.name}: a page is not a list")
+        page = [e for e in page if isinstance(e, dict)]
         entries.extend(page)
         oldest = parse_time(page[-1].get("delivered_at")) if page else None
         if cursor is None or not page or (oldest is not None and oldest < since):

@@ -76,3 +76,14 @@ def test_a_read_that_stopped_short_moves_the_cursor_to_the_oldest_entry_read():
     assert p.cursor == T0 + timedelta(minutes=40)
     held = plan([entry(2, "b", 50, 200), entry(1, "a", 40, 0)], complete=False)
     assert [g.guid for g in held.ask] == ["a"] and held.cursor == T0 + timedelta(minutes=40)
+
+
+def test_a_malformed_entry_is_left_out_and_the_rest_still_asked():
+    good = entry(1, "a", 0, 503)
+    bad = [{"guid": "b", "delivered_at": good["delivered_at"], "status_code": 503},  # no id
+           {**entry(3, "c", 0, 503), "id": "3"}, {**entry(4, "d", 0, 503), "id": True},
+           {**entry(5, "e", 0, 503), "guid": None}, {**entry(6, "f", 0, 503), "delivered_at": 7},
+           {**entry(7, "g", 0, "503")}]
+    guids = group([good, *bad], SINCE)
+    assert set(guids) == {"a", "g"} and not guids["g"].delivered
+    assert [g.guid for g in plan([good, bad[-1]]).ask] == ["a", "g"]
