@@ -28,7 +28,8 @@ WEBHOOKS = Counter(
 )
 REDELIVERIES = Counter(
     "convergebot_webhook_redeliveries_total",
-    "Webhook deliveries asked of GitHub again from the App's delivery log, by result (asked, refused)",
+    "Webhook deliveries asked of GitHub again from a delivery log (the App's or a named hook's), "
+    "by result (asked, refused)",
     ["result"])
 JOBS = Counter("convergebot_jobs_total", "Jobs finished by kind and result", ["kind", "result"])
 JOB_SECONDS = Histogram("convergebot_job_seconds", "Job handler duration", ["kind"])
