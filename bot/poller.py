@@ -90,12 +90,9 @@ class Poller:
         covering = redelivery.covers(self.rt)
         if cfg.repo_watch_min_prs <= 0 and not covering:
             return set()
-        backed_repos: dict[str, bool] = {}
 
         def backed(repo: str) -> bool:
-            if repo not in backed_repos:
-                backed_repos[repo] = covering and redelivery.covers(self.rt, repo)
-            return backed_repos[repo]
+            return covering and redelivery.holds(self.rt, repo)
 
         self.watch_changed = set()
         if not self.watch.loaded:

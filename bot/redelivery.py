@@ -350,7 +350,7 @@ def covers(rt, repo: str | None = None) -> bool:
     asked for everything missed, none of it given up on or refused. The poller lets PRs rest on
     it and the scan runs less often (docs/architecture.md, "Polling")."""
     found = logs(rt)
-    if not found or (repo is not None and not any(where.covers(repo) for where in found)):
+    if not found or (repo is not None and not holds(rt, repo)):
         return False
     state, now = _state(rt), time.monotonic()
     window = 2 * rt.config.webhooks.redelivery_interval_seconds
@@ -359,6 +359,12 @@ def covers(rt, repo: str | None = None) -> bool:
         if at is None or now - at > window:
             return False
     return True
+
+
+def holds(rt, repo: str) -> bool:
+    """Whether one of the logs read (`logs`) holds `repo`'s (owner/name) deliveries: the config
+    alone, whatever the passes did. `covers(rt) and holds(rt, repo)` is `covers(rt, repo)`."""
+    return any(where.covers(repo) for where in logs(rt))
 
 
 async def _tick(rt) -> None:

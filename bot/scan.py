@@ -173,7 +173,7 @@ async def scan(rt: Runtime) -> ScanReport:
     repos = await repositories(rt, [v.pr.repo for v in views])
     served = len(repos)
     if covered:
-        repos = [repo for repo in repos if not redelivery.covers(rt, repo)]
+        repos = [repo for repo in repos if not redelivery.holds(rt, repo)]
         if not repos:
             log.info("scan.covered", reason="the redelivery recovers lost webhooks")
             return ScanReport(covered=True)
