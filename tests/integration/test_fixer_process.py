@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import threading
 import time
 
 import pytest
@@ -66,3 +68,32 @@ async def test_exit_codes_and_signals_are_described(tmp_path):
 async def test_a_missing_program_raises_oserror(tmp_path):
     with pytest.raises(FileNotFoundError):
         await run_process([str(tmp_path / "nope")], cwd=tmp_path, env={}, timeout=1)
+
+
+def _waitpid_threads() -> list[str]:
+    """The threads Python 3.11's ThreadedChildWatcher starts, one per child it waits for."""
+    return [t.name for t in threading.enumerate() if t.name.startswith("waitpid-")]
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12 and later watch children by pidfd")
+async def test_inside_serve_children_end_through_a_pidfd_and_the_watcher_is_put_back(tmp_path):
+    """No thread per child while `serve` runs (each one's start cost the loop), deadlines and
+    exit codes as before; and the watcher that was there is back afterwards, since the pidfd
+    one belongs to a loop that ends."""
+    from bot.serve import running
+    from tests.serving import make_config
+
+    before = asyncio.get_child_watcher()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    async with running(make_config(f"sqlite:///{tmp_path / 'bot.db'}")):
+        assert isinstance(asyncio.get_child_watcher(), asyncio.PidfdChildWatcher)
+        running_child = asyncio.create_task(run_process(sleeper, cwd=tmp_path, env={}, timeout=1))
+        await asyncio.sleep(0.3)  # a second child runs meanwhile; neither has a thread
+        exited = await run_process([sys.executable, "-c", "import sys; sys.exit(3)"],
+                                   cwd=tmp_path, env={}, timeout=10)
+        assert _waitpid_threads() == []
+        assert exited.returncode == 3
+        assert (await running_child).timed_out
+    assert asyncio.get_child_watcher() is before
+    after = await run_process([sys.executable, "-c", "import sys; sys.exit(4)"], cwd=tmp_path, env={}, timeout=10)
+    assert after.returncode == 4
