@@ -281,18 +281,22 @@ def _ensure_wal(path: Path, patience: float = 30.0) -> None:
 
 
 class _LoopConnection(aiosqlite.Connection):
-    """aiosqlite's connection, with the statements that never wait run on the event loop's thread.
+    """aiosqlite's connection, with the statements that need not wait run on the event loop's thread.
 
     aiosqlite runs every statement on a thread of its own and hands the result back through the
     loop: two thread hand-offs per statement, fetch and cursor, which measured as the largest
     share of the bot's CPU (a GIL hand-over at every hand-off). Reads never wait in WAL mode,
     and neither does anything inside a write transaction once it holds the lock, so they run
-    inline, and so does the end of a read transaction. What may wait stays on the thread: taking
-    the write lock (`BEGIN IMMEDIATE`, which waits out another process's writer), a write
-    transaction's commit (which may checkpoint the WAL and sync the file), opening and closing.
+    inline, and so do a transaction's end and its `BEGIN IMMEDIATE` when the write lock is free
+    (this process's writers take turns on an asyncio lock first, `Database.session`). Only a
+    `BEGIN IMMEDIATE` that finds another process holding the write lock goes to the thread, to
+    wait there; so do opening and closing.
+
+    A commit may checkpoint the WAL (SQLite's automatic checkpoint, every thousand pages), and
+    that runs on the loop too, as the webhook intake's inline commits always did.
     """
 
-    _writing = False  # since its `BEGIN IMMEDIATE`, until the commit or rollback
+    _busy_ms: int | None = None  # the connection's busy_timeout, read once
 
     async def _execute(self, fn, *args, **kwargs):
         name = getattr(fn, "__name__", None)
@@ -300,14 +304,30 @@ class _LoopConnection(aiosqlite.Connection):
         if on_connection and name == "close":
             return await super()._execute(fn, *args, **kwargs)
         if on_connection and name in ("commit", "rollback"):
-            writing, self._writing = self._writing, False
-            if writing and name == "commit":
-                return await super()._execute(fn, *args, **kwargs)
-            return fn()  # a read transaction's end, or a rollback: nothing to wait for
+            return fn()
         if args and isinstance(args[0], str) and args[0].lstrip()[:15].upper() == "BEGIN IMMEDIATE":
-            self._writing = True
-            return await super()._execute(fn, *args, **kwargs)
+            began, result = self._begin_at_once(fn, args, kwargs)
+            if began:
+                return result
+            return await super()._execute(fn, *args, **kwargs)  # waits out the other writer
         return fn(*args, **kwargs)
+
+    def _begin_at_once(self, fn, args, kwargs) -> tuple[bool, Any]:
+        """`BEGIN IMMEDIATE` on the loop's thread with no busy wait: (True, its result), or
+        (False, None) when another process holds the write lock. The busy timeout is back to
+        the connection's own before this returns, for the wait on the thread."""
+        conn = self._conn
+        if self._busy_ms is None:
+            self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+        conn.execute("PRAGMA busy_timeout=0").close()
+        try:
+            return True, fn(*args, **kwargs)
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_BUSY:
+                raise
+            return False, None
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={self._busy_ms}").close()
 
     def begin_read(self) -> None:
         """A read transaction's deferred `BEGIN`, at once on the loop's thread: it never waits,

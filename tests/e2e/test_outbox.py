@@ -389,10 +389,16 @@ async def test_a_check_run_update_waits_while_the_pr_has_other_work_in_hand(tmp_
     """The converged PR's merge takes longer than the check run's settle window: held, the run
     goes straight to "merged"; with the hold off (the control) it says "merging" (or "waiting
     merge") on the way, one write more."""
-    async with bot_on_simulator(tmp_path, db_url, github={"check_run_hold_seconds": hold}) as h:
+    # No poll ticks (every 2 s here): with every read of the PR slow (below), their syncs would
+    # take every worker, and the update would wait for one, not for the hold.
+    async with bot_on_simulator(tmp_path, db_url, github={"check_run_hold_seconds": hold},
+                                poller={"interval_seconds": 3600}) as h:
         h.sim.set_reviewer(REPO, steps(0))
         # The merge is slow: in hand well past the settle window of the update that says so.
-        h.sim.inject_fault(r"/pulls/\d+/merge$", method="PUT", delay=4 * CHECK_RUN_SETTLE_SECONDS, count=1)
+        # Slow in its re-read of the PR, before it takes the PR's lock for the PUT: an update
+        # that found the lock taken would wait for the merge and say "merged" either way. (Every
+        # read of the PR is slowed, the merge's among them: nothing tells them apart.)
+        h.sim.inject_fault(r"/pulls/\d+$", method="GET", delay=3 * CHECK_RUN_SETTLE_SECONDS)
         key, _ = await open_and_enroll(h)
         view = await h.wait_status(key, "merged", timeout=60)
         head = view.pr.converged_head

@@ -75,3 +75,41 @@ async def test_a_write_waits_without_blocking_the_loop_while_another_process_wri
             other.execute("ROLLBACK")
         other.close()
     assert await title(db) == "ours" and calls == ["ours"]
+
+
+async def test_a_write_session_waits_without_blocking_the_loop_while_another_process_writes(db):
+    """A session's `BEGIN IMMEDIATE` runs on the loop's thread only when the write lock is free
+    at once: held by another process, it waits on aiosqlite's thread for as long as the
+    connection's busy timeout allows, and the loop goes on meanwhile."""
+    if db.is_postgres:
+        pytest.skip("SQLite's single writer lock")
+    await enroll(db, KEY)  # a write session that found the lock free: its BEGIN ran inline
+
+    async def rename_in_session(title: str) -> None:
+        async with db.session() as s:
+            await s.exec(text("UPDATE pull_requests SET title = :t WHERE pr_key = :k").bindparams(t=title, k=KEY))
+
+    other = sqlite3.connect(make_url(db.url).database, timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("UPDATE pull_requests SET title = 'theirs' WHERE pr_key = ?", (KEY,))
+        write = asyncio.create_task(rename_in_session("ours"))
+        loop = asyncio.get_running_loop()
+        gaps, last = [], loop.time()
+        for _ in range(20):  # the loop goes on while the session waits for the lock
+            await asyncio.sleep(0.01)
+            gaps.append(loop.time() - last)
+            last = loop.time()
+        assert not write.done()
+        # A BEGIN that waited on the loop's thread would hold every other task for the busy
+        # timeout (5 s here); a tick takes ~10 ms.
+        assert max(gaps) < 2.5
+        other.execute("COMMIT")
+        await asyncio.wait_for(write, 10)
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            other.execute("ROLLBACK")
+        other.close()
+    assert await title(db) == "ours"
+    await rename_in_session("again")  # the lock free again: inline, and committed
+    assert await title(db) == "again"
