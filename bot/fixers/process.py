@@ -121,10 +121,10 @@ def children_watched_by_pidfd() -> Iterator[bool]:
     reads, not from a thread of its own per child; yields whether it does.
 
     On Python 3.11 asyncio's default (`ThreadedChildWatcher`) starts a thread for every child
-    and waits on the loop for that thread to start: a fix runs a dozen git processes, and on a
-    busy loop each start cost ~0.4 ms more of the loop's CPU and 1.3-2.8 ms more of its time
-    than a pidfd (BENCHMARKS.md, "2 December, morning"). Python 3.12 and later use a pidfd
-    themselves, and a kernel without pidfd_open (before 5.3) keeps the thread.
+    and waits on the loop for that thread to start: a fix runs a dozen git processes, and each
+    cost ~0.3 ms more CPU than with a pidfd (`bench/child_watcher.py`: 0.78 of the CPU and 0.86
+    of the wall per child; BENCHMARKS.md, "2 December, morning"). Python 3.12 and later use a
+    pidfd themselves, and a kernel without pidfd_open (before 5.3) keeps the thread.
 
     The watcher is the process's, so it is put back on the way out: it holds the loop it was
     attached to, and a later loop (the next test's) must not find it."""
