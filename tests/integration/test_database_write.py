@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import text
@@ -52,28 +53,46 @@ async def test_a_write_commits_once_and_an_error_undoes_all_of_it(db):
     assert await jobs.list_jobs(db) == []
 
 
-async def test_a_write_waits_without_blocking_the_loop_while_another_process_writes(db):
-    if db.is_postgres:
-        pytest.skip("SQLite's single writer lock")
-    await enroll(db, KEY)
+@contextlib.contextmanager
+def another_process_writing(db: Database) -> Iterator[sqlite3.Connection]:
+    """Another connection to the file (as another process would have) holding SQLite's write
+    lock, with a change of its own to the PR's title, until the block commits it or ends."""
     other = sqlite3.connect(make_url(db.url).database, timeout=0, isolation_level=None)
-    calls: list[str] = []
     try:
         other.execute("BEGIN IMMEDIATE")
         other.execute("UPDATE pull_requests SET title = 'theirs' WHERE pr_key = ?", (KEY,))
-        write = asyncio.create_task(db.write(rename, "ours", calls))
-        ticks = 0
-        async with asyncio.timeout(10):
-            while ticks < 20:  # the loop goes on while our write waits for the lock
-                await asyncio.sleep(0.01)
-                ticks += 1
-        assert not write.done()
-        other.execute("COMMIT")
-        assert await asyncio.wait_for(write, 10) == "ours"
+        yield other
     finally:
         with contextlib.suppress(sqlite3.Error):
             other.execute("ROLLBACK")
         other.close()
+
+
+async def waits_while_the_loop_goes_on(write: asyncio.Task) -> None:
+    """`write` is still waiting after 20 ticks of the loop, and no tick was held up: a write
+    waiting on the loop's thread would hold every other task for the busy timeout (5 s here);
+    a tick takes ~10 ms."""
+    loop = asyncio.get_running_loop()
+    gaps, last = [], loop.time()
+    async with asyncio.timeout(10):
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+            gaps.append(loop.time() - last)
+            last = loop.time()
+    assert not write.done()
+    assert max(gaps) < 2.5
+
+
+async def test_a_write_waits_without_blocking_the_loop_while_another_process_writes(db):
+    if db.is_postgres:
+        pytest.skip("SQLite's single writer lock")
+    await enroll(db, KEY)
+    calls: list[str] = []
+    with another_process_writing(db) as other:
+        write = asyncio.create_task(db.write(rename, "ours", calls))
+        await waits_while_the_loop_goes_on(write)
+        other.execute("COMMIT")
+        assert await asyncio.wait_for(write, 10) == "ours"
     assert await title(db) == "ours" and calls == ["ours"]
 
 
@@ -89,27 +108,11 @@ async def test_a_write_session_waits_without_blocking_the_loop_while_another_pro
         async with db.session() as s:
             await s.exec(text("UPDATE pull_requests SET title = :t WHERE pr_key = :k").bindparams(t=title, k=KEY))
 
-    other = sqlite3.connect(make_url(db.url).database, timeout=0, isolation_level=None)
-    try:
-        other.execute("BEGIN IMMEDIATE")
-        other.execute("UPDATE pull_requests SET title = 'theirs' WHERE pr_key = ?", (KEY,))
+    with another_process_writing(db) as other:
         write = asyncio.create_task(rename_in_session("ours"))
-        loop = asyncio.get_running_loop()
-        gaps, last = [], loop.time()
-        for _ in range(20):  # the loop goes on while the session waits for the lock
-            await asyncio.sleep(0.01)
-            gaps.append(loop.time() - last)
-            last = loop.time()
-        assert not write.done()
-        # A BEGIN that waited on the loop's thread would hold every other task for the busy
-        # timeout (5 s here); a tick takes ~10 ms.
-        assert max(gaps) < 2.5
+        await waits_while_the_loop_goes_on(write)
         other.execute("COMMIT")
         await asyncio.wait_for(write, 10)
-    finally:
-        with contextlib.suppress(sqlite3.Error):
-            other.execute("ROLLBACK")
-        other.close()
     assert await title(db) == "ours"
     await rename_in_session("again")  # the lock free again: inline, and committed
     assert await title(db) == "again"
