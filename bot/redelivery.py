@@ -233,9 +233,10 @@ async def _read(rt, where: Log, since: datetime) -> tuple[list[dict], int, bool]
         page, cursor = await rt.github.hook_deliveries(per_page=PAGE_SIZE, cursor=cursor, hook=where.hook)
         if not isinstance(page, list):
             raise GitHubError(f"delivery log {where.name}: a page is not a list")
-        page = [e for e in page if isinstance(e, dict)]
-        entries.extend(page)
-        oldest = parse_time(page[-1].get("delivered_at")) if page else None
+        kept = [e for e in page if isinstance(e, dict)]
+        entries.extend(kept)
+        oldest = parse_time(kept[-1].get("delivered_at")) if kept else None
+        # Only an empty page ends the log: one that held nothing readable is read past.
         if cursor is None or not page or (oldest is not None and oldest < since):
             return entries, pages, True
     log.warning("redelivery.log_not_finished", log_name=where.name, pages=MAX_PAGES,

@@ -1,10 +1,15 @@
-"""What a pass over the delivery log asks for, and how far it settles the log (pure)."""
+"""What a pass over the delivery log asks for, how far it settles the log (pure), and how its
+pages are read."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
-from bot.redelivery import SETTLE_MARGIN, decide, group
+import pytest
+
+from bot.github.errors import GitHubError
+from bot.redelivery import APP_LOG, SETTLE_MARGIN, _read, decide, group
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SINCE = T0 - timedelta(hours=1)
@@ -87,3 +92,21 @@ def test_a_malformed_entry_is_left_out_and_the_rest_still_asked():
     guids = group([good, *bad], SINCE)
     assert set(guids) == {"a", "g"} and not guids["g"].delivered
     assert [g.guid for g in plan([good, bad[-1]]).ask] == ["a", "g"]
+
+
+async def test_a_page_of_nothing_readable_is_read_past_and_a_page_that_is_no_list_fails_the_pass():
+    """The reading of the log's pages, fed its pages by a stand-in for the client's one call
+    (the simulator never serves a malformed page): a page whose entries are none of them
+    objects is not the log's end, and the entries past it are still read."""
+    pages = {None: (["junk", 7], "c2"), "c2": ([entry(1, "a", 10, 503)], None)}
+
+    async def hook_deliveries(*, per_page, cursor, hook):
+        return pages[cursor]
+
+    rt = SimpleNamespace(github=SimpleNamespace(hook_deliveries=hook_deliveries))
+    entries, read, complete = await _read(rt, APP_LOG, SINCE)
+    assert [e["guid"] for e in entries] == ["a"] and read == 2 and complete
+
+    pages[None] = ({"message": "not a list"}, None)
+    with pytest.raises(GitHubError, match="not a list"):
+        await _read(rt, APP_LOG, SINCE)
