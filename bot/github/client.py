@@ -52,6 +52,7 @@ from .installations import (
 )
 from .reach import GitHubReach
 from .stamps import parse_time
+from .transport import SharedPool
 
 log = structlog.get_logger(__name__)
 
@@ -188,7 +189,8 @@ class _CacheStrategy(MemCacheStrategy):
         return self._hishel_async_storage  # type: ignore[return-value]
 
 
-def open_github(
+@asynccontextmanager
+async def open_github(
     *,
     api_url: str,
     token: str = "",
@@ -197,9 +199,11 @@ def open_github(
     installation_id: int | None = None,
     timeout: float = 10.0,
     read_timeout: float = 30.0,
-) -> GitHub:
-    """Build the process's one githubkit client; use it as `async with open_github(...) as gh`.
-    A GitHub App with no `installation_id` serves every installation (see installations.py)."""
+) -> AsyncIterator[GitHub]:
+    """The process's one githubkit client, open while the context is: `async with
+    open_github(...) as gh`. A GitHub App with no `installation_id` serves every installation
+    (see installations.py). Its requests go through one aiohttp pool (`transport.py`), closed
+    on exit."""
     if app_id and private_key and installation_id:
         from githubkit import AppInstallationAuthStrategy
 
@@ -210,19 +214,26 @@ def open_github(
         from githubkit import TokenAuthStrategy, UnauthAuthStrategy
 
         auth = TokenAuthStrategy(token) if token else UnauthAuthStrategy()
-    return GitHub(
-        auth,
-        base_url=api_url,
-        timeout=httpx.Timeout(timeout, read=read_timeout),
-        http_cache=True,
-        cache_strategy=_CacheStrategy(),
-        auto_retry=False,
-        # One TLS context for every client built from this one: each App call (the delivery log,
-        # a redelivery, an installation lookup) builds a client of its own, and httpx loading its
-        # CA bundle anew for each cost ~25 ms of CPU (the log is read page after page). The same
-        # trust httpx would choose (certifi, or SSL_CERT_FILE / SSL_CERT_DIR).
-        ssl_verify=httpx.create_ssl_context(),
-    )
+    # One TLS context for every client built from this one: each App call (the delivery log,
+    # a redelivery, an installation lookup) builds a client of its own, and loading the CA
+    # bundle anew for each cost ~25 ms of CPU (the log is read page after page). The same trust
+    # httpx would choose (certifi, or SSL_CERT_FILE / SSL_CERT_DIR).
+    tls = httpx.create_ssl_context()
+    pool = SharedPool(tls)
+    try:
+        async with GitHub(
+            auth,
+            base_url=api_url,
+            timeout=httpx.Timeout(timeout, read=read_timeout),
+            http_cache=True,
+            cache_strategy=_CacheStrategy(),
+            auto_retry=False,
+            ssl_verify=tls,  # for a proxy's transport, which httpx builds itself
+            async_transport=pool,  # githubkit puts its HTTP cache in front of it
+        ) as gh:
+            yield gh
+    finally:
+        await pool.close()
 
 
 @asynccontextmanager

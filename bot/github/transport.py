@@ -1,0 +1,65 @@
+"""How the bot's requests reach GitHub: one aiohttp connection pool under githubkit's httpx.
+
+githubkit speaks httpx, and httpx's own transport (httpcore on anyio) spends more CPU per
+request than anything else on the bot's side of a call: a cancel scope and a checkpoint per
+socket operation, and before each request a look at every pooled connection's socket
+(a `getpeername` and a `poll` each). `bench/http_client.py` measures it: through githubkit
+with its HTTP cache, a request costs the bot about half the CPU through aiohttp's pool
+(httpx-aiohttp's transport) that it costs through httpx's own. At scale that was a tenth of the
+bot's CPU (BENCHMARKS.md).
+
+Everything above the pool stays as it was: githubkit builds the request, hishel's cache
+revalidates reads (`AsyncCacheTransport`, on our storage), httpx reads the answer.
+
+githubkit builds a client of its own for each App-authenticated call (`with_auth`) and closes
+it after; every such client sends through the one pool of the `open_github` it came from, so
+closing one must not close the pool (`SharedPool.aclose` does nothing). The pool closes when
+that `open_github` exits (`SharedPool.close`).
+
+A proxy from the environment (`HTTPS_PROXY` and kin) is still honoured: httpx routes such
+requests to a transport of its own before they reach this pool.
+"""
+
+from __future__ import annotations
+
+import ssl
+
+import aiohttp
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+# httpx's defaults, which the bot ran with before: at most 100 connections, an idle one kept 5 s.
+MAX_CONNECTIONS = 100
+KEEPALIVE_SECONDS = 5.0
+
+
+class SharedPool(httpx.AsyncBaseTransport):
+    """One aiohttp pool for every githubkit client of one `open_github`."""
+
+    def __init__(self, ssl_context: ssl.SSLContext) -> None:
+        self._ssl = ssl_context
+        # The session is made on first use, inside the loop it will run on.
+        self._transport = AiohttpTransport(verify=ssl_context, client=self._session)
+
+    def _session(self) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS, keepalive_timeout=KEEPALIVE_SECONDS,
+                                           ssl=self._ssl),
+            # httpx keeps the cookies it is meant to; the pool keeps none of its own.
+            cookie_jar=aiohttp.DummyCookieJar(),
+            # Proxies from the environment are httpx's to apply (see the module's docstring).
+            trust_env=False,
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        # The cache hands the request on as a stream, which aiohttp would send chunked (a GET's
+        # empty body too); read, it goes as bytes with its length, or as no body at all.
+        await request.aread()
+        return await self._transport.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        """A client built on the pool closed: the pool stays open for the others."""
+
+    async def close(self) -> None:
+        """Close the pool's connections (when its `open_github` exits)."""
+        await self._transport.aclose()
