@@ -32,6 +32,17 @@ from httpx_aiohttp import AiohttpTransport
 MAX_CONNECTIONS = 100
 KEEPALIVE_SECONDS = 5.0
 
+# httpx-aiohttp reports every aiohttp connection error as httpx.ConnectTimeout: a refused
+# connection, and a server that hung up after the request went out (a write it may have done).
+# The bot treats them all as GitHub not answering, but its logs name the error, so they name
+# what happened. Most specific first; a timeout keeps its mapping.
+_RENAMED: tuple[tuple[type[Exception], type[httpx.TransportError] | None], ...] = (
+    (aiohttp.ServerTimeoutError, None),
+    (aiohttp.ClientConnectorError, httpx.ConnectError),
+    (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError),
+    (aiohttp.ClientOSError, httpx.ReadError),
+)
+
 
 class SharedPool(httpx.AsyncBaseTransport):
     """One aiohttp pool for every githubkit client of one `open_github`."""
@@ -55,7 +66,16 @@ class SharedPool(httpx.AsyncBaseTransport):
         # The cache hands the request on as a stream, which aiohttp would send chunked (a GET's
         # empty body too); read, it goes as bytes with its length, or as no body at all.
         await request.aread()
-        return await self._transport.handle_async_request(request)
+        try:
+            return await self._transport.handle_async_request(request)
+        except httpx.TransportError as e:
+            cause = e.__cause__
+            for aiohttp_error, named in _RENAMED:
+                if isinstance(cause, aiohttp_error):
+                    if named is not None:
+                        raise named(str(cause) or type(cause).__name__, request=request) from cause
+                    break
+            raise
 
     async def aclose(self) -> None:
         """A client built on the pool closed: the pool stays open for the others."""

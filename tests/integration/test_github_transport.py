@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import socket
 from dataclasses import dataclass, field
 
 import pytest
@@ -129,10 +130,20 @@ async def test_a_client_that_closes_leaves_the_pool_open_for_the_others(wire):
         assert recorder.requests[2].connection == recorder.requests[0].connection
 
 
-async def test_a_connection_closed_without_an_answer_is_unavailable(wire):
+async def test_a_connection_closed_without_an_answer_is_unavailable_and_named_so(wire):
+    """GitHub not answering, whatever the way; the log names the way (httpx-aiohttp would call
+    both of these a connect timeout)."""
     recorder, url = wire
     recorder.hang_up = True
     async with open_github(api_url=url, token="t") as gh:
-        with pytest.raises(Unavailable):
+        with pytest.raises(Unavailable, match="RemoteProtocolError"):
             await GitHubClient(gh).update_check_run("acme", "lib", 7, status="completed")
     assert [r.method for r in recorder.requests] == ["PATCH"]  # a write is never sent twice
+
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+    listening.close()  # nothing listens there now
+    async with open_github(api_url=f"http://127.0.0.1:{port}/", token="t") as gh:
+        with pytest.raises(Unavailable, match="ConnectError"):
+            await GitHubClient(gh).pull("acme", "lib", 1)
