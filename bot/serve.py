@@ -23,6 +23,7 @@ from storage.models import utcnow
 
 from . import metrics, redelivery, scan
 from .config import Config, ConfigError
+from .fixers.process import children_watched_by_pidfd
 from .github.client import connect
 from .github.errors import RateLimited
 from .poller import Poller
@@ -144,7 +145,7 @@ async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime,
         jc = config.jobs
         # On PostgreSQL each step holds a connection for its PR's turn besides its sessions'.
         db = Database(config.database.url, pool_size=max(10, 2 * jc.workers + jc.fixer_workers + 4))
-        with sole_server(db):
+        with sole_server(db), children_watched_by_pidfd():
             async with _running(config, db, fixer, listening) as both:
                 yield both
 

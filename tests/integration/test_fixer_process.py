@@ -4,29 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from bot.fixers import process
-from bot.fixers.process import _pidfd_works, run_process
+from bot.fixers.process import run_process
 
 from .test_fixer_support import gone
-
-
-@pytest.fixture(autouse=True, params=["worker thread", "asyncio"])
-def starts(request, monkeypatch):
-    """Each test with children started on a worker thread (where there is a pidfd) and with
-    asyncio's own start on the loop (where there is none)."""
-    if request.param == "asyncio":
-        monkeypatch.setattr(process, "_pidfd_works", lambda: False)
-    elif not _pidfd_works():
-        pytest.skip("no pidfd here")
-    return request.param
 
 
 async def test_a_deadline_kills_children_and_grandchildren(tmp_path):
@@ -89,62 +75,25 @@ def _waitpid_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("waitpid-")]
 
 
-class _SlowStart:
-    """subprocess.Popen that takes `seconds` before starting the child, as an exec from a slow
-    filesystem would; it records the thread it ran on."""
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12 and later watch children by pidfd")
+async def test_inside_serve_children_end_through_a_pidfd_and_the_watcher_is_put_back(tmp_path):
+    """No thread per child while `serve` runs (each one's start cost the loop), deadlines and
+    exit codes as before; and the watcher that was there is back afterwards, since the pidfd
+    one belongs to a loop that ends."""
+    from bot.serve import running
+    from tests.serving import make_config
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.threads: list[int] = []
-        self.started: list[int] = []
-        self.real = subprocess.Popen
-
-    def __call__(self, *args, **kwargs):
-        self.threads.append(threading.get_ident())
-        time.sleep(self.seconds)
-        popen = self.real(*args, **kwargs)
-        self.started.append(popen.pid)
-        return popen
-
-
-async def _ticks_meanwhile(work) -> tuple[object, float]:
-    """`work`'s result, and the longest the loop went without running another task meanwhile."""
-    longest, last = 0.0, time.monotonic()
-    task = asyncio.ensure_future(work)
-    while not task.done():
-        await asyncio.sleep(0.01)
-        now = time.monotonic()
-        longest, last = max(longest, now - last), now
-    return await task, longest
-
-
-@pytest.mark.parametrize("starts", ["worker thread"], indirect=True)
-async def test_a_child_starts_on_a_worker_thread_and_ends_through_a_pidfd(tmp_path, monkeypatch):
-    """The fork and exec never hold the loop, and asyncio's child watcher is not involved (on
-    Python 3.11 it starts a thread per child)."""
-    slow = _SlowStart(0.5)
-    monkeypatch.setattr(subprocess, "Popen", slow)
-    result, longest = await _ticks_meanwhile(run_process(
-        [sys.executable, "-c", "import sys; print('hi'); sys.exit(3)"], cwd=tmp_path, env={}, timeout=10))
-    assert (result.returncode, result.stdout) == (3, "hi\n")
-    assert slow.threads and threading.get_ident() not in slow.threads
-    assert longest < 0.4  # the start took 0.5 s, off the loop
-    assert _waitpid_threads() == []
-
-
-@pytest.mark.parametrize("starts", ["worker thread"], indirect=True)
-async def test_a_run_cancelled_while_its_child_starts_leaves_no_child_behind(tmp_path, monkeypatch):
-    slow = _SlowStart(0.5)
-    monkeypatch.setattr(subprocess, "Popen", slow)
+    before = asyncio.get_child_watcher()
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
-    run = asyncio.create_task(run_process(sleeper, cwd=tmp_path, env={}, timeout=60))
-    await asyncio.sleep(0.2)  # the worker thread is starting it
-    run.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await run
-    async with asyncio.timeout(10):  # the child starts all the same, then is killed and reaped
-        while not slow.started:
-            await asyncio.sleep(0.02)
-        (pid,) = slow.started
-        while Path(f"/proc/{pid}").exists():
-            await asyncio.sleep(0.02)
+    async with running(make_config(f"sqlite:///{tmp_path / 'bot.db'}")):
+        assert isinstance(asyncio.get_child_watcher(), asyncio.PidfdChildWatcher)
+        running_child = asyncio.create_task(run_process(sleeper, cwd=tmp_path, env={}, timeout=1))
+        await asyncio.sleep(0.3)  # a second child runs meanwhile; neither has a thread
+        exited = await run_process([sys.executable, "-c", "import sys; sys.exit(3)"],
+                                   cwd=tmp_path, env={}, timeout=10)
+        assert _waitpid_threads() == []
+        assert exited.returncode == 3
+        assert (await running_child).timed_out
+    assert asyncio.get_child_watcher() is before
+    after = await run_process([sys.executable, "-c", "import sys; sys.exit(4)"], cwd=tmp_path, env={}, timeout=10)
+    assert after.returncode == 4
