@@ -228,7 +228,7 @@ async def open_github(
             http_cache=True,
             cache_strategy=_CacheStrategy(),
             auto_retry=False,
-            ssl_verify=tls,  # for a proxy's transport, which httpx builds itself
+            ssl_verify=tls,
             async_transport=pool,  # githubkit puts its HTTP cache in front of it
         ) as gh:
             yield gh

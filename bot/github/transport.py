@@ -16,8 +16,9 @@ it after; every such client sends through the one pool of the `open_github` it c
 closing one must not close the pool (`SharedPool.aclose` does nothing). The pool closes when
 that `open_github` exits (`SharedPool.close`).
 
-A proxy from the environment (`HTTPS_PROXY` and kin) is still honoured: httpx routes such
-requests to a transport of its own before they reach this pool.
+A proxy from the environment (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`) is honoured by the pool
+itself: httpx ignores the environment's proxies once it is handed a transport, so aiohttp reads
+them (`trust_env`).
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ class SharedPool(httpx.AsyncBaseTransport):
                                            ssl=self._ssl),
             # httpx keeps the cookies it is meant to; the pool keeps none of its own.
             cookie_jar=aiohttp.DummyCookieJar(),
-            # Proxies from the environment are httpx's to apply (see the module's docstring).
-            trust_env=False,
+            # The environment's proxies, which httpx no longer applies (see the module's docstring).
+            trust_env=True,
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

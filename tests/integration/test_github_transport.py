@@ -147,3 +147,15 @@ async def test_a_connection_closed_without_an_answer_is_unavailable_and_named_so
     async with open_github(api_url=f"http://127.0.0.1:{port}/", token="t") as gh:
         with pytest.raises(Unavailable, match="ConnectError"):
             await GitHubClient(gh).pull("acme", "lib", 1)
+
+
+async def test_a_proxy_from_the_environment_still_carries_the_requests(wire, monkeypatch):
+    """The pool applies HTTP(S)_PROXY (httpx ignores the environment once handed a transport)."""
+    recorder, proxy = wire
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    async with open_github(api_url="http://github.test/", token="t") as gh:
+        assert (await GitHubClient(gh).pull("acme", "lib", 1))["number"] == 1
+    (sent,) = recorder.requests
+    assert sent.path == "http://github.test/repos/acme/lib/pulls/1"  # the proxy's absolute form
