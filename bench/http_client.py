@@ -59,7 +59,7 @@ async def serve(root: str) -> None:
 class _HttpxPool(httpx.AsyncHTTPTransport):
     """httpx's own transport in the pool's place (what `open_github` used before)."""
 
-    def __init__(self, ssl_context) -> None:
+    def __init__(self, ssl_context, api_url: str) -> None:
         super().__init__(verify=ssl_context)
 
     async def close(self) -> None:

@@ -219,7 +219,7 @@ async def open_github(
     # bundle anew for each cost ~25 ms of CPU (the log is read page after page). The same trust
     # httpx would choose (certifi, or SSL_CERT_FILE / SSL_CERT_DIR).
     tls = httpx.create_ssl_context()
-    pool = SharedPool(tls)
+    pool = SharedPool(tls, api_url)
     try:
         async with GitHub(
             auth,

@@ -159,3 +159,10 @@ async def test_a_proxy_from_the_environment_still_carries_the_requests(wire, mon
         assert (await GitHubClient(gh).pull("acme", "lib", 1))["number"] == 1
     (sent,) = recorder.requests
     assert sent.path == "http://github.test/repos/acme/lib/pulls/1"  # the proxy's absolute form
+
+    # A host NO_PROXY names goes direct (here: the recorder itself, the proxy left unreachable).
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    async with open_github(api_url=proxy, token="t") as gh:
+        assert (await GitHubClient(gh).pull("acme", "lib", 2))["number"] == 1
+    assert recorder.requests[1].path == "/repos/acme/lib/pulls/2"
