@@ -59,8 +59,8 @@ async def serve(root: str) -> None:
 class _HttpxPool(httpx.AsyncHTTPTransport):
     """httpx's own transport in the pool's place (what `open_github` used before)."""
 
-    def __init__(self, ssl_context, api_url: str) -> None:
-        super().__init__(verify=ssl_context)
+    def __init__(self, api_url: str) -> None:
+        super().__init__()
 
     async def close(self) -> None:
         await self.aclose()

@@ -214,12 +214,7 @@ async def open_github(
         from githubkit import TokenAuthStrategy, UnauthAuthStrategy
 
         auth = TokenAuthStrategy(token) if token else UnauthAuthStrategy()
-    # One TLS context for every client built from this one: each App call (the delivery log,
-    # a redelivery, an installation lookup) builds a client of its own, and loading the CA
-    # bundle anew for each cost ~25 ms of CPU (the log is read page after page). The same trust
-    # httpx would choose (certifi, or SSL_CERT_FILE / SSL_CERT_DIR).
-    tls = httpx.create_ssl_context()
-    pool = SharedPool(tls, api_url)
+    pool = SharedPool(api_url)
     try:
         async with GitHub(
             auth,
@@ -228,7 +223,8 @@ async def open_github(
             http_cache=True,
             cache_strategy=_CacheStrategy(),
             auto_retry=False,
-            ssl_verify=tls,
+            # Handed a transport, httpx builds none (and no TLS context) for the clients
+            # githubkit makes: the pool's one context serves every App call's client too.
             async_transport=pool,  # githubkit puts its HTTP cache in front of it
         ) as gh:
             yield gh

@@ -85,9 +85,12 @@ async def wire():
 
 
 async def _until(condition, what: str, deadline: float = 10.0) -> None:
-    async with asyncio.timeout(deadline):
-        while not condition():
-            await asyncio.sleep(0.01)
+    try:
+        async with asyncio.timeout(deadline):
+            while not condition():
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        raise AssertionError(f"not within {deadline:g} s: {what}") from None
 
 
 async def test_reads_and_writes_keep_one_connection_and_send_their_bodies_as_github_expects(wire):
