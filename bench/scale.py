@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.config import GitHubConfig, JobsConfig
 from bot.fixers import ScriptedFixer
+from bot.fixers.process import children_watched_by_pidfd
 from bot.logs import configure_logging
 from bot.scan import LAST_SCAN
 from tests.e2e.harness import FILES, bot_config, steps
@@ -136,11 +137,17 @@ def new_simulator(root: Path, args):
 
 
 async def simulator_child(args) -> None:
-    from bot.github.simulator import SimulatorServer
 
     configure_logging("warning", "json")
 
     sim = new_simulator(Path(args.simulator_child), args)
+    with children_watched_by_pidfd():  # as `convergebot simulator` runs it
+        await _serve_child(sim, args)
+
+
+async def _serve_child(sim, args) -> None:
+    from bot.github.simulator import SimulatorServer
+
     async with SimulatorServer(sim) as server:
         keys = await open_prs(sim, args.prs)
         sim.counters.reset()

@@ -12,6 +12,7 @@ from pathlib import Path
 import structlog
 import uvicorn
 
+from ...fixers.process import children_watched_by_pidfd
 from .scenario import load_scenario
 from .simulator import Simulator
 
@@ -106,6 +107,8 @@ async def run_simulator(port: int, scenario_path: Path | None = None,
     """
     scenario = load_scenario(scenario_path) if scenario_path else None
     with contextlib.ExitStack() as stack:
+        # Its git processes' ends read from a pidfd, not a thread each (as `serve` does).
+        stack.enter_context(children_watched_by_pidfd())
         if root is None:
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="convergebot-sim-")))
         sim = Simulator(scenario, root=root, webhook_url=webhook_url,

@@ -51,7 +51,7 @@ class CheckOps(SimulatorCore):
             run = CheckRun(id=self.state.new_id(), repo=repo.full_name, head_sha=sha, name=name,
                            suite_id=suite.id, app=app, started_at=now())
             self._apply(run, fields)
-            self.state.check_runs[run.id] = run
+            self.state.add_check_run(run)
             suite.run_ids.append(run.id)
             await self._emit_run(repo, run, "created")
             if run.status == "completed":
@@ -81,8 +81,7 @@ class CheckOps(SimulatorCore):
         return await self.create_check_run(repo_name, head_sha=sha, name=name, app=app, **fields)
 
     def runs_for(self, repo: Repo, sha: str) -> list[CheckRun]:
-        return [r for r in self.state.check_runs.values()
-                if r.repo == repo.full_name and r.head_sha == sha]
+        return self.state.check_runs_at(repo, sha)
 
     def latest_runs(self, repo: Repo, sha: str) -> list[CheckRun]:
         """The newest run per name and app, newest first (the check-runs list's default filter,
@@ -93,13 +92,13 @@ class CheckOps(SimulatorCore):
         return list(latest.values())
 
     def _suite_for(self, repo: Repo, sha: str, app: str) -> CheckSuite:
-        for suite in self.state.check_suites.values():
-            if suite.repo == repo.full_name and suite.head_sha == sha and suite.app == app:
-                return suite
+        found = self.state.check_suite_at(repo, sha, app)
+        if found is not None:
+            return found
         stamp = now()
         suite = CheckSuite(id=self.state.new_id(), repo=repo.full_name, head_sha=sha,
                            head_branch=None, app=app, created_at=stamp, updated_at=stamp)
-        self.state.check_suites[suite.id] = suite
+        self.state.add_check_suite(suite)
         return suite
 
     @staticmethod

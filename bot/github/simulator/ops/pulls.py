@@ -49,7 +49,7 @@ class PullOps(SimulatorCore):
                              head_repo=source.full_name if source is not repo else None,
                              maintainer_can_modify=maintainer_can_modify)
             repo.next_number += 1
-            self.state.prs[(repo.full_name, pr.number)] = pr
+            self.state.add_pr(pr)
             await self.emit_pr("opened", repo, pr, author)
             await self._add_labels(repo, pr, labels, author)
             self.reviewer.head_moved(repo, pr)
