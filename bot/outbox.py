@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, update
+from sqlalchemy import bindparam, func, update
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -67,27 +67,37 @@ def effect_key_prefix(effect: str) -> str:
     return f"fx:{effect}:"
 
 
-def _effects(pr_key: str, effect: str) -> tuple:
-    """The where-clauses for the PR's effect jobs of one kind."""
-    return Job.kind == KIND, Job.pr_key == pr_key, Job.payload.contains(f'"effect": "{effect}"')
+def _effects() -> tuple:
+    """The where-clauses for the PR's effect jobs of one kind, bound by `_of`: the hot queries
+    below are built once (building one cost more than running it)."""
+    return Job.kind == KIND, Job.pr_key == bindparam("fx_pr_key"), Job.payload.contains(bindparam("fx_effect"))
+
+
+def _of(pr_key: str, effect: str) -> dict[str, str]:
+    return {"fx_pr_key": pr_key, "fx_effect": f'"effect": "{effect}"'}
+
+
+_NEXT_DUE = select(func.min(Job.run_at)).where(
+    *_effects(), Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)))
+# Locked (PostgreSQL): see `check_run`.
+_WAITING_UPDATE = select(Job.id).where(*_effects(), Job.status == jobs.JobStatus.QUEUED).limit(1).with_for_update()
 
 
 async def next_due(db, pr_key: str, effect: str) -> datetime | None:
     """When the PR's earliest effect of this kind still to be done (queued or running) is due (a
     running one: its past start), or None when none is waiting."""
     async with db.read_session() as s:
-        return (await s.exec(select(func.min(Job.run_at)).where(
-            *_effects(pr_key, effect), Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING))))).one()
+        return (await s.exec(_NEXT_DUE, params=_of(pr_key, effect))).one()
 
 
 async def count(db, pr_key: str, effect: str, process_key: str, since: datetime | None = None) -> int:
     """How many effects of this kind the run queued for the PR (after `since`), whatever became
     of them."""
-    conds = [*_effects(pr_key, effect), Job.process_key == process_key]
+    conds = [*_effects(), Job.process_key == process_key]
     if since is not None:
         conds.append(Job.created_at > since)
     async with db.read_session() as s:
-        return (await s.exec(select(func.count()).select_from(Job).where(*conds))).one()
+        return (await s.exec(select(func.count()).select_from(Job).where(*conds), params=_of(pr_key, effect))).one()
 
 
 async def queued_since(db, pr_key: str, effect: str, since: datetime, *, besides: int | None) -> bool:
@@ -95,7 +105,7 @@ async def queued_since(db, pr_key: str, effect: str, since: datetime, *, besides
     or after `since` (whatever became of it)."""
     async with db.read_session() as s:
         return (await s.exec(select(Job.id).where(
-            *_effects(pr_key, effect), Job.id != besides, Job.created_at >= since).limit(1))).first() is not None
+            *_effects(), Job.id != besides, Job.created_at >= since).limit(1), params=_of(pr_key, effect))).first() is not None
 
 
 async def pending(db, pr_key: str, effect: str, *, dry_run: bool = False) -> bool:
@@ -108,8 +118,8 @@ async def pending(db, pr_key: str, effect: str, *, dry_run: bool = False) -> boo
     if not dry_run:
         return False
     async with db.read_session() as s:
-        return (await s.exec(select(Job.id).where(
-            *_effects(pr_key, effect), Job.status == DRY_RUN).limit(1))).first() is not None
+        return (await s.exec(select(Job.id).where(*_effects(), Job.status == DRY_RUN).limit(1),
+                             params=_of(pr_key, effect))).first() is not None
 
 
 async def record_dry_run(db, job: Job, summary: str) -> bool:
@@ -219,8 +229,7 @@ async def check_run(session: AsyncSession, pr_key: str, settle_seconds: float = 
     # Locked (PostgreSQL): a worker claiming the waiting update while this transaction is open
     # would render the row without this transaction's change, and this one would add none. It
     # skips the locked job until this commits, or, claimed first, the job is no longer waiting.
-    waiting = (await session.exec(select(Job.id).where(
-        *_effects(pr_key, "check_run"), Job.status == jobs.JobStatus.QUEUED).limit(1).with_for_update())).first()
+    waiting = (await session.exec(_WAITING_UPDATE, params=_of(pr_key, "check_run"))).first()
     if waiting is not None:
         return False
     return await add(session, "check_run", f"{pr_key}:{utcnow().isoformat()}", pr_key=pr_key,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -29,7 +29,10 @@ async def record(session: AsyncSession, pr_key: str, fingerprint: str, answer: s
     await session.exec(stmt.on_conflict_do_update(index_elements=["pr_key", "fingerprint"], set_=values))
 
 
+# Built once: every step reads it (building it cost more than running it).
+_LIVE = select(Adjudication).where(Adjudication.pr_key == bindparam("pr_key"), Adjudication.invalidated_at.is_(None))
+
+
 async def live_for(db: Database, pr_key: str) -> list[Adjudication]:
     async with db.read_session() as s:
-        return list(await s.exec(select(Adjudication).where(
-            Adjudication.pr_key == pr_key, Adjudication.invalidated_at.is_(None))))
+        return list(await s.exec(_LIVE, params={"pr_key": pr_key}))

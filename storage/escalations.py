@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, update
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -32,10 +32,14 @@ async def create(
     return esc
 
 
+# Built once: every step reads it (building it cost more than running it).
+_OPEN = select(Escalation).where(Escalation.pr_key == bindparam("pr_key"), Escalation.status == "open").order_by(
+    Escalation.id)
+
+
 async def open_for(db: Database, pr_key: str) -> list[Escalation]:
     async with db.read_session() as s:
-        return list(await s.exec(select(Escalation).where(
-            Escalation.pr_key == pr_key, Escalation.status == "open").order_by(Escalation.id)))
+        return list(await s.exec(_OPEN, params={"pr_key": pr_key}))
 
 
 async def for_pr(db: Database, pr_key: str) -> list[Escalation]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, func, or_, update
+from sqlalchemy import ColumnElement, and_, bindparam, exists, func, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -80,7 +81,7 @@ async def active_at(db: Database, repo: str, *, sha: str | None = None,
     return _views(rows, active_only=True)
 
 
-def _owned_by(process_key: str):
+def _owned_by(process_key: Any):
     # Ownership is the key on the row AND a run that is still active: a run terminated out of
     # band (abandon, lost race) must not keep writing through a key that is still on the row.
     return and_(
@@ -112,33 +113,66 @@ async def fenced_update(
     The one way every writer changes a PR row. It is a single compare-and-set statement, so a
     straggler from an older run writes nothing; the caller learns whether it won.
     """
-    conds = [PullRequest.pr_key == pr_key, _owned_by(process_key)]
+    fields = tuple(sorted((k, v if isinstance(v, ColumnElement) else None) for k, v in values.items()))
+    params = {f"v_{k}": v for k, v in values.items() if not isinstance(v, ColumnElement)}
+    params.update(w_pr_key=pr_key, w_process_key=process_key, v_updated_at=utcnow())
     if expect_status is not None:
-        wanted = [expect_status] if isinstance(expect_status, str) else list(expect_status)
-        conds.append(PullRequest.status.in_(wanted))
+        params["w_statuses"] = [expect_status] if isinstance(expect_status, str) else list(expect_status)
     if expect_round is not None:
-        conds.append(PullRequest.current_round == expect_round)
+        params["w_round"] = expect_round
     for column, value in (expect or {}).items():
-        col = getattr(PullRequest, column)
-        conds.append(col.is_(None) if value is None else col == value)
-    # No session here holds a PR object to bring up to date: without `synchronize_session`
-    # the ORM skips evaluating the WHERE against its identity map on every write.
-    stmt = (update(PullRequest).where(*conds).values(**values, updated_at=utcnow())
-            .execution_options(synchronize_session=False))
+        if value is not None:
+            params[f"e_{column}"] = value
+    stmt = _fenced(fields, expect_status is not None, expect_round is not None,
+                   tuple(sorted((column, value is None) for column, value in (expect or {}).items())))
     if session is not None:
-        return (await session.exec(stmt)).rowcount == 1
+        return (await (await session.connection()).execute(stmt, params)).rowcount == 1
     async with db.session() as s:
-        return (await s.exec(stmt)).rowcount == 1
+        return (await (await s.connection()).execute(stmt, params)).rowcount == 1
+
+
+@functools.lru_cache(maxsize=256)
+def _fenced(fields: tuple[tuple[str, Any], ...], by_status: bool, by_round: bool,
+            expect: tuple[tuple[str, bool], ...]):
+    """`fenced_update`'s UPDATE for one shape of call (the columns set, the expectations named),
+    built once: building it and its cache key anew cost more than running it (a tenth of the
+    bot's loop went to building statements at 1,000 PRs). Core on the table, run on the
+    session's connection: no session holds a PR object for the ORM to bring up to date.
+
+    Bound: `w_pr_key`, `w_process_key`, `w_statuses`, `w_round`, `e_<column>` for an expected
+    value, `v_<column>` for each value set (and `v_updated_at`). A value given as an SQL
+    expression is part of the statement."""
+    columns = PullRequest.__table__.c
+    conds = [PullRequest.pr_key == bindparam("w_pr_key"), _owned_by(bindparam("w_process_key"))]
+    if by_status:
+        conds.append(PullRequest.status.in_(bindparam("w_statuses", expanding=True)))
+    if by_round:
+        conds.append(PullRequest.current_round == bindparam("w_round"))
+    for column, is_null in expect:
+        col = getattr(PullRequest, column)
+        conds.append(col.is_(None) if is_null else col == bindparam(f"e_{column}", type_=columns[column].type))
+    sets = {name: expr if expr is not None else bindparam(f"v_{name}", type_=columns[name].type)
+            for name, expr in (*fields, ("updated_at", None))}
+    return update(PullRequest.__table__).where(*conds).values(sets)
 
 
 async def note_check_run(db: Database, pr_key: str, process_key: str, values: Mapping[str, Any]) -> bool:
     """Record the check run's head and id (`check_run_head`, `check_run_id`) while the row is
     still the run's, ended or not: the run only mirrors the row, and its last update (merged,
     abandoned) comes after the run's end. A row another run took over is left alone."""
-    stmt = (update(PullRequest).where(PullRequest.pr_key == pr_key, PullRequest.process_key == process_key)
-            .values(**values, updated_at=utcnow()).execution_options(synchronize_session=False))
+    params = {f"v_{k}": v for k, v in values.items()}
+    params.update(w_pr_key=pr_key, w_process_key=process_key, v_updated_at=utcnow())
     async with db.session() as s:
-        return (await s.exec(stmt)).rowcount == 1
+        return (await (await s.connection()).execute(_noting(tuple(sorted(values))), params)).rowcount == 1
+
+
+@functools.lru_cache(maxsize=8)
+def _noting(names: tuple[str, ...]):
+    """`note_check_run`'s UPDATE for these columns, built once (as `_fenced`)."""
+    columns = PullRequest.__table__.c
+    return update(PullRequest.__table__).where(
+        PullRequest.pr_key == bindparam("w_pr_key"), PullRequest.process_key == bindparam("w_process_key"),
+    ).values({name: bindparam(f"v_{name}", type_=columns[name].type) for name in (*names, "updated_at")})
 
 
 def _insert_ignore(session: AsyncSession, table):

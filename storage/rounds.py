@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -49,11 +50,13 @@ async def fixers_in_flight(db: Database, at: Iterable[tuple[str, str, int]]) -> 
     return found
 
 
+_HISTORY = select(Round).where(
+    Round.pr_key == bindparam("pr_key"), Round.process_key == bindparam("process_key")).order_by(Round.round_no)
+
+
 async def history(db: Database, pr_key: str, process_key: str) -> list[Round]:
     async with db.read_session() as s:
-        return list(await s.exec(select(Round).where(
-            Round.pr_key == pr_key, Round.process_key == process_key
-        ).order_by(Round.round_no)))
+        return list(await s.exec(_HISTORY, params={"pr_key": pr_key, "process_key": process_key}))
 
 
 async def for_pr(db: Database, pr_key: str) -> list[Round]:
@@ -95,13 +98,27 @@ async def update_round(
 ) -> bool:
     """Update the round; with `expect_attempt` only while that dispatch is the round's latest,
     with `open_only` only while the round has no result yet. True if it applied."""
-    conds = [Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no]
+    params = {f"v_{k}": v for k, v in values.items()}
+    params.update(w_pr_key=pr_key, w_process_key=process_key, w_round=round_no)
     if expect_attempt is not None:
-        conds.append(Round.attempt == expect_attempt)
+        params["w_attempt"] = expect_attempt
+    stmt = _updating(tuple(sorted(values)), expect_attempt is not None, open_only)
+    return (await (await session.connection()).execute(stmt, params)).rowcount == 1
+
+
+@functools.lru_cache(maxsize=64)
+def _updating(names: tuple[str, ...], by_attempt: bool, open_only: bool):
+    """`update_round`'s UPDATE for these columns and conditions, built once (building it cost
+    more than running it). Core on the table: no session holds the Round to bring up to date."""
+    columns = Round.__table__.c
+    conds = [Round.pr_key == bindparam("w_pr_key"), Round.process_key == bindparam("w_process_key"),
+             Round.round_no == bindparam("w_round")]
+    if by_attempt:
+        conds.append(Round.attempt == bindparam("w_attempt"))
     if open_only:
         conds.append(Round.status.is_(None))
-    stmt = update(Round).where(*conds).values(**values)
-    return (await session.exec(stmt)).rowcount == 1
+    return update(Round.__table__).where(*conds).values(
+        {name: bindparam(f"v_{name}", type_=columns[name].type) for name in names})
 
 
 async def next_attempt(

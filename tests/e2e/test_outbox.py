@@ -47,7 +47,10 @@ async def test_lost_answers_on_every_kind_of_write_repeat_nothing(tmp_path, db_u
         key, number = await open_and_enroll(h)
         await h.wait_status(key, "merged", timeout=90)
         await quiesce(h)
-        assert h.sim.chaos_counts.get("lost_ack", 0) >= 5
+        # How many answers were lost varies from run to run: the chaos draws for every request,
+        # reads too, and how reads and writes interleave is the machine's (6 to 9 in five runs
+        # on a loaded machine, 4 once in the full suite). A floor that says the chaos happened.
+        assert h.sim.chaos_counts.get("lost_ack", 0) >= 3
         assert h.sim.duplicate_effects() == []
         assert len(h.sim.effects("merge")) == 1
         assert len(_ours(h.sim, "review_reply")) == 3  # one per thread: 2 + 1
