@@ -83,6 +83,10 @@ class GitHubConfig(_Section):
     # merging) with other work due or running (its sync, the merge), it waits on, this long at
     # most after it was queued: those stages cost no write of their own. A round's do.
     check_run_hold_seconds: float = Field(300.0, ge=0, le=3600)
+    # ...and while a round's fixer is due or at work, this long at most: a fixer that pushes
+    # within it costs no write on the head it leaves (the next head's run shows the next round),
+    # and a longer one still shows.
+    check_run_fix_hold_seconds: float = Field(60.0, ge=0, le=3600)
     # Read and decide everything, write nothing to GitHub: effects are recorded as `dry_run`,
     # the fixer does not run, and the client refuses any write (docs/architecture.md, "Dry run").
     dry_run: bool = False

@@ -132,8 +132,14 @@ async def hold(rt: Runtime, job: Job, view: PrView) -> bool:
     write). At a busy hour the merge comes tens of seconds after the decision, past the settle
     window, and "waiting merge" then "merged" were two writes on every PR. At most
     `[github] check_run_hold_seconds` after the update was queued: a PR whose work never stops
-    still shows where it is. A round's stages are not held: each head shows its round, and a
-    fixer at work shows for as long as it works.
+    still shows where it is.
+
+    A round's fixer (the PR converging, its fix due or at work) is held the same way, for at
+    most `[github] check_run_fix_hold_seconds`: a fixer that pushes within it moves the PR to a
+    new head, whose run the update then creates, and the head it left keeps the stage it
+    showed; none of its own write for a fix. At 1,000 PRs the fixes wait for a fixer worker,
+    and "converging" was an update on most heads (2.5 updates a PR against ~1). A fixer at work
+    longer than that shows, as each head shows its round.
 
     True when it looked and found nothing else in hand: the row is then to be read again. The
     work that moves the PR on writes the row before it ends (the merge writes "merged", then its
@@ -141,10 +147,14 @@ async def hold(rt: Runtime, job: Job, view: PrView) -> bool:
     "merging"; a row read after the look shows what the ended work wrote."""
     cfg = rt.config.github
     now = utcnow()
-    until = job.created_at + timedelta(seconds=cfg.check_run_hold_seconds)
-    if now >= until:
+    if view.derived_status in _ON_THE_WAY:
+        limit = cfg.check_run_hold_seconds
+    elif view.derived_status == Status.CONVERGING:
+        limit = cfg.check_run_fix_hold_seconds
+    else:
         return False
-    if view.derived_status not in _ON_THE_WAY:
+    until = job.created_at + timedelta(seconds=limit)
+    if now >= until:
         return False
     settle = timedelta(seconds=max(cfg.check_run_settle_seconds, 1.0))
     # Not another update of the run (one queued while this one ran): it renders the same row,

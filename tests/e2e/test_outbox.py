@@ -421,6 +421,41 @@ async def test_a_check_run_update_waits_while_the_pr_has_other_work_in_hand(tmp_
         assert bool(on_the_way) == (not hold), said()
 
 
+class _SlowFixer:
+    """The scripted fixer, pushing only after `delay` seconds of work."""
+
+    kind = "fake"
+
+    def __init__(self, delay: float) -> None:
+        self.inner, self.delay = ScriptedFixer(["push"]), delay
+
+    async def run(self, req):
+        await asyncio.sleep(self.delay)
+        return await self.inner.run(req)
+
+
+@pytest.mark.parametrize("hold", [60.0, 0.0])
+async def test_a_check_run_update_waits_while_the_fixer_works(tmp_path, db_url, hold):
+    """The round's fixer works five settle windows, then pushes. Held, the head it leaves keeps
+    what its run said first ("waiting review"), and the next head gets its own run; with the
+    fix hold off (the control) the head it left says "converging" on the way, one write more."""
+    fixer = _SlowFixer(5 * CHECK_RUN_SETTLE_SECONDS)
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, github={"check_run_fix_hold_seconds": hold},
+                                poller={"interval_seconds": 3600}) as h:
+        # Each review comes past the settle window: each head's run is made before it.
+        h.sim.set_reviewer(REPO, steps(1, 0, delay=2 * CHECK_RUN_SETTLE_SECONDS))
+        key, _ = await open_and_enroll(h)
+        view = await h.wait_status(key, "merged", timeout=60)
+        await quiesce(h)
+        created = _ours(h.sim, "check_run_created")
+        updated = _ours(h.sim, "check_run_updated")
+        first = created[0]["head_sha"]
+        said_first = [e["output"]["title"].split(" · ")[0] for e in created + updated if e["head_sha"] == first]
+        assert first != view.pr.converged_head, created
+        assert len(created) == len({e["head_sha"] for e in created}) == 2, created  # one run per head
+        assert ("converging" in said_first) == (not hold), said_first
+
+
 async def _none_of_its_own_in_hand(h, key: str) -> bool:
     """Put off the bot's queued jobs of the PR; whether none is running (on a loaded machine a
     sync can still come after `quiesce`). Waited for, it leaves only the jobs a test makes."""
