@@ -137,9 +137,9 @@ async def hold(rt: Runtime, job: Job, view: PrView) -> bool:
     A round's fixer (the PR converging, its fix due or at work) is held the same way, for at
     most `[github] check_run_fix_hold_seconds`: a fixer that pushes within it moves the PR to a
     new head, whose run the update then creates, and the head it left keeps the stage it
-    showed; none of its own write for a fix. At 1,000 PRs the fixes wait for a fixer worker,
-    and "converging" was an update on most heads (2.5 updates a PR against ~1). A fixer at work
-    longer than that shows, as each head shows its round.
+    showed; none of its own write for a fix. At 1,000 PRs, where fixes wait for a fixer worker,
+    the run's updates fell from 2.5 to 2.1 a PR (BENCHMARKS.md, "2 December, afternoon"). A
+    fixer at work longer than that shows, as each head shows its round.
 
     True when it looked and found nothing else in hand: the row is then to be read again. The
     work that moves the PR on writes the row before it ends (the merge writes "merged", then its
