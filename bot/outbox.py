@@ -12,7 +12,7 @@ See docs/architecture.md ("The outbox").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, func, update
@@ -225,12 +225,19 @@ async def check_run(session: AsyncSession, pr_key: str, settle_seconds: float = 
     change and a second one would only repeat it. It waits `settle_seconds` first: stages that
     follow each other within it (converged, waiting for dependencies, for the merge, merging,
     merged; a fixer that pushes within seconds) then cost one update instead of one each.
+
+    A waiting update that a hold put off (`checkrun.hold`: for as long again as it had waited)
+    is brought forward to the settle window: the PR's stage changed, and the hold may be over
+    (a fixer pushed: the new head's run is due now, not when the hold would have looked again).
     """
     # Locked (PostgreSQL): a worker claiming the waiting update while this transaction is open
     # would render the row without this transaction's change, and this one would add none. It
     # skips the locked job until this commits, or, claimed first, the job is no longer waiting.
     waiting = (await session.exec(_WAITING_UPDATE, params=_of(pr_key, "check_run"))).first()
     if waiting is not None:
+        soon = utcnow() + timedelta(seconds=settle_seconds)
+        await session.exec(update(Job).where(Job.id == waiting, Job.run_at > soon).values(run_at=soon)
+                           .execution_options(synchronize_session=False))
         return False
     return await add(session, "check_run", f"{pr_key}:{utcnow().isoformat()}", pr_key=pr_key,
                      delay_seconds=settle_seconds)
