@@ -137,7 +137,6 @@ def new_simulator(root: Path, args):
 
 
 async def simulator_child(args) -> None:
-
     configure_logging("warning", "json")
 
     sim = new_simulator(Path(args.simulator_child), args)
