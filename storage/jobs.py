@@ -183,7 +183,8 @@ def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> int:
     """Insert new jobs' rows, skipping a key that exists; how many were inserted."""
     if not rows:
         return 0
-    return len(session.exec(_insert_new(session.bind.dialect.name), params=rows).all())
+    conn = session.connection()
+    return len(conn.execute(_insert_new(conn.dialect.name), rows).all())
 
 
 @functools.cache
@@ -192,6 +193,14 @@ def _waiting_syncs():
     deliveries, and building it was a sixth of a batch's cost)."""
     return select(Job.id, Job.pr_key, Job.run_at).where(
         Job.kind == "sync", Job.status == JobStatus.QUEUED, Job.pr_key.in_(bindparam("keys", expanding=True)))
+
+
+@functools.cache
+def _bring_forward():
+    """A queued job's `run_at` moved to `at` (bound with `job_id`), built once."""
+    table = Job.__table__
+    return (update(table).where(table.c.id == bindparam("job_id"), table.c.status == JobStatus.QUEUED)
+            .values(run_at=bindparam("at", type_=table.c.run_at.type)))
 
 
 def queue_wakes(session: Session, wakes: Sequence[Mapping[str, Any]]) -> datetime | None:
@@ -221,12 +230,15 @@ def queue_wakes(session: Session, wakes: Sequence[Mapping[str, Any]]) -> datetim
     # A row skipped because its key exists still counts here: a needless wake costs one look.
     due = [row["run_at"] for row in others]
     if syncs:
-        waiting = session.exec(_waiting_syncs(), params={"keys": list(syncs)}).all()
+        # Core on the session's connection, with statements built once: the intake runs this
+        # for every batch of deliveries, and the ORM's handling of a statement cost more than
+        # SQLite took to run it.
+        conn = session.connection()
+        waiting = conn.execute(_waiting_syncs(), {"keys": list(syncs)}).all()
         for job_id, pr_key, run_at in waiting:
             at, _ = syncs.pop(pr_key, (None, None))
             if at is not None and at < run_at:
-                session.exec(update(Job).where(Job.id == job_id, Job.status == JobStatus.QUEUED)
-                             .values(run_at=at))
+                conn.execute(_bring_forward(), {"job_id": job_id, "at": at})
                 due.append(at)
         others += [_row("sync", key, now, at, pr_key=pr_key) for pr_key, (at, key) in syncs.items()]
         due += [at for at, _ in syncs.values()]
