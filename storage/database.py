@@ -7,13 +7,13 @@ import contextlib
 import sqlite3
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import ColumnElement, Table, bindparam, create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
@@ -249,6 +249,27 @@ class Database:
         await self.engine.dispose()
         if self._inline is not None:
             self._inline.dispose()
+
+
+# An UPDATE built once and bound at each run: `fenced_update`, a job's end, a round's update.
+# Building a statement and its cache key anew cost more than running it on the hot paths.
+Shape = tuple[tuple[str, ColumnElement | None], ...]
+
+
+def split_values(values: Mapping[str, Any]) -> tuple[Shape, dict[str, Any]]:
+    """A write's values as its shape and its parameters. The shape names each column set, in
+    order, with the SQL expression given for it or None; it keys the statement built once
+    (`set_clause`). Every other value is a parameter, bound as `v_<column>`."""
+    shape = tuple(sorted((k, v if isinstance(v, ColumnElement) else None) for k, v in values.items()))
+    return shape, {f"v_{k}": v for k, v in values.items() if not isinstance(v, ColumnElement)}
+
+
+def set_clause(table: Table, shape: Iterable[tuple[str, ColumnElement | None]]) -> dict[str, Any]:
+    """The SET of an UPDATE of `table` for one shape (`split_values`): each column's value bound
+    as `v_<column>` with the column's type, or the SQL expression the shape carries."""
+    columns = table.c
+    return {name: expr if expr is not None else bindparam(f"v_{name}", type_=columns[name].type)
+            for name, expr in shape}
 
 
 async def present(db: Database, column: Any, values: Iterable[Any]) -> set[Any]:

@@ -15,12 +15,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, and_, bindparam, or_, update
+from sqlalchemy import and_, bindparam, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .database import Database, present
+from .database import Database, Shape, present, set_clause, split_values
 from .models import Job, utcnow
 
 
@@ -346,24 +346,19 @@ _ATTEMPT_BACK = Job.attempts - 1
 
 
 @functools.lru_cache(maxsize=16)
-def _finishing(fields: tuple[tuple[str, Any], ...]):
-    """`_finish`'s UPDATE for these fields, built once (a job's end runs for every job, and
-    building the statement and its cache key was most of its cost). A field's value is bound
-    at execution, or is the SQL expression given with it."""
-    columns = Job.__table__.c
-    return update(Job.__table__).where(_mine()).values(
-        {name: expr if expr is not None else bindparam(f"v_{name}", type_=columns[name].type)
-         for name, expr in fields})
+def _finishing(shape: Shape):
+    """`_finish`'s UPDATE for one shape of its values, built once (a job's end runs for every
+    job, and building the statement and its cache key was most of its cost)."""
+    return update(Job.__table__).where(_mine()).values(set_clause(Job.__table__, shape))
 
 
 async def _finish(db: Database, job: Job, **values) -> bool:
-    fields = tuple(sorted((k, v if isinstance(v, ColumnElement) else None) for k, v in values.items()))
-    params = {f"v_{k}": v for k, v in values.items() if not isinstance(v, ColumnElement)}
+    shape, params = split_values(values)
     async with db.session() as s:
         # Core on the session's connection: the session holds no Job, nothing for the ORM to
         # bring up to date.
         result = await (await s.connection()).execute(
-            _finishing(fields), {**params, "job_id": job.id, "owner": job.lease_owner})
+            _finishing(shape), {**params, "job_id": job.id, "owner": job.lease_owner})
         return result.rowcount == 1
 
 

@@ -7,12 +7,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, exists, func, or_, update
+from sqlalchemy import and_, bindparam, exists, func, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .database import Database
+from .database import Database, Shape, set_clause, split_values
 from .models import PullRequest, Run, utcnow
 from .statuses import TERMINAL, RunState, Status, derived_status, is_resubmittable
 
@@ -113,8 +113,7 @@ async def fenced_update(
     The one way every writer changes a PR row. It is a single compare-and-set statement, so a
     straggler from an older run writes nothing; the caller learns whether it won.
     """
-    fields = tuple(sorted((k, v if isinstance(v, ColumnElement) else None) for k, v in values.items()))
-    params = {f"v_{k}": v for k, v in values.items() if not isinstance(v, ColumnElement)}
+    shape, params = split_values(values)
     params.update(w_pr_key=pr_key, w_process_key=process_key, v_updated_at=utcnow())
     if expect_status is not None:
         params["w_statuses"] = [expect_status] if isinstance(expect_status, str) else list(expect_status)
@@ -123,7 +122,7 @@ async def fenced_update(
     for column, value in (expect or {}).items():
         if value is not None:
             params[f"e_{column}"] = value
-    stmt = _fenced(fields, expect_status is not None, expect_round is not None,
+    stmt = _fenced(shape, expect_status is not None, expect_round is not None,
                    tuple(sorted((column, value is None) for column, value in (expect or {}).items())))
     if session is not None:
         return (await (await session.connection()).execute(stmt, params)).rowcount == 1
@@ -132,7 +131,7 @@ async def fenced_update(
 
 
 @functools.lru_cache(maxsize=256)
-def _fenced(fields: tuple[tuple[str, Any], ...], by_status: bool, by_round: bool,
+def _fenced(shape: Shape, by_status: bool, by_round: bool,
             expect: tuple[tuple[str, bool], ...]):
     """`fenced_update`'s UPDATE for one shape of call (the columns set, the expectations named),
     built once: building it and its cache key anew cost more than running it (a tenth of the
@@ -151,28 +150,26 @@ def _fenced(fields: tuple[tuple[str, Any], ...], by_status: bool, by_round: bool
     for column, is_null in expect:
         col = getattr(PullRequest, column)
         conds.append(col.is_(None) if is_null else col == bindparam(f"e_{column}", type_=columns[column].type))
-    sets = {name: expr if expr is not None else bindparam(f"v_{name}", type_=columns[name].type)
-            for name, expr in (*fields, ("updated_at", None))}
-    return update(PullRequest.__table__).where(*conds).values(sets)
+    return update(PullRequest.__table__).where(*conds).values(
+        set_clause(PullRequest.__table__, (*shape, ("updated_at", None))))
 
 
 async def note_check_run(db: Database, pr_key: str, process_key: str, values: Mapping[str, Any]) -> bool:
     """Record the check run's head and id (`check_run_head`, `check_run_id`) while the row is
     still the run's, ended or not: the run only mirrors the row, and its last update (merged,
     abandoned) comes after the run's end. A row another run took over is left alone."""
-    params = {f"v_{k}": v for k, v in values.items()}
+    shape, params = split_values(values)
     params.update(w_pr_key=pr_key, w_process_key=process_key, v_updated_at=utcnow())
     async with db.session() as s:
-        return (await (await s.connection()).execute(_noting(tuple(sorted(values))), params)).rowcount == 1
+        return (await (await s.connection()).execute(_noting(shape), params)).rowcount == 1
 
 
 @functools.lru_cache(maxsize=8)
-def _noting(names: tuple[str, ...]):
-    """`note_check_run`'s UPDATE for these columns, built once (as `_fenced`)."""
-    columns = PullRequest.__table__.c
+def _noting(shape: Shape):
+    """`note_check_run`'s UPDATE for one shape of its values, built once (as `_fenced`)."""
     return update(PullRequest.__table__).where(
         PullRequest.pr_key == bindparam("w_pr_key"), PullRequest.process_key == bindparam("w_process_key"),
-    ).values({name: bindparam(f"v_{name}", type_=columns[name].type) for name in (*names, "updated_at")})
+    ).values(set_clause(PullRequest.__table__, (*shape, ("updated_at", None))))
 
 
 def _insert_ignore(session: AsyncSession, table):

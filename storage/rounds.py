@@ -13,7 +13,7 @@ from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import events
-from .database import IN_BATCH, Database
+from .database import IN_BATCH, Database, Shape, set_clause, split_values
 from .models import Round, utcnow
 
 # A rerun (husk, retry, resume after an answer) clears these, so a round without a result can
@@ -98,27 +98,25 @@ async def update_round(
 ) -> bool:
     """Update the round; with `expect_attempt` only while that dispatch is the round's latest,
     with `open_only` only while the round has no result yet. True if it applied."""
-    params = {f"v_{k}": v for k, v in values.items()}
+    shape, params = split_values(values)
     params.update(w_pr_key=pr_key, w_process_key=process_key, w_round=round_no)
     if expect_attempt is not None:
         params["w_attempt"] = expect_attempt
-    stmt = _updating(tuple(sorted(values)), expect_attempt is not None, open_only)
+    stmt = _updating(shape, expect_attempt is not None, open_only)
     return (await (await session.connection()).execute(stmt, params)).rowcount == 1
 
 
 @functools.lru_cache(maxsize=64)
-def _updating(names: tuple[str, ...], by_attempt: bool, open_only: bool):
+def _updating(shape: Shape, by_attempt: bool, open_only: bool):
     """`update_round`'s UPDATE for these columns and conditions, built once (building it cost
     more than running it). Core on the table: no session holds the Round to bring up to date."""
-    columns = Round.__table__.c
     conds = [Round.pr_key == bindparam("w_pr_key"), Round.process_key == bindparam("w_process_key"),
              Round.round_no == bindparam("w_round")]
     if by_attempt:
         conds.append(Round.attempt == bindparam("w_attempt"))
     if open_only:
         conds.append(Round.status.is_(None))
-    return update(Round.__table__).where(*conds).values(
-        {name: bindparam(f"v_{name}", type_=columns[name].type) for name in names})
+    return update(Round.__table__).where(*conds).values(set_clause(Round.__table__, shape))
 
 
 async def next_attempt(
