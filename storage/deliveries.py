@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -64,7 +65,7 @@ async def record_many(db: Database, batch: Sequence[Delivery]) -> Recorded:
     """
     if not batch:
         return Recorded([], None)
-    return await db.write(_record, batch)
+    return await db.write(_record, batch, plain=_record_sqlite)
 
 
 @functools.cache
@@ -105,6 +106,45 @@ def _record(s: Session, batch: Sequence[Delivery]) -> Recorded:
             wakes.extend(d.wakes)
     # The batch's jobs in a few statements, not a few per wake.
     return Recorded(new, jobs.queue_wakes(s, wakes))
+
+
+_COLUMNS = ("delivery_id", "event", "action", "received_at", "processed_at", "outcome", "error")
+
+
+@functools.lru_cache(maxsize=64)
+def _plain_insert(n: int) -> str:
+    marks = "(" + ", ".join("?" * len(_COLUMNS)) + ")"
+    return (f"INSERT INTO webhook_deliveries ({', '.join(_COLUMNS)}) VALUES {', '.join([marks] * n)} "
+            "ON CONFLICT (delivery_id) DO NOTHING RETURNING delivery_id")
+
+
+@functools.cache
+def _stamp():
+    """How SQLAlchemy writes `received_at` on SQLite (the column's own type)."""
+    from sqlalchemy.dialects.sqlite import pysqlite
+
+    dialect = pysqlite.dialect()
+    return WebhookDelivery.__table__.c.received_at.type.dialect_impl(dialect).bind_processor(dialect)
+
+
+def _record_sqlite(conn: sqlite3.Connection, batch: Sequence[Delivery]) -> Recorded:
+    """`_record` on a plain sqlite3 connection in a write transaction (`Database.write`'s
+    `plain`): the same rows, in the same order, with its statements written out instead of run
+    through SQLAlchemy, whose execution path was nearly all of a batch's cost on a busy loop
+    (docs/architecture.md). `tests/integration/test_intake_sqlite.py` compares the two."""
+    now = _stamp()(utcnow())
+    ordered = sorted(batch, key=lambda d: d.delivery_id)
+    params = [v for d in ordered for v in (d.delivery_id, d.event, d.action, now, now, d.outcome, d.error)]
+    inserted = {row[0] for row in conn.execute(_plain_insert(len(ordered)), params).fetchall()}
+    new: list[bool] = []
+    wakes = []
+    for d in batch:
+        first = d.delivery_id in inserted
+        inserted.discard(d.delivery_id)
+        new.append(first)
+        if first:
+            wakes.extend(d.wakes)
+    return Recorded(new, jobs.queue_wakes_sqlite(conn, wakes))
 
 
 async def get(db: Database, delivery_id: str) -> WebhookDelivery | None:

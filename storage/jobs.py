@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import sqlite3
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -203,6 +204,75 @@ def _bring_forward():
             .values(run_at=bindparam("at", type_=table.c.run_at.type)))
 
 
+class _Queueing(NamedTuple):
+    """The three statements `queue_wakes` needs, on one connection in its transaction."""
+
+    waiting: Callable[[list[str]], Sequence[tuple[int, str, datetime]]]  # the PRs' queued syncs
+    bring_forward: Callable[[int, datetime], None]  # a queued job's run_at moved earlier
+    insert: Callable[[list[dict[str, Any]]], int]  # new jobs' rows, a key that exists skipped
+
+
+def _core(session: Session) -> _Queueing:
+    # Core on the session's connection, with statements built once: the intake runs this for
+    # every batch of deliveries, and the ORM's handling of a statement cost more than SQLite
+    # took to run it.
+    conn = session.connection()
+    return _Queueing(
+        lambda keys: conn.execute(_waiting_syncs(), {"keys": keys}).all(),
+        lambda job_id, at: conn.execute(_bring_forward(), {"job_id": job_id, "at": at}) and None,
+        lambda rows: _insert_rows(session, rows),
+    )
+
+
+# The rows `_row` makes, in this order, for the plain sqlite3 statements below.
+_ROW_COLUMNS = ("kind", "key", "pr_key", "process_key", "round_no", "payload", "run_at", "attempts",
+                "max_attempts", "status", "created_at")
+
+
+@functools.cache
+def _stamps() -> tuple[Callable[[datetime], str], Callable[[str], datetime]]:
+    """How SQLAlchemy writes and reads a job's time on SQLite (the column's own type, so the
+    plain statements store exactly what the Core ones do)."""
+    from sqlalchemy.dialects.sqlite import pysqlite
+
+    dialect, kind = pysqlite.dialect(), Job.__table__.c.run_at.type
+    kind = kind.dialect_impl(dialect)
+    return kind.bind_processor(dialect), kind.result_processor(dialect, None)
+
+
+@functools.lru_cache(maxsize=64)
+def _plain_insert(n: int) -> str:
+    marks = "(" + ", ".join("?" * len(_ROW_COLUMNS)) + ")"
+    return (f"INSERT INTO jobs ({', '.join(_ROW_COLUMNS)}) VALUES {', '.join([marks] * n)} "
+            "ON CONFLICT (key) DO NOTHING RETURNING id")
+
+
+def _plain(conn: sqlite3.Connection) -> _Queueing:
+    stamp, read = _stamps()
+
+    def waiting(keys: list[str]) -> list[tuple[int, str, datetime]]:
+        rows = conn.execute(
+            f"SELECT id, pr_key, run_at FROM jobs WHERE kind = 'sync' AND status = ? "
+            f"AND pr_key IN ({', '.join('?' * len(keys))})", [JobStatus.QUEUED.value, *keys]).fetchall()
+        return [(job_id, pr_key, read(run_at)) for job_id, pr_key, run_at in rows]
+
+    def bring_forward(job_id: int, at: datetime) -> None:
+        conn.execute("UPDATE jobs SET run_at = ? WHERE id = ? AND status = ?",
+                     (stamp(at), job_id, JobStatus.QUEUED.value))
+
+    def insert(rows: list[dict[str, Any]]) -> int:
+        inserted = 0
+        for start in range(0, len(rows), SYNC_BATCH // len(_ROW_COLUMNS)):  # SQLite's parameter bound
+            chunk = rows[start:start + SYNC_BATCH // len(_ROW_COLUMNS)]
+            params = [stamp(v) if name in ("run_at", "created_at") else
+                      v.value if isinstance(v, JobStatus) else v
+                      for row in chunk for name, v in ((n, row[n]) for n in _ROW_COLUMNS)]
+            inserted += len(conn.execute(_plain_insert(len(chunk)), params).fetchall())
+        return inserted
+
+    return _Queueing(waiting, bring_forward, insert)
+
+
 def queue_wakes(session: Session, wakes: Sequence[Mapping[str, Any]]) -> datetime | None:
     """`enqueue_in` for many jobs at once, in the caller's transaction, with a few statements:
     the same result as calling it for each in order (a PR's syncs coalesce into the one queued,
@@ -213,8 +283,18 @@ def queue_wakes(session: Session, wakes: Sequence[Mapping[str, Any]]) -> datetim
     when the soonest of the jobs it queued or brought forward falls due, or None when it did
     neither (every sync coalesced into one already queued as soon): the caller wakes the
     workers for that time, or not at all."""
-    if not wakes:
-        return None
+    return _queue(_core(session), wakes) if wakes else None
+
+
+def queue_wakes_sqlite(conn: sqlite3.Connection, wakes: Sequence[Mapping[str, Any]]) -> datetime | None:
+    """`queue_wakes` on a plain sqlite3 connection inside a write transaction: the webhook
+    intake's batch on a SQLite file (`deliveries.record_many`), where SQLAlchemy's execution
+    path was nearly all of a batch's cost. The same decisions (`_queue`), the same rows
+    (`tests/integration/test_intake_sqlite.py` compares them with `queue_wakes`')."""
+    return _queue(_plain(conn), wakes) if wakes else None
+
+
+def _queue(run: _Queueing, wakes: Sequence[Mapping[str, Any]]) -> datetime | None:
     now = utcnow()
     syncs: dict[str, tuple[datetime, str]] = {}  # PR → (earliest run_at, the first sync's key)
     others: list[dict[str, Any]] = []
@@ -230,19 +310,15 @@ def queue_wakes(session: Session, wakes: Sequence[Mapping[str, Any]]) -> datetim
     # A row skipped because its key exists still counts here: a needless wake costs one look.
     due = [row["run_at"] for row in others]
     if syncs:
-        # Core on the session's connection, with statements built once: the intake runs this
-        # for every batch of deliveries, and the ORM's handling of a statement cost more than
-        # SQLite took to run it.
-        conn = session.connection()
-        waiting = conn.execute(_waiting_syncs(), {"keys": list(syncs)}).all()
-        for job_id, pr_key, run_at in waiting:
+        for job_id, pr_key, run_at in run.waiting(list(syncs)):
             at, _ = syncs.pop(pr_key, (None, None))
             if at is not None and at < run_at:
-                conn.execute(_bring_forward(), {"job_id": job_id, "at": at})
+                run.bring_forward(job_id, at)
                 due.append(at)
         others += [_row("sync", key, now, at, pr_key=pr_key) for pr_key, (at, key) in syncs.items()]
         due += [at for at, _ in syncs.values()]
-    _insert_rows(session, others)
+    if others:
+        run.insert(others)
     return min(due, default=None)
 
 

@@ -105,16 +105,16 @@ async def test_a_duplicate_inside_one_batch_is_recognised(db_url):
 async def test_a_failed_batch_answers_every_request_5xx_records_none_and_a_retry_succeeds(db_url, monkeypatch):
     sent = [(f"f-{i}", 2000 + i) for i in range(6)]
     poison = "cmd:2003"  # the 4th delivery's job: the deliveries are written, then undone
-    queue_wakes = jobs.queue_wakes
+    queue = jobs._queue  # what both of the batch's writers queue its jobs with (SQLite's plain one too)
 
-    def failing(session, wakes):
-        queue_wakes(session, [w for w in wakes if w["key"] != poison])
+    def failing(run, wakes):
+        queue(run, [w for w in wakes if w["key"] != poison])
         if any(w["key"] == poison for w in wakes):
             raise RuntimeError("injected: the batch's transaction fails")
 
     async with serving(config(db_url, wait=1.0, max_batch=len(sent))) as (rt, http):
         writer = intake(rt)
-        monkeypatch.setattr(jobs, "queue_wakes", failing)
+        monkeypatch.setattr(jobs, "_queue", failing)
         answers = await post_all(http, sent)
         assert writer.batches == 1 and writer.largest_batch == len(sent)
         assert [r.status_code for r in answers] == [503] * len(sent)
@@ -123,7 +123,7 @@ async def test_a_failed_batch_answers_every_request_5xx_records_none_and_a_retry
         assert await command_jobs(rt.db) == []
 
         # The redeliveries (same ids) once the store works again: all accepted, each once.
-        monkeypatch.setattr(jobs, "queue_wakes", queue_wakes)
+        monkeypatch.setattr(jobs, "_queue", queue)
         answers = await post_all(http, sent)
         assert [r.status_code for r in answers] == [202] * len(sent)
         assert await recorded(rt.db) == {d: "queued" for d, _ in sent}
