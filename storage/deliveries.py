@@ -94,18 +94,24 @@ def _record(s: Session, batch: Sequence[Delivery]) -> Recorded:
     # Through the session's connection (Core), not `Session.exec`: the ORM's handling of a
     # statement costs more than SQLite takes to run it, and there is no ORM object here.
     conn = s.connection()
-    inserted = set(conn.execute(_insert(conn.dialect.name), rows).scalars().all())
+    new, wakes = _new(batch, set(conn.execute(_insert(conn.dialect.name), rows).scalars().all()))
+    # The batch's jobs in a few statements, not a few per wake.
+    return Recorded(new, jobs.queue_wakes(s, wakes))
+
+
+def _new(batch: Sequence[Delivery], inserted: set[str]) -> tuple[list[bool], list[dict[str, Any]]]:
+    """Whether each delivery of the batch was recorded now, given the ids its insert returned;
+    and the wakes of those that were. Of the same id twice in the batch, the first is the one
+    inserted."""
     new: list[bool] = []
-    wakes = []
+    wakes: list[dict[str, Any]] = []
     for d in batch:
-        # Of the same id twice in the batch, the first is the one inserted.
         first = d.delivery_id in inserted
         inserted.discard(d.delivery_id)
         new.append(first)
         if first:
             wakes.extend(d.wakes)
-    # The batch's jobs in a few statements, not a few per wake.
-    return Recorded(new, jobs.queue_wakes(s, wakes))
+    return new, wakes
 
 
 _COLUMNS = ("delivery_id", "event", "action", "received_at", "processed_at", "outcome", "error")
@@ -135,15 +141,7 @@ def _record_sqlite(conn: sqlite3.Connection, batch: Sequence[Delivery]) -> Recor
     now = _stamp()(utcnow())
     ordered = sorted(batch, key=lambda d: d.delivery_id)
     params = [v for d in ordered for v in (d.delivery_id, d.event, d.action, now, now, d.outcome, d.error)]
-    inserted = {row[0] for row in conn.execute(_plain_insert(len(ordered)), params).fetchall()}
-    new: list[bool] = []
-    wakes = []
-    for d in batch:
-        first = d.delivery_id in inserted
-        inserted.discard(d.delivery_id)
-        new.append(first)
-        if first:
-            wakes.extend(d.wakes)
+    new, wakes = _new(batch, {row[0] for row in conn.execute(_plain_insert(len(ordered)), params).fetchall()})
     return Recorded(new, jobs.queue_wakes_sqlite(conn, wakes))
 
 
