@@ -235,9 +235,7 @@ async def check_run(session: AsyncSession, pr_key: str, settle_seconds: float = 
     # skips the locked job until this commits, or, claimed first, the job is no longer waiting.
     waiting = (await session.exec(_WAITING_UPDATE, params=_of(pr_key, "check_run"))).first()
     if waiting is not None:
-        soon = utcnow() + timedelta(seconds=settle_seconds)
-        await session.exec(update(Job).where(Job.id == waiting, Job.run_at > soon).values(run_at=soon)
-                           .execution_options(synchronize_session=False))
+        await jobs.bring_forward(session, waiting, utcnow() + timedelta(seconds=settle_seconds))
         return False
     return await add(session, "check_run", f"{pr_key}:{utcnow().isoformat()}", pr_key=pr_key,
                      delay_seconds=settle_seconds)

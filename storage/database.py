@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import sqlite3
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -298,6 +300,29 @@ def set_clause(table: Table, shape: Iterable[tuple[str, ColumnElement | None]]) 
     columns = table.c
     return {name: expr if expr is not None else bindparam(f"v_{name}", type_=columns[name].type)
             for name, expr in shape}
+
+
+@functools.cache
+def sqlite_stamps() -> tuple[Callable[[datetime], str], Callable[[str], datetime]]:
+    """How SQLAlchemy writes and reads a time column (`UTCDateTime`) on SQLite: what plain
+    sqlite3 statements use, so they store and read exactly what the Core ones do."""
+    from sqlalchemy.dialects.sqlite import pysqlite
+
+    from .models import UTCDateTime
+
+    dialect = pysqlite.dialect()
+    kind = UTCDateTime().dialect_impl(dialect)
+    return kind.bind_processor(dialect), kind.result_processor(dialect, None)
+
+
+@functools.lru_cache(maxsize=128)
+def plain_insert(table: str, columns: tuple[str, ...], rows: int, key: str, returning: str) -> str:
+    """A plain sqlite3 INSERT of `rows` rows of `columns`, skipping a row whose `key` exists and
+    returning `returning` of each row inserted (what `on_conflict_do_nothing().returning()`
+    sends through SQLAlchemy)."""
+    marks = "(" + ", ".join("?" * len(columns)) + ")"
+    return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join([marks] * rows)} "
+            f"ON CONFLICT ({key}) DO NOTHING RETURNING {returning}")
 
 
 async def present(db: Database, column: Any, values: Iterable[Any]) -> set[Any]:

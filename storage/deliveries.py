@@ -13,7 +13,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, select
 
 from . import jobs
-from .database import Database, present
+from .database import Database, plain_insert, present, sqlite_stamps
 from .models import WebhookDelivery, utcnow
 
 
@@ -117,31 +117,16 @@ def _new(batch: Sequence[Delivery], inserted: set[str]) -> tuple[list[bool], lis
 _COLUMNS = ("delivery_id", "event", "action", "received_at", "processed_at", "outcome", "error")
 
 
-@functools.lru_cache(maxsize=64)
-def _plain_insert(n: int) -> str:
-    marks = "(" + ", ".join("?" * len(_COLUMNS)) + ")"
-    return (f"INSERT INTO webhook_deliveries ({', '.join(_COLUMNS)}) VALUES {', '.join([marks] * n)} "
-            "ON CONFLICT (delivery_id) DO NOTHING RETURNING delivery_id")
-
-
-@functools.cache
-def _stamp():
-    """How SQLAlchemy writes `received_at` on SQLite (the column's own type)."""
-    from sqlalchemy.dialects.sqlite import pysqlite
-
-    dialect = pysqlite.dialect()
-    return WebhookDelivery.__table__.c.received_at.type.dialect_impl(dialect).bind_processor(dialect)
-
-
 def _record_sqlite(conn: sqlite3.Connection, batch: Sequence[Delivery]) -> Recorded:
     """`_record` on a plain sqlite3 connection in a write transaction (`Database.write`'s
     `plain`): the same rows, in the same order, with its statements written out instead of run
     through SQLAlchemy, whose execution path was nearly all of a batch's cost on a busy loop
     (docs/architecture.md). `tests/integration/test_intake_sqlite.py` compares the two."""
-    now = _stamp()(utcnow())
+    now = sqlite_stamps()[0](utcnow())
     ordered = sorted(batch, key=lambda d: d.delivery_id)
     params = [v for d in ordered for v in (d.delivery_id, d.event, d.action, now, now, d.outcome, d.error)]
-    new, wakes = _new(batch, {row[0] for row in conn.execute(_plain_insert(len(ordered)), params).fetchall()})
+    insert = plain_insert("webhook_deliveries", _COLUMNS, len(ordered), "delivery_id", "delivery_id")
+    new, wakes = _new(batch, {row[0] for row in conn.execute(insert, params).fetchall()})
     return Recorded(new, jobs.queue_wakes_sqlite(conn, wakes))
 
 

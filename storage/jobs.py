@@ -21,7 +21,15 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .database import Database, Shape, present, set_clause, split_values
+from .database import (
+    Database,
+    Shape,
+    plain_insert,
+    present,
+    set_clause,
+    split_values,
+    sqlite_stamps,
+)
 from .models import Job, utcnow
 
 
@@ -198,10 +206,16 @@ def _waiting_syncs():
 
 @functools.cache
 def _bring_forward():
-    """A queued job's `run_at` moved to `at` (bound with `job_id`), built once."""
+    """A queued job's `run_at` moved to `at` (bound with `job_id`) if it was later, built once."""
     table = Job.__table__
-    return (update(table).where(table.c.id == bindparam("job_id"), table.c.status == JobStatus.QUEUED)
-            .values(run_at=bindparam("at", type_=table.c.run_at.type)))
+    at = bindparam("at", type_=table.c.run_at.type)
+    return (update(table).where(table.c.id == bindparam("job_id"), table.c.status == JobStatus.QUEUED,
+                                table.c.run_at > at).values(run_at=at))
+
+
+async def bring_forward(session: AsyncSession, job_id: int, at: datetime) -> None:
+    """Run the queued job `job_id` at `at` if it was to run later, in the caller's transaction."""
+    await (await session.connection()).execute(_bring_forward(), {"job_id": job_id, "at": at})
 
 
 class _Queueing(NamedTuple):
@@ -217,11 +231,12 @@ def _core(session: Session) -> _Queueing:
     # every batch of deliveries, and the ORM's handling of a statement cost more than SQLite
     # took to run it.
     conn = session.connection()
-    return _Queueing(
-        lambda keys: conn.execute(_waiting_syncs(), {"keys": keys}).all(),
-        lambda job_id, at: conn.execute(_bring_forward(), {"job_id": job_id, "at": at}) and None,
-        lambda rows: _insert_rows(session, rows),
-    )
+
+    def bring_forward(job_id: int, at: datetime) -> None:
+        conn.execute(_bring_forward(), {"job_id": job_id, "at": at})
+
+    return _Queueing(lambda keys: conn.execute(_waiting_syncs(), {"keys": keys}).all(), bring_forward,
+                     lambda rows: _insert_rows(session, rows))
 
 
 # The rows `_row` makes, in this order, for the plain sqlite3 statements below.
@@ -229,26 +244,12 @@ _ROW_COLUMNS = ("kind", "key", "pr_key", "process_key", "round_no", "payload", "
                 "max_attempts", "status", "created_at")
 
 
-@functools.cache
-def _stamps() -> tuple[Callable[[datetime], str], Callable[[str], datetime]]:
-    """How SQLAlchemy writes and reads a job's time on SQLite (the column's own type, so the
-    plain statements store exactly what the Core ones do)."""
-    from sqlalchemy.dialects.sqlite import pysqlite
-
-    dialect, kind = pysqlite.dialect(), Job.__table__.c.run_at.type
-    kind = kind.dialect_impl(dialect)
-    return kind.bind_processor(dialect), kind.result_processor(dialect, None)
-
-
-@functools.lru_cache(maxsize=64)
-def _plain_insert(n: int) -> str:
-    marks = "(" + ", ".join("?" * len(_ROW_COLUMNS)) + ")"
-    return (f"INSERT INTO jobs ({', '.join(_ROW_COLUMNS)}) VALUES {', '.join([marks] * n)} "
-            "ON CONFLICT (key) DO NOTHING RETURNING id")
+# Rows per plain INSERT: well under SQLite's bound on parameters.
+_PLAIN_ROWS = SYNC_BATCH // len(_ROW_COLUMNS)
 
 
 def _plain(conn: sqlite3.Connection) -> _Queueing:
-    stamp, read = _stamps()
+    stamp, read = sqlite_stamps()
 
     def waiting(keys: list[str]) -> list[tuple[int, str, datetime]]:
         rows = conn.execute(
@@ -257,17 +258,17 @@ def _plain(conn: sqlite3.Connection) -> _Queueing:
         return [(job_id, pr_key, read(run_at)) for job_id, pr_key, run_at in rows]
 
     def bring_forward(job_id: int, at: datetime) -> None:
-        conn.execute("UPDATE jobs SET run_at = ? WHERE id = ? AND status = ?",
-                     (stamp(at), job_id, JobStatus.QUEUED.value))
+        when = stamp(at)
+        conn.execute("UPDATE jobs SET run_at = ? WHERE id = ? AND status = ? AND run_at > ?",
+                     (when, job_id, JobStatus.QUEUED.value, when))
 
     def insert(rows: list[dict[str, Any]]) -> int:
         inserted = 0
-        for start in range(0, len(rows), SYNC_BATCH // len(_ROW_COLUMNS)):  # SQLite's parameter bound
-            chunk = rows[start:start + SYNC_BATCH // len(_ROW_COLUMNS)]
-            params = [stamp(v) if name in ("run_at", "created_at") else
-                      v.value if isinstance(v, JobStatus) else v
-                      for row in chunk for name, v in ((n, row[n]) for n in _ROW_COLUMNS)]
-            inserted += len(conn.execute(_plain_insert(len(chunk)), params).fetchall())
+        for start in range(0, len(rows), _PLAIN_ROWS):
+            chunk = rows[start:start + _PLAIN_ROWS]
+            params = [stamp(row[n]) if n in ("run_at", "created_at") else row[n] for row in chunk for n in _ROW_COLUMNS]
+            insert = plain_insert("jobs", _ROW_COLUMNS, len(chunk), "key", "id")
+            inserted += len(conn.execute(insert, params).fetchall())
         return inserted
 
     return _Queueing(waiting, bring_forward, insert)
