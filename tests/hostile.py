@@ -28,7 +28,7 @@ EVENTS = (
 FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
-# The fields the routing reads, by event; `{event}` stands for the check's own object.
+# The fields the handler's readers use, by event; `{event}` stands for the check's own object.
 PATHS: tuple[tuple[str, ...], ...] = (
     ("action",), ("repository",), ("repository", "full_name"), ("sender",), ("sender", "login"),
     ("pull_request",), ("pull_request", "number"), ("pull_request", "user"),
@@ -38,6 +38,10 @@ PATHS: tuple[tuple[str, ...], ...] = (
     ("comment", "user", "type"), ("{event}",), ("{event}", "pull_requests"),
     ("{event}", "head_sha"), ("{event}", "app"), ("{event}", "app", "slug"), ("{event}", "name"),
     ("sha",), ("ref",), ("after",),
+    # Read by the handler beside the routing: the installation map, a push's config change, and
+    # a command's own comment.
+    ("repository", "default_branch"), ("installation",), ("installation", "id"), ("commits",),
+    ("comment", "user", "login"), ("comment", "created_at"), ("comment", "updated_at"),
 )
 
 NASTY_TEXT = (

@@ -5,10 +5,12 @@ one transaction, and each is answered after its batch's commit.
 
 A signed delivery is still not trusted to be well formed. What is recorded of it (the event and
 delivery id headers, the action) must fit its column on both backends, or the request is
-answered 400 and nothing is recorded; the JSON is parsed with a depth limit (Python's recursion
-limit, about a thousand levels) and integers of at most 4300 digits (Python's own limit), else
-400. The routing reads the rest of the payload field by field (`bot/webhooks/routing.py`), so
-a payload that names no PR it can read is recorded and ignored. No hostile body answers 500.
+answered 400 and nothing is recorded; the body must be JSON (UTF-8, -16 or -32) nested less
+deep than Python's recursion limit (about a thousand levels), else 400. Only the fields some
+reader uses are built (`parse_read`), and an integer past 4300 digits (Python's own limit) in one
+of them is refused 400 as well. The routing reads those fields one by one
+(`bot/webhooks/routing.py`), so a payload that names no PR it can read is recorded and ignored.
+No hostile body answers 500.
 
 The endpoint is a plain ASGI callable (`WebhookEndpoint`), which the app calls ahead of
 Starlette's routing (`bot/web/app.py`): it is the one hot path of the server, and Starlette's
@@ -29,7 +31,15 @@ from bot import metrics, repoconfig
 from bot.github.installations import learn_from_payload
 from bot.runtime import Runtime
 from bot.web.intake import BatchFailed, Intake
-from bot.webhooks.routing import KNOWN_EVENTS, EnrollRules, Routed, own_pushes, route, storable
+from bot.webhooks.routing import (
+    KNOWN_EVENTS,
+    PAYLOAD_READ,
+    EnrollRules,
+    Routed,
+    own_pushes,
+    route,
+    storable,
+)
 from storage.deliveries import Delivery
 
 log = structlog.get_logger(__name__)
@@ -122,6 +132,44 @@ def parse(body: bytes) -> Any:
         return json.loads(body)
 
 
+def _reading(tree: dict[str, Any], name: str) -> type:
+    """A msgspec Struct of the fields `tree` names (`routing.PAYLOAD_READ`), each absent
+    (UNSET) unless the body has it: a leaf of any type, an object as a Struct of its own, or
+    None. An object field holding anything else fails the decode."""
+    fields: list[tuple[str, Any, Any]] = []
+    for field, below in tree.items():
+        if below is None:
+            kind: Any = Any
+        elif isinstance(below, list):
+            kind = list[_reading(below[0], f"{name}_{field}")] | None | msgspec.UnsetType  # type: ignore[misc]
+        else:
+            kind = _reading(below, f"{name}_{field}") | None | msgspec.UnsetType
+        fields.append((field, kind, msgspec.UNSET))
+    return msgspec.defstruct(name, fields)
+
+
+_READ_DECODER = msgspec.json.Decoder(_reading(PAYLOAD_READ, "Read"))
+
+
+def parse_read(body: bytes) -> Any:
+    """The JSON body with only the fields the handler's readers use (`routing.PAYLOAD_READ`):
+    msgspec skips the rest of a 24 KB `pull_request` payload without building it, which was
+    most of the parse's cost under load. The readers see the same values as in the whole
+    payload (tests/unit/test_webhook_parse.py compares what they decide from each).
+
+    Anything else is left to `parse`, which then answers as it would for the whole body: a body
+    that is not UTF-8 (JSON's other encodings, a BOM, bytes no decoder takes), one msgspec
+    refuses (NaN, a lone surrogate escape, nesting past the recursion limit), one that is no
+    object, or a field read that is an object in the tree and something else in the body. The
+    one difference: an integer past 4300 digits in a field no reader uses is skipped like the
+    rest of that field, where the whole parse refuses the body."""
+    try:
+        body.decode()  # skipped strings are not decoded: their bytes are checked here
+        return msgspec.to_builtins(_READ_DECODER.decode(body))
+    except (UnicodeDecodeError, msgspec.MsgspecError, RecursionError):
+        return parse(body)
+
+
 def verify(secret: str, body: bytes, signature: str) -> bool:
     """Whether `signature` is `sha256=` and the body's HMAC-SHA256 under `secret` in hex (what
     githubkit's `verify` does, in one `hmac.digest`). Compared with hmac.compare_digest, in
@@ -201,7 +249,7 @@ async def receive_webhook(rt: Runtime, scope: Scope, receive: Receive, send: Sen
     if event is None or delivery_id is None:
         return await _error(send, 400, "missing or malformed X-GitHub-Event or X-GitHub-Delivery header")
     try:
-        payload = parse(body)
+        payload = parse_read(body)
     except ValueError as e:  # not UTF-8/16/32, not JSON, or an integer past 4300 digits
         return await _error(send, 400, f"malformed JSON: {e}")
     except RecursionError:

@@ -100,6 +100,29 @@ class EnrollRules:
     max_prs: int = 100
 
 
+# Every field of a payload anything reads: the routing here, `learn_from_payload`
+# (bot/github/installations.py), `repoconfig.touched` and the handler's `action`. A name maps to
+# None (its value is read whole, of any type), to the names read under it (an object), or to a
+# one-item list of those (a list of objects). /webhook parses these and skips the rest of the
+# body (`bot/web/webhook.py` `parse_read`); tests/unit/test_webhook_parse.py records each field
+# the readers touch, on every example and on hostile payloads, and fails on one missing here.
+_CHECK = {"name": None, "head_sha": None, "app": {"slug": None}, "pull_requests": [{"number": None}]}
+PAYLOAD_READ: dict[str, Any] = {
+    "action": None, "after": None, "ref": None, "sha": None,
+    "repository": {"full_name": None, "default_branch": None},
+    "installation": {"id": None},
+    "sender": {"login": None},
+    "label": {"name": None},
+    "pull_request": {"number": None, "user": {"login": None}, "head": {"sha": None}},
+    "comment": {"id": None, "body": None, "created_at": None, "updated_at": None,
+                "user": {"login": None, "type": None}},
+    "issue": {"number": None, "pull_request": None},
+    "check_run": _CHECK, "check_suite": _CHECK,
+    "merge_group": {"head_ref": None},
+    "commits": [{"added": None, "modified": None, "removed": None}],
+}
+
+
 # --- reading the payload: each field of its type, or None ------------------------------------
 
 

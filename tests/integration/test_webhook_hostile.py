@@ -45,7 +45,8 @@ async def _jobs_since(db, before: set[int]) -> list[Job]:
 REFUSED = [
     ("JSON nested 10,000 deep in arrays", "pull_request", nested(10_000, "[")),
     ("JSON nested 10,000 deep in objects", "pull_request", nested(10_000, "{")),
-    ("an integer of 5,000 digits", "pull_request", b'{"action": "opened", "n": ' + b"9" * 5000 + b"}"),
+    ("an integer of 5,000 digits as the PR number", "pull_request",
+     b'{"action": "opened", "pull_request": {"number": ' + b"9" * 5000 + b"}}"),
     ("a lone \\ud800 escape as the action", "pull_request", b'{"action": "\\ud800"}'),
     ("a lone surrogate as raw bytes (not UTF-8)", "pull_request", b'{"action": "\xed\xa0\x80"}'),
     ("a NUL byte in the action", "pull_request", _body(PR | {"action": "open\x00ed"})),
@@ -149,3 +150,16 @@ async def test_a_webhook_log_line_names_its_github_event(db_url):
             assert r.status_code == 202
     (line,) = [entry for entry in logs if entry.get("delivery_id") == "logged"]
     assert (line["event"], line["github_event"], line["action"]) == ("webhook.accepted", "pull_request", "opened")
+
+
+async def test_an_integer_of_5000_digits_in_a_field_no_reader_uses_is_skipped_and_the_delivery_routed(db_url):
+    """Only the fields some reader uses are parsed (`bot/web/webhook.py` `parse_read`): a huge
+    integer elsewhere is skipped with the rest of what is not read, and the PR is synced."""
+    body = (b'{"action": "opened", "repository": {"full_name": "octo/repo"}, "pull_request": '
+            b'{"number": 7, "n": ' + b"9" * 5000 + b"}}")
+    async with serving(make_config(db_url, jobs={"workers": 1, "idle_poll_seconds": 3600})) as (rt, http):
+        delivery = str(uuid.uuid4())
+        r = await http.post("/webhook", content=body, headers=signed(body, "pull_request", delivery))
+        assert (r.status_code, r.json()["outcome"]) == (202, "queued"), r.text
+        assert (await _delivery(rt.db, delivery)).action == "opened"
+        assert [(j.kind, j.pr_key) for j in await jobs.list_jobs(rt.db)] == [("sync", "octo/repo#7")]
