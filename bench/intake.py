@@ -6,14 +6,16 @@ in this process. A separate load process (so the client does not take the server
 keeps 16 connections busy against each in turn and then sends deliveries at a fixed rate:
 
   1. saturation, 16 concurrent keep-alive connections, back to back: requests/s of both, the
-     ratio webhook/bare, and /webhook's latency percentiles;
+     ratio webhook/bare, and /webhook's latency percentiles. The phase runs in slices that
+     alternate between the two (`--slices`, 5 by default), so a drift in the machine's speed
+     (it is shared) meets both endpoints alike;
   2. a fixed rate (200 deliveries/s by default) over the same 16 connections: /webhook's latency
      percentiles, measured from each request's scheduled send time (a late send counts).
 
 Every delivery is signed, with its own delivery id; each must be answered 202 and, at the end,
 be recorded once. The machine is noisy: compare the ratio, not the absolute numbers.
 
-    .venv/bin/python bench/intake.py [--seconds 5] [--rate 200] [--rate-seconds 10] [--client raw|httpx]
+    .venv/bin/python bench/intake.py [--seconds 5] [--slices 5] [--rate 200] [--rate-seconds 10] [--client raw|httpx]
 
 The load process speaks HTTP/1.1 over plain asyncio streams by default (`--client raw`): httpx
 costs several times more CPU per request, enough on a small machine to cap the bare endpoint at
@@ -168,6 +170,19 @@ async def load(args) -> dict:
             "warmup": len(conns)}
 
 
+def merged(parts: list[dict]) -> dict:
+    """Several runs of one phase as one: counts and times added, CPU per request over all."""
+    requests = sum(p["n"] + p["warmup"] for p in parts)
+    statuses: dict[str, int] = {}
+    for p in parts:
+        for code, k in p["statuses"].items():
+            statuses[code] = statuses.get(code, 0) + k
+    return {"n": sum(p["n"] for p in parts), "elapsed": sum(p["elapsed"] for p in parts),
+            "statuses": statuses, "latencies": [v for p in parts for v in p["latencies"]],
+            "warmup": sum(p["warmup"] for p in parts),
+            "cpu_ms": sum(p["cpu_ms"] * (p["n"] + p["warmup"]) for p in parts) / max(requests, 1)}
+
+
 def run_load(port: int, path: str, seconds: float, rate: float, body_file: str, signature: str,
              client: str, event: str) -> dict:
     cmd = [sys.executable, __file__, "--load", "--port", str(port), "--path", path, "--seconds",
@@ -243,8 +258,13 @@ async def main(args) -> None:
         try:
             async with serving(config) as (rt, http):
                 port = int(str(http.base_url).rsplit(":", 1)[1].strip("/"))
-                bare_sat = await phase(bare.port, "/bare", args.seconds, 0)
-                hook_sat = await phase(port, "/webhook", args.seconds, 0)
+                # Saturation in alternating slices (bare, /webhook, bare, ...): the machine's
+                # speed drifts over seconds, and each endpoint then meets the same drift.
+                slices = []
+                for _ in range(args.slices):
+                    slices.append((await phase(bare.port, "/bare", args.seconds / args.slices, 0),
+                                   await phase(port, "/webhook", args.seconds / args.slices, 0)))
+                bare_sat, hook_sat = (merged([pair[i] for pair in slices]) for i in (0, 1))
                 bare_rate = await phase(bare.port, "/bare", args.rate_seconds, args.rate)
                 hook_rate = await phase(port, "/webhook", args.rate_seconds, args.rate)
                 recorded = await deliveries.count(rt.db)
@@ -271,6 +291,10 @@ async def main(args) -> None:
     ratio = hook_tput / bare_tput if bare_tput else float("nan")
     print(f"  ratio webhook/bare: {ratio:.2f}  (target >= {TARGET_RATIO}: "
           f"{'met' if ratio >= TARGET_RATIO else 'NOT met'})")
+    if len(slices) > 1:
+        each = [(h["n"] / h["elapsed"]) / (b["n"] / b["elapsed"]) for b, h in slices]
+        print(f"  ratio of each slice ({args.seconds / args.slices:g} s each): "
+              + ", ".join(f"{r:.2f}" for r in each))
     print(f"fixed rate {args.rate:g}/s ({args.rate_seconds:g} s, latency from the scheduled send):")
     for name, r in (("bare", bare_rate), ("/webhook", hook_rate)):
         got = r["n"] / r["elapsed"]
@@ -292,6 +316,8 @@ async def main(args) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0, help="saturation phase length, each endpoint")
+    parser.add_argument("--slices", type=int, default=5,
+                        help="saturation runs in this many alternating slices of each endpoint")
     parser.add_argument("--rate", type=float, default=200.0, help="deliveries/s in the fixed-rate phase")
     parser.add_argument("--rate-seconds", type=float, default=10.0)
     parser.add_argument("--client", choices=["raw", "httpx"], default="raw")
