@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -219,7 +220,9 @@ async def main(args) -> None:
     from tests.openapi import webhook_examples
     from tests.serving import WEBHOOK_SECRET, make_config, serving
 
-    configure_logging("warning", "json")
+    # Log lines go nowhere (their cost stays): the server's own default level is info, where
+    # each delivery writes one line; warning (the default here) writes none.
+    configure_logging(args.log_level, "json", stream=open(os.devnull, "w"))
     payload = (webhook_examples("pull_request", action="synchronize") if args.event == "pull_request"
                else webhook_examples(args.event))[0]
     body = json.dumps(payload).encode()
@@ -279,7 +282,7 @@ async def main(args) -> None:
     batching = (f"batch wait {cfg.webhook_batch_wait_seconds * 1000:g} ms, max {cfg.webhook_batch_max}"
                 if hasattr(cfg, "webhook_batch_max") else "no batching")
     print(f"SQLite, {CONNECTIONS} connections, {args.workers} job workers, {args.event} payload {len(body)} bytes, "
-          f"client {args.client}; {batching}")
+          f"client {args.client}; {batching}; log level {args.log_level}")
     bare_tput = bare_sat["n"] / bare_sat["elapsed"]
     hook_tput = hook_sat["n"] / hook_sat["elapsed"]
     lat = hook_sat["latencies"]
@@ -324,6 +327,8 @@ if __name__ == "__main__":
     parser.add_argument("--event", default="pull_request",
                         help="the example payload sent (pull_request synchronize wakes a sync job; ping none)")
     parser.add_argument("--workers", type=int, default=4, help="job workers (they run the queued jobs)")
+    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
+                        help="the server's log level (lines are written to /dev/null)")
     parser.add_argument("--phases", nargs="+", default=["all"], choices=["all", "bare", "webhook"],
                         help="run only these endpoints' phases (to profile one)")
     parser.add_argument("--batch-max", type=int, default=None, help="server.webhook_batch_max")
