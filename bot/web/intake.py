@@ -46,6 +46,11 @@ class _Waiting:
     since: float
 
 
+def _retrieved(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class Intake:
     """One writer for deliveries; `submit` returns once the delivery's batch committed."""
 
@@ -65,17 +70,18 @@ class Intake:
         """True if recorded now, False if seen before; raises BatchFailed if its batch failed."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
-        # Read the outcome even when no one is left to (a request cancelled while it waited),
-        # so a failed batch does not also log "exception was never retrieved".
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+        # Read the outcome even when no one is left to (a request cancelled after its batch
+        # failed, before it woke), so a failed batch does not also log "exception was never
+        # retrieved".
+        future.add_done_callback(_retrieved)
         self._waiting.append(_Waiting(delivery, future, loop.time()))
         if len(self._waiting) >= self.max_batch and self._full is not None and not self._full.done():
             self._full.set_result(None)
         if self._task is None:
             self._task = asyncio.create_task(self._drain(), name="webhook-intake")
-        # Shielded: a request cancelled while it waits leaves its delivery in the batch (a
-        # redelivery is then a duplicate), and the writer never sees a cancelled future.
-        return await asyncio.shield(future)
+        # A request cancelled while it waits cancels this future and leaves its delivery in the
+        # batch (a redelivery is then a duplicate): the writer answers only futures not done.
+        return await future
 
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()

@@ -174,3 +174,44 @@ async def test_a_burst_about_one_pr_wakes_the_workers_once(db_url):
 
         answers = await post_all(http, [("c-1", 9001)])
         assert answers[0].status_code == 202 and woken[1:] == [0.0]
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["written", "failed"])
+async def test_a_request_cancelled_while_its_batch_waits_leaves_the_rest_of_the_batch_answered(db_url, fails, monkeypatch):
+    """A client that goes away cancels its request's wait; its delivery stays in the batch
+    (written, or failed with the rest), the others are answered, and nothing is left over."""
+    from storage.deliveries import Delivery
+
+    errors: list[dict] = []
+    async with serving(config(db_url, wait=0.5)) as (rt, _http):
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        if fails:
+            def failing(_run, _wakes):
+                raise RuntimeError("injected: the batch's transaction fails")
+            monkeypatch.setattr(jobs, "_queue", failing)
+        writer = intake(rt)
+        wakes = ({"kind": "command", "key": "cmd:1", "pr_key": "octo/repo#7", "payload": {}},)
+        waits = [asyncio.create_task(writer.submit(Delivery(f"c-{i}", "issue_comment", "created", "queued",
+                                                            None, wakes if i == 0 else ())))
+                 for i in range(3)]
+        async def waiting() -> bool:
+            return len(writer._waiting) == 3
+
+        await until("the three deliveries waiting for their batch", waiting, every=0.01)
+        waits[1].cancel()  # within the batch's 0.5 s wait
+        async with asyncio.timeout(30):  # a writer that broke on the cancelled one answers no one
+            done = await asyncio.gather(*waits, return_exceptions=True)
+        assert isinstance(done[1], asyncio.CancelledError)
+        if fails:
+            assert [type(d).__name__ for d in (done[0], done[2])] == ["BatchFailed", "BatchFailed"]
+            assert await recorded(rt.db) == {}
+        else:
+            assert (done[0], done[2]) == (True, True)
+            assert await recorded(rt.db) == {"c-0": "queued", "c-1": "queued", "c-2": "queued"}
+            assert await command_jobs(rt.db) == ["cmd:1"]
+        assert writer.batches == 1 and not writer._waiting
+        import gc
+        gc.collect()  # a future whose exception no one read logs it when collected
+        await asyncio.sleep(0)
+        assert errors == []
