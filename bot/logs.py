@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 
@@ -11,9 +12,15 @@ from structlog.tracebacks import ExceptionDictTransformer
 _SECRET_WORDS = ("token", "secret", "password", "private_key", "authorization")
 
 
+@functools.lru_cache(maxsize=4096)  # the same few dozen keys, line after line
+def _secret(key: str) -> bool:
+    lowered = key.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
 def _redact(_logger, _name, event: dict) -> dict:
     for key in event:
-        if any(word in key.lower() for word in _SECRET_WORDS):
+        if _secret(key):
             event[key] = "***"
     return event
 
