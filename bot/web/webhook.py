@@ -158,7 +158,7 @@ def parse_read(body: bytes) -> Any:
     payload (tests/unit/test_webhook_parse.py compares what they decide from each).
 
     Anything else is left to `parse`, which then answers as it would for the whole body: a body
-    that is not UTF-8 (JSON's other encodings, a BOM, bytes no decoder takes), one msgspec
+    that is not plain UTF-8 (JSON's other encodings, a BOM, bytes no decoder takes), one msgspec
     refuses (NaN, a lone surrogate escape, nesting past the recursion limit), one that is no
     object, or a field read that is an object in the tree and something else in the body. The
     one difference: an integer past 4300 digits in a field no reader uses is skipped like the
