@@ -79,16 +79,19 @@ async def enqueue_in(
     not added; the queued one runs at the earlier of the two times instead. A sync re-reads the
     whole PR, so one queued is as good as ten, and a burst of webhooks (a review and its
     comments, a push and its checks) costs one read. A sync already running does not count: it
-    may have read GitHub before the news that queued the next one.
+    may have read GitHub before the news that queued the next one. A `sync_ref` coalesces the
+    same way into the one queued with the same payload (the same repository and sha or branch):
+    a CI's statuses for one sha cost one.
     """
     now = utcnow()
     run_at = run_at or now + timedelta(seconds=delay_seconds)
     queued_by_kind[kind] += 1
-    if kind == "sync" and pr_key is not None:
+    same = (Job.pr_key == pr_key if kind == "sync" and pr_key is not None
+            else Job.payload == payload_text(payload) if kind == "sync_ref" else None)
+    if same is not None:
         waiting = (
             await session.exec(
-                select(Job.id, Job.run_at).where(Job.kind == "sync", Job.pr_key == pr_key,
-                                                 Job.status == JobStatus.QUEUED).limit(1)
+                select(Job.id, Job.run_at).where(Job.kind == kind, same, Job.status == JobStatus.QUEUED).limit(1)
                 # Locked (PostgreSQL): a claim of it while this transaction is open would read
                 # the row without this transaction's writes, and no sync would come after them.
                 .with_for_update()
@@ -126,8 +129,14 @@ def _row(kind: str, key: str, now: datetime, run_at: datetime, *, pr_key: str | 
          payload: Mapping[str, Any] | None = None, max_attempts: int = 8) -> dict[str, Any]:
     """A new queued job's columns."""
     return dict(kind=kind, key=key, pr_key=pr_key, process_key=process_key, round_no=round_no,
-                payload=json.dumps(dict(payload or {}), sort_keys=True), run_at=run_at, attempts=0,
+                payload=payload_text(payload), run_at=run_at, attempts=0,
                 max_attempts=max_attempts, status=JobStatus.QUEUED, created_at=now)
+
+
+def payload_text(payload: Mapping[str, Any] | None) -> str:
+    """A job's payload as stored: JSON with sorted keys, so two payloads alike are one text (a
+    `sync_ref` coalesces by it)."""
+    return json.dumps(dict(payload or {}), sort_keys=True)
 
 
 SYNC_BATCH = 500  # PR keys per statement: well under every backend's bound-parameter limit
@@ -205,6 +214,13 @@ def _waiting_syncs():
 
 
 @functools.cache
+def _waiting_refs():
+    """The queued `sync_ref` jobs whose payload is one of `payloads` (texts), built once."""
+    return select(Job.id, Job.payload, Job.run_at).where(
+        Job.kind == "sync_ref", Job.status == JobStatus.QUEUED, Job.payload.in_(bindparam("payloads", expanding=True)))
+
+
+@functools.cache
 def _bring_forward():
     """A queued job's `run_at` moved to `at` (bound with `job_id`) if it was later, built once."""
     table = Job.__table__
@@ -219,9 +235,10 @@ async def bring_forward(session: AsyncSession, job_id: int, at: datetime) -> Non
 
 
 class _Queueing(NamedTuple):
-    """The three statements `queue_wakes` needs, on one connection in its transaction."""
+    """The four statements `queue_wakes` needs, on one connection in its transaction."""
 
     waiting: Callable[[list[str]], Sequence[tuple[int, str, datetime]]]  # the PRs' queued syncs
+    waiting_refs: Callable[[list[str]], Sequence[tuple[int, str, datetime]]]  # queued sync_refs, by payload
     bring_forward: Callable[[int, datetime], None]  # a queued job's run_at moved earlier
     insert: Callable[[list[dict[str, Any]]], int]  # new jobs' rows, a key that exists skipped
 
@@ -235,8 +252,9 @@ def _core(session: Session) -> _Queueing:
     def bring_forward(job_id: int, at: datetime) -> None:
         conn.execute(_bring_forward(), {"job_id": job_id, "at": at})
 
-    return _Queueing(lambda keys: conn.execute(_waiting_syncs(), {"keys": keys}).all(), bring_forward,
-                     lambda rows: _insert_rows(session, rows))
+    return _Queueing(lambda keys: conn.execute(_waiting_syncs(), {"keys": keys}).all(),
+                     lambda payloads: conn.execute(_waiting_refs(), {"payloads": payloads}).all(),
+                     bring_forward, lambda rows: _insert_rows(session, rows))
 
 
 # The rows `_row` makes, in this order, for the plain sqlite3 statements below.
@@ -257,6 +275,12 @@ def _plain(conn: sqlite3.Connection) -> _Queueing:
             f"AND pr_key IN ({', '.join('?' * len(keys))})", [JobStatus.QUEUED.value, *keys]).fetchall()
         return [(job_id, pr_key, read(run_at)) for job_id, pr_key, run_at in rows]
 
+    def waiting_refs(payloads: list[str]) -> list[tuple[int, str, datetime]]:
+        rows = conn.execute(
+            f"SELECT id, payload, run_at FROM jobs WHERE kind = 'sync_ref' AND status = ? "
+            f"AND payload IN ({', '.join('?' * len(payloads))})", [JobStatus.QUEUED.value, *payloads]).fetchall()
+        return [(job_id, payload, read(run_at)) for job_id, payload, run_at in rows]
+
     def bring_forward(job_id: int, at: datetime) -> None:
         when = stamp(at)
         conn.execute("UPDATE jobs SET run_at = ? WHERE id = ? AND status = ? AND run_at > ?",
@@ -271,13 +295,14 @@ def _plain(conn: sqlite3.Connection) -> _Queueing:
             inserted += len(conn.execute(insert, params).fetchall())
         return inserted
 
-    return _Queueing(waiting, bring_forward, insert)
+    return _Queueing(waiting, waiting_refs, bring_forward, insert)
 
 
 def queue_wakes(session: Session, wakes: Sequence[Mapping[str, Any]]) -> datetime | None:
     """`enqueue_in` for many jobs at once, in the caller's transaction, with a few statements:
     the same result as calling it for each in order (a PR's syncs coalesce into the one queued,
-    which runs at the earliest of their times; a key queued before is skipped). Each wake is
+    which runs at the earliest of their times, and so do the `sync_ref`s of one repository and
+    ref; a key queued before is skipped). Each wake is
     `enqueue_in`'s keyword arguments (`kind`, `key`, `pr_key`, `payload`, `delay_seconds`).
 
     Synchronous code: `Database.write`, or `AsyncSession.run_sync` from async code. Returns
@@ -298,6 +323,7 @@ def queue_wakes_sqlite(conn: sqlite3.Connection, wakes: Sequence[Mapping[str, An
 def _queue(run: _Queueing, wakes: Sequence[Mapping[str, Any]]) -> datetime | None:
     now = utcnow()
     syncs: dict[str, tuple[datetime, str]] = {}  # PR → (earliest run_at, the first sync's key)
+    refs: dict[str, tuple[datetime, str]] = {}  # sync_ref payload → (earliest run_at, first key)
     others: list[dict[str, Any]] = []
     for w in wakes:
         queued_by_kind[w["kind"]] += 1
@@ -305,19 +331,29 @@ def _queue(run: _Queueing, wakes: Sequence[Mapping[str, Any]]) -> datetime | Non
         if w["kind"] == "sync" and w.get("pr_key") is not None:
             at, key = syncs.get(w["pr_key"], (run_at, w["key"]))
             syncs[w["pr_key"]] = (min(at, run_at), key)
+        elif w["kind"] == "sync_ref":
+            text = payload_text(w.get("payload"))
+            at, key = refs.get(text, (run_at, w["key"]))
+            refs[text] = (min(at, run_at), key)
         else:
             others.append(_row(w["kind"], w["key"], now, run_at, pr_key=w.get("pr_key"),
                                payload=w.get("payload")))
     # A row skipped because its key exists still counts here: a needless wake costs one look.
     due = [row["run_at"] for row in others]
-    if syncs:
-        for job_id, pr_key, run_at in run.waiting(list(syncs)):
-            at, _ = syncs.pop(pr_key, (None, None))
+    # A PR's syncs, and a ref's sync_refs, each coalesce into the one queued (brought forward if
+    # this one is sooner), or else are one new row.
+    for coalescing, waiting, new_row in (
+            (syncs, run.waiting, lambda pr_key, key, at: _row("sync", key, now, at, pr_key=pr_key)),
+            (refs, run.waiting_refs, lambda text, key, at: _row("sync_ref", key, now, at, payload=json.loads(text)))):
+        if not coalescing:
+            continue
+        for job_id, same, run_at in waiting(list(coalescing)):
+            at, _ = coalescing.pop(same, (None, None))
             if at is not None and at < run_at:
                 run.bring_forward(job_id, at)
                 due.append(at)
-        others += [_row("sync", key, now, at, pr_key=pr_key) for pr_key, (at, key) in syncs.items()]
-        due += [at for at, _ in syncs.values()]
+        others += [new_row(same, key, at) for same, (at, key) in coalescing.items()]
+        due += [at for at, _ in coalescing.values()]
     if others:
         run.insert(others)
     return min(due, default=None)

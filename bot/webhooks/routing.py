@@ -274,7 +274,9 @@ def _sync_ref(delivery_id: str, repo: str | None, *, sha: str | None = None,
               branch: str | None = None) -> tuple[Wake, ...]:
     if not repo or not (sha or branch):
         return ()
-    return (Wake("sync_ref", f"sync_ref:{repo}:{delivery_id}", None, {"repo": repo, "sha": sha, "branch": branch}),)
+    # Debounced like a PR's sync: a CI's statuses for one sha coalesce into the one queued.
+    return (Wake("sync_ref", f"sync_ref:{repo}:{delivery_id}", None, {"repo": repo, "sha": sha, "branch": branch},
+                 delay_seconds=SYNC_DEBOUNCE_SECONDS),)
 
 
 def _check(event: str, payload: dict, delivery_id: str, repo: str | None, rules: EnrollRules) -> tuple[Wake, ...]:

@@ -29,8 +29,11 @@ def _wake(rng: random.Random, delivery_id: str) -> dict:
         return {"kind": "sync", "key": f"sync:{pr}:{delivery_id}", "pr_key": pr, "payload": {},
                 "delay_seconds": rng.choice([0.0, 0.2, 5.0])}
     if kind == "sync_ref":
+        # A few refs, so a ref's sync_refs coalesce and are brought forward as a PR's syncs are.
+        ref = rng.choice([{"sha": "a" * 40, "branch": None}, {"sha": "b" * 40, "branch": None},
+                          {"sha": None, "branch": "main"}])
         return {"kind": "sync_ref", "key": f"sync_ref:acme/w:{delivery_id}", "pr_key": None,
-                "payload": {"repo": "acme/w", "sha": "a" * 40, "branch": None}, "delay_seconds": 0.0}
+                "payload": {"repo": "acme/w", **ref}, "delay_seconds": rng.choice([0.0, 0.2, 5.0])}
     # A command's key is its comment: a redelivery, or another delivery of it, queues nothing new.
     return {"kind": kind, "key": f"{kind}:{rng.randint(1, 8)}", "pr_key": pr,
             "payload": {"comment_id": 7, "kind": "issue"} if kind == "command" else {}, "delay_seconds": 0.0}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import update
 
 from bot.workers import PoolSettings, Reschedule, WorkerPool
@@ -253,6 +255,45 @@ async def test_syncs_of_one_pr_coalesce_while_one_is_queued(db):
     second, created = await jobs.enqueue(db, "sync", "sync:o/r#1:d9", pr_key="o/r#1")
     assert created and second != first
     assert (await jobs.get_job(db, second)).run_at <= utcnow() + timedelta(seconds=1)
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["enqueue", "queue_wakes"])
+async def test_sync_refs_of_one_ref_coalesce_while_one_is_queued(db, batch):
+    """A CI's statuses for one sha: one `sync_ref` queued for the repository and ref, brought
+    forward by a sooner one, and a new one once it runs; another sha or branch is another job."""
+    sha = {"repo": "o/r", "sha": "a" * 40, "branch": None}
+
+    async def queue(key: str, payload: dict, delay: float = 60) -> None:
+        if batch:
+            await db.write(jobs.queue_wakes, [dict(kind="sync_ref", key=key, payload=payload, delay_seconds=delay)])
+        else:
+            await jobs.enqueue(db, "sync_ref", key, payload=payload, delay_seconds=delay)
+
+    def refs(found) -> list[tuple[str, dict]]:
+        return sorted((j.key, json.loads(j.payload)) for j in found if j.kind == "sync_ref")
+
+    for i in range(5):
+        await queue(f"sync_ref:o/r:d{i}", sha)
+    if batch:  # and twice in one batch
+        await db.write(jobs.queue_wakes, [dict(kind="sync_ref", key=f"sync_ref:o/r:b{i}", payload=sha,
+                                               delay_seconds=60) for i in range(3)])
+    await queue("sync_ref:o/r:other-sha", sha | {"sha": "b" * 40})
+    await queue("sync_ref:o/r:branch", {"repo": "o/r", "sha": None, "branch": "main"})
+    await queue("sync_ref:o/r2:d0", sha | {"repo": "o/r2"})
+    assert refs(await jobs.list_jobs(db)) == [
+        ("sync_ref:o/r2:d0", sha | {"repo": "o/r2"}), ("sync_ref:o/r:branch", {"repo": "o/r", "sha": None, "branch": "main"}),
+        ("sync_ref:o/r:d0", sha), ("sync_ref:o/r:other-sha", sha | {"sha": "b" * 40})]
+    first = next(j for j in await jobs.list_jobs(db) if j.key == "sync_ref:o/r:d0")
+    assert first.run_at > utcnow() + timedelta(seconds=50)
+    # One wanted now pulls the queued one forward.
+    await queue("sync_ref:o/r:now", sha, delay=0)
+    assert (await jobs.get_job(db, first.id)).run_at <= utcnow()
+    # Once it runs, the next status queues a new one: the running one may have read before it.
+    await db.write(jobs.queue_wakes, [])  # nothing to queue: nothing written
+    claimed = await jobs.claim(db, "w1", 30)
+    assert claimed.id == first.id
+    await queue("sync_ref:o/r:after", sha)
+    assert [k for k, p in refs(await jobs.list_jobs(db)) if p == sha] == ["sync_ref:o/r:after", "sync_ref:o/r:d0"]
 
 
 async def test_the_poller_queues_one_sync_per_pr_however_many_ticks(db, bare_runtime):
