@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import sqlite3
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
+import structlog
 from sqlalchemy import ColumnElement, Table, bindparam, create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
@@ -24,6 +26,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 T = TypeVar("T")
 
+log = structlog.get_logger(__name__)
+
 DEFAULT_URL = "sqlite+aiosqlite:///./convergebot.db"
 
 # The execution option that marks a read session's connection (see `Database.read_session`).
@@ -32,6 +36,14 @@ READ_ONLY = "convergebot_read_only"
 # How long a write session waits for this process's other SQLite writers before it gives up, as
 # SQLite's own busy wait would (the lock below is that wait, for the writers of this process).
 WRITER_PATIENCE_SECONDS = 30.0
+# A SQLite file's WAL is checkpointed on a thread of its own after this many of the process's
+# write transactions (`_Checkpointer`), instead of by SQLite inside whichever commit crosses its
+# threshold, on the event loop's thread. A commit writes a handful of pages, so this is a few
+# hundred pages a checkpoint, below SQLite's default of a thousand.
+CHECKPOINT_EVERY_COMMITS = 64
+# SQLite's own automatic checkpoint stays on at this many pages (~40 MB of WAL with 4 KB pages),
+# a bound for a WAL whose writers this process does not count (another process, a migration).
+BACKSTOP_AUTOCHECKPOINT_PAGES = 10_000
 # Values per `IN (...)` list: well under every backend's bound-parameter limit.
 IN_BATCH = 500
 # A dead peer is noticed after about 10 + 3 * 5 seconds of silence.
@@ -93,6 +105,8 @@ class Database:
         # run on the event loop's own thread. None elsewhere.
         self._inline: Engine | None = None
         self.sqlite_file: Path | None = None  # the database file, on SQLite
+        # Checkpoints a SQLite file's WAL off the event loop's thread; None elsewhere.
+        self.checkpointer: _Checkpointer | None = None
         if self.backend == "sqlite":
             if parsed.database and parsed.database != ":memory:":
                 path = self.sqlite_file = Path(parsed.database).expanduser().resolve()
@@ -105,10 +119,14 @@ class Database:
                 self._inline = create_engine(parsed.set(drivername="sqlite+pysqlite"), echo=echo,
                                              connect_args={"check_same_thread": False})
                 _install_sqlite_hooks(self._inline, busy_timeout_ms=0)
+                self.checkpointer = _Checkpointer(self, path)
             self.engine: AsyncEngine = create_async_engine(
                 self.url, echo=echo, async_creator=_loop_connector(parsed.database or ":memory:")
             )
             _install_sqlite_hooks(self.engine.sync_engine)
+            if self.checkpointer is not None:
+                for engine in (self._inline, self.engine.sync_engine):
+                    _install_checkpoint_backstop(engine)
         else:
             # Server-side TCP keepalives: a replica whose host vanished without closing its
             # connections (power, network) would otherwise keep its advisory locks (a PR's
@@ -138,6 +156,8 @@ class Database:
         """
         async with self._writer(), self.sessions() as s, s.begin():
             yield s
+        if self.checkpointer is not None:  # committed
+            self.checkpointer.committed()
 
     @asynccontextmanager
     async def _writer(self) -> AsyncIterator[None]:
@@ -230,6 +250,8 @@ class Database:
                 began, result = (self._write_plain(plain, args) if plain is not None
                                  else self._write_inline(fn, args))
             if began:
+                if self.checkpointer is not None:
+                    self.checkpointer.committed()
                 return result
         async with self.session() as s:
             return await s.run_sync(fn, *args)
@@ -279,6 +301,72 @@ class Database:
         await self.engine.dispose()
         if self._inline is not None:
             self._inline.dispose()
+        if self.checkpointer is not None:
+            await self.checkpointer.close()
+
+
+class _Checkpointer:
+    """Checkpoints a SQLite file's WAL on a thread of its own, every `CHECKPOINT_EVERY_COMMITS`
+    write transactions of this process.
+
+    Left to SQLite, the commit that takes the WAL past a thousand pages also copies them into
+    the database file and syncs both to disk, on the thread that commits: here the event loop's,
+    which then serves nothing else. On a real disk that was ~20 ms about every hundred batches
+    of the webhook intake, half of all the time its transactions took (docs/architecture.md).
+    Here the commit only counts. When a checkpoint is due, a task takes this process's writer
+    turn (`Database._writer`) and runs it on this object's thread, where SQLite releases the GIL
+    for the copy and the sync: the loop goes on serving meanwhile, and only this process's
+    writes wait, as they would behind the inline checkpoint. With no commit during it, the
+    checkpoint copies the whole WAL, so the next write starts it over from the beginning; one
+    run alongside commits would leave their pages behind every time, and the WAL would only
+    grow. SQLite's own automatic checkpoint stays on far above this
+    (`BACKSTOP_AUTOCHECKPOINT_PAGES`), for writers this process does not count.
+    """
+
+    def __init__(self, db: Database, path: Path) -> None:
+        self.db = db
+        self.path = path
+        self.checkpoints = 0  # run, for tests and the benchmark
+        self._commits = 0
+        self._task: asyncio.Task[None] | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None  # opened and used on the pool's thread
+
+    def committed(self) -> None:
+        """One more write transaction committed; start a checkpoint if one is due and none runs."""
+        self._commits += 1
+        if self._commits < CHECKPOINT_EVERY_COMMITS or (self._task is not None and not self._task.done()):
+            return
+        self._commits = 0
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
+        self._task = asyncio.get_running_loop().create_task(self._run(self._pool), name="sqlite-checkpoint")
+
+    async def _run(self, pool: concurrent.futures.ThreadPoolExecutor) -> None:
+        try:
+            async with self.db._writer():
+                await asyncio.get_running_loop().run_in_executor(pool, self._checkpoint)
+            self.checkpoints += 1
+        except Exception as e:  # the next one tries again; the backstop bounds the WAL meanwhile
+            log.warning("sqlite.checkpoint_failed", error=f"{type(e).__name__}: {e}")
+
+    def _checkpoint(self) -> None:
+        if self._conn is None:
+            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        # PASSIVE: no busy wait (another process's writer is not waited for: the next one tries).
+        self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+
+    async def close(self) -> None:
+        """Wait for a checkpoint running, then let the thread and its connection go."""
+        if self._task is not None:
+            await asyncio.wait([self._task])  # it logs its own failure
+            self._task = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 # An UPDATE built once and bound at each run: `fenced_update`, a job's end, a round's update.
@@ -366,8 +454,8 @@ class _LoopConnection(aiosqlite.Connection):
     `BEGIN IMMEDIATE` that finds another process holding the write lock goes to the thread, to
     wait there; so do opening and closing.
 
-    A commit may checkpoint the WAL (SQLite's automatic checkpoint, every thousand pages), and
-    that runs on the loop too, as the webhook intake's inline commits always did.
+    A commit does not checkpoint the WAL here: that runs on a thread of its own (`_Checkpointer`),
+    except SQLite's own automatic checkpoint far past it, a backstop.
     """
 
     _busy_ms: int | None = None  # the connection's busy_timeout, read once
@@ -447,6 +535,17 @@ def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int = 5000) -> None:
         # IMMEDIATE takes the write lock up front: a transaction that reads and then writes can
         # otherwise fail with SQLITE_BUSY on upgrade, which busy_timeout does not retry.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _install_checkpoint_backstop(engine: Engine) -> None:
+    """The engine's connections leave the WAL to the database's `_Checkpointer`: SQLite's own
+    automatic checkpoint, run inside a commit, only past `BACKSTOP_AUTOCHECKPOINT_PAGES`."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_AUTOCHECKPOINT_PAGES}")
+        cur.close()
 
 
 _READS = ("select", "with", "show", "pragma", "explain", "begin", "savepoint", "release", "rollback", "commit")

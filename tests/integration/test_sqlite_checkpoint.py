@@ -1,0 +1,133 @@
+"""A SQLite file's WAL is checkpointed on a thread of its own (`storage.database._Checkpointer`),
+not inside a commit on the event loop: the loop goes on while it runs, this process's writes wait
+for it, and the WAL starts over after it instead of growing."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+import threading
+import uuid
+from pathlib import Path
+
+import structlog
+from sqlalchemy import text
+
+from storage import database, deliveries
+from storage.database import BACKSTOP_AUTOCHECKPOINT_PAGES, CHECKPOINT_EVERY_COMMITS, Database
+from storage.deliveries import Delivery
+
+from ..helpers import until
+
+
+def _batch(n: int = 4) -> list[Delivery]:
+    ids = [str(uuid.uuid4()) for _ in range(n)]
+    return [Delivery(i, "pull_request", "synchronize", "queued", None,
+                     ({"kind": "sync", "key": f"sync:acme/w#1:{i}", "pr_key": "acme/w#1", "payload": {},
+                       "delay_seconds": 0.2},)) for i in ids]
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+def _rows_in_file_alone(db_path: Path, tmp_path: Path) -> int:
+    """The deliveries in the database file itself, without its WAL: what checkpoints copied."""
+    copy = tmp_path / "alone.db"
+    shutil.copyfile(db_path, copy)
+    with sqlite3.connect(copy) as conn:
+        return conn.execute("SELECT count(*) FROM webhook_deliveries").fetchone()[0]
+
+
+async def test_the_processs_connections_leave_checkpoints_to_the_checkpointer(sqlite_db_url):
+    db = Database(sqlite_db_url)
+    try:
+        async with db.session() as s:
+            written = (await s.exec(text("PRAGMA wal_autocheckpoint"))).scalar()
+        async with db.read_session() as s:
+            read = (await s.exec(text("PRAGMA wal_autocheckpoint"))).scalar()
+        inline = await db.write(lambda s: s.connection().exec_driver_sql("PRAGMA wal_autocheckpoint").scalar())
+        assert (written, read, inline) == (BACKSTOP_AUTOCHECKPOINT_PAGES,) * 3
+    finally:
+        await db.dispose()
+
+
+async def test_the_wal_is_copied_into_the_file_and_starts_over(sqlite_db_url, tmp_path):
+    db = Database(sqlite_db_url)
+    path = Path(sqlite_db_url.removeprefix("sqlite:///"))
+    wal = Path(f"{path}-wal")
+    try:
+        assert db.checkpointer is not None
+        sizes = []
+        for cycle in range(1, 6):
+            for _ in range(CHECKPOINT_EVERY_COMMITS):
+                await deliveries.record_many(db, _batch())
+                await asyncio.sleep(0)  # a server's loop turns between writes; the checkpoint runs then
+            await until(f"checkpoint {cycle}", lambda c=cycle: _true(db.checkpointer.checkpoints >= c))
+            sizes.append(wal.stat().st_size)
+        # Everything committed before the last checkpoint is in the file itself...
+        assert _rows_in_file_alone(path, tmp_path) == 5 * CHECKPOINT_EVERY_COMMITS * 4
+        # ... and the WAL was written over from its start each cycle, not appended to: a cycle's
+        # commits write the same pages again, so it keeps the size of the largest cycle.
+        assert max(sizes[1:]) <= 2 * sizes[0], sizes
+    finally:
+        await db.dispose()
+
+
+async def test_while_a_checkpoint_runs_the_loop_goes_on_and_the_processs_writes_wait(sqlite_db_url, monkeypatch):
+    db = Database(sqlite_db_url)
+    started, release = threading.Event(), threading.Event()
+    real = database._Checkpointer._checkpoint
+
+    def held(self) -> None:
+        started.set()
+        release.wait(30)
+        real(self)
+
+    monkeypatch.setattr(database._Checkpointer, "_checkpoint", held)
+    try:
+        for _ in range(CHECKPOINT_EVERY_COMMITS):
+            await deliveries.record_many(db, _batch(1))
+        await until("the checkpoint's start", lambda: _true(started.is_set()))
+        # The loop runs: a read completes while the checkpoint holds its thread.
+        assert await deliveries.count(db) == CHECKPOINT_EVERY_COMMITS
+        # A write waits for the checkpoint's end (committing alongside it would leave its pages
+        # behind the checkpoint, and the WAL could not start over).
+        write = asyncio.create_task(deliveries.record_many(db, _batch(1)))
+        await asyncio.sleep(0.2)
+        assert not write.done()
+        release.set()
+        recorded = await asyncio.wait_for(write, 30)
+        assert recorded.new == [True]
+        assert db.checkpointer.checkpoints == 1
+    finally:
+        release.set()
+        await db.dispose()
+
+
+async def test_a_failed_checkpoint_is_logged_and_the_next_one_runs(sqlite_db_url, monkeypatch):
+    db = Database(sqlite_db_url)
+    real = database._Checkpointer._checkpoint
+    calls = []
+
+    def failing_once(self) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("disk I/O error")
+        real(self)
+
+    monkeypatch.setattr(database._Checkpointer, "_checkpoint", failing_once)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            for _ in range(2 * CHECKPOINT_EVERY_COMMITS):
+                await deliveries.record_many(db, _batch(1))
+                await asyncio.sleep(0)
+            await until("a checkpoint after the failed one", lambda: _true(db.checkpointer.checkpoints == 1))
+        assert len(calls) == 2
+        assert [e["error"] for e in logs if e["event"] == "sqlite.checkpoint_failed"] == [
+            "OperationalError: disk I/O error"]
+        # The writes around the failure all landed.
+        assert await deliveries.count(db) == 2 * CHECKPOINT_EVERY_COMMITS
+    finally:
+        await db.dispose()
