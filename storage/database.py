@@ -335,12 +335,18 @@ class _Checkpointer:
     def committed(self) -> None:
         """One more write transaction committed; start a checkpoint if one is due and none runs."""
         self._commits += 1
-        if self._commits < CHECKPOINT_EVERY_COMMITS or (self._task is not None and not self._task.done()):
+        loop = asyncio.get_running_loop()
+        if self._commits < CHECKPOINT_EVERY_COMMITS or self._running(loop):
             return
         self._commits = 0
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
-        self._task = asyncio.get_running_loop().create_task(self._run(self._pool), name="sqlite-checkpoint")
+        self._task = loop.create_task(self._run(self._pool), name="sqlite-checkpoint")
+
+    def _running(self, loop: asyncio.AbstractEventLoop) -> bool:
+        # A task of another loop (a Database used from one `asyncio.run` after another) will not
+        # run again: it holds up nothing here.
+        return self._task is not None and not self._task.done() and self._task.get_loop() is loop
 
     async def _run(self, pool: concurrent.futures.ThreadPoolExecutor) -> None:
         try:
@@ -358,9 +364,9 @@ class _Checkpointer:
 
     async def close(self) -> None:
         """Wait for a checkpoint running, then let the thread and its connection go."""
-        if self._task is not None:
+        if self._running(asyncio.get_running_loop()):
             await asyncio.wait([self._task])  # it logs its own failure
-            self._task = None
+        self._task = None
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
