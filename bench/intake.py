@@ -272,6 +272,7 @@ async def main(args) -> None:
                 hook_rate = await phase(port, "/webhook", args.rate_seconds, args.rate)
                 recorded = await deliveries.count(rt.db)
                 intake = rt.extras.get("webhook_intake")
+                checkpoints = getattr(getattr(rt.db, "checkpointer", None), "checkpoints", None)
         finally:
             bare.should_exit = True
             await bare_task
@@ -313,7 +314,8 @@ async def main(args) -> None:
           f"statuses {statuses}")
     if intake is not None:
         print(f"intake: {intake.batches} transactions, largest batch {intake.largest_batch}, "
-              f"{recorded / max(intake.batches, 1):.1f} deliveries per transaction")
+              f"{recorded / max(intake.batches, 1):.1f} deliveries per transaction"
+              + (f"; {checkpoints} WAL checkpoints off the loop" if checkpoints is not None else ""))
 
 
 if __name__ == "__main__":

@@ -36,11 +36,14 @@ READ_ONLY = "convergebot_read_only"
 # How long a write session waits for this process's other SQLite writers before it gives up, as
 # SQLite's own busy wait would (the lock below is that wait, for the writers of this process).
 WRITER_PATIENCE_SECONDS = 30.0
-# A SQLite file's WAL is checkpointed on a thread of its own after this many of the process's
-# write transactions (`_Checkpointer`), instead of by SQLite inside whichever commit crosses its
-# threshold, on the event loop's thread. A commit writes a handful of pages, so this is a few
-# hundred pages a checkpoint, below SQLite's default of a thousand.
-CHECKPOINT_EVERY_COMMITS = 64
+# A SQLite file's WAL is checkpointed on a thread of its own (`_Checkpointer`) once this
+# process's write transactions have written about this many pages to it (SQLite's own default
+# threshold), instead of by SQLite inside whichever commit crosses it, on the event loop's thread.
+CHECKPOINT_PAGES = 1000
+# Commits before the first checkpoint, which measures the pages a commit writes; and the bounds
+# of the count the next one waits for.
+FIRST_CHECKPOINT_COMMITS = 64
+CHECKPOINT_COMMITS_BOUNDS = (16, 4096)
 # SQLite's own automatic checkpoint stays on at this many pages (~40 MB of WAL with 4 KB pages),
 # a bound for a WAL whose writers this process does not count (another process, a migration).
 BACKSTOP_AUTOCHECKPOINT_PAGES = 10_000
@@ -306,8 +309,8 @@ class Database:
 
 
 class _Checkpointer:
-    """Checkpoints a SQLite file's WAL on a thread of its own, every `CHECKPOINT_EVERY_COMMITS`
-    write transactions of this process.
+    """Checkpoints a SQLite file's WAL on a thread of its own, once this process's write
+    transactions have written about `CHECKPOINT_PAGES` pages to it.
 
     Left to SQLite, the commit that takes the WAL past a thousand pages also copies them into
     the database file and syncs both to disk, on the thread that commits: here the event loop's,
@@ -321,12 +324,17 @@ class _Checkpointer:
     run alongside commits would leave their pages behind every time, and the WAL would only
     grow. SQLite's own automatic checkpoint stays on far above this
     (`BACKSTOP_AUTOCHECKPOINT_PAGES`), for writers this process does not count.
+
+    A commit does not tell how many pages it wrote, but a checkpoint does (the WAL's frames):
+    the first runs after `FIRST_CHECKPOINT_COMMITS` commits, and each sets the count of commits
+    the next waits for from the pages a commit wrote since the one before.
     """
 
     def __init__(self, db: Database, path: Path) -> None:
         self.db = db
         self.path = path
         self.checkpoints = 0  # run, for tests and the benchmark
+        self.due = FIRST_CHECKPOINT_COMMITS  # commits before the next checkpoint
         self._commits = 0
         self._task: asyncio.Task[None] | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -336,31 +344,38 @@ class _Checkpointer:
         """One more write transaction committed; start a checkpoint if one is due and none runs."""
         self._commits += 1
         loop = asyncio.get_running_loop()
-        if self._commits < CHECKPOINT_EVERY_COMMITS or self._running(loop):
+        if self._commits < self.due or self._running(loop):
             return
-        self._commits = 0
+        commits, self._commits = self._commits, 0
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
-        self._task = loop.create_task(self._run(self._pool), name="sqlite-checkpoint")
+        self._task = loop.create_task(self._run(self._pool, commits), name="sqlite-checkpoint")
 
     def _running(self, loop: asyncio.AbstractEventLoop) -> bool:
         # A task of another loop (a Database used from one `asyncio.run` after another) will not
         # run again: it holds up nothing here.
         return self._task is not None and not self._task.done() and self._task.get_loop() is loop
 
-    async def _run(self, pool: concurrent.futures.ThreadPoolExecutor) -> None:
+    async def _run(self, pool: concurrent.futures.ThreadPoolExecutor, commits: int) -> None:
         try:
             async with self.db._writer():
-                await asyncio.get_running_loop().run_in_executor(pool, self._checkpoint)
+                frames = await asyncio.get_running_loop().run_in_executor(pool, self._checkpoint)
             self.checkpoints += 1
         except Exception as e:  # the next one tries again; the backstop bounds the WAL meanwhile
             log.warning("sqlite.checkpoint_failed", error=f"{type(e).__name__}: {e}")
+            return
+        if frames > 0:
+            low, high = CHECKPOINT_COMMITS_BOUNDS
+            self.due = max(low, min(high, round(CHECKPOINT_PAGES * commits / frames)))
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self) -> int:
+        """The frames the WAL held; all of them are in the database file now, unless a reader
+        (of another process) still used some."""
         if self._conn is None:
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         # PASSIVE: no busy wait (another process's writer is not waited for: the next one tries).
-        self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        _busy, frames, _copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return max(frames, 0)  # -1: not in WAL mode
 
     async def close(self) -> None:
         """Wait for a checkpoint running, then let the thread and its connection go."""

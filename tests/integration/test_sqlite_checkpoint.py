@@ -15,7 +15,12 @@ import structlog
 from sqlalchemy import text
 
 from storage import database, deliveries
-from storage.database import BACKSTOP_AUTOCHECKPOINT_PAGES, CHECKPOINT_EVERY_COMMITS, Database
+from storage.database import (
+    BACKSTOP_AUTOCHECKPOINT_PAGES,
+    CHECKPOINT_COMMITS_BOUNDS,
+    FIRST_CHECKPOINT_COMMITS,
+    Database,
+)
 from storage.deliveries import Delivery
 
 from ..helpers import until
@@ -53,26 +58,50 @@ async def test_the_processs_connections_leave_checkpoints_to_the_checkpointer(sq
         await db.dispose()
 
 
+async def _commit(db: Database, commits: int, size: int = 4) -> None:
+    for _ in range(commits):
+        await deliveries.record_many(db, _batch(size))
+        await asyncio.sleep(0)  # a server's loop turns between writes; the checkpoint runs then
+
+
 async def test_the_wal_is_copied_into_the_file_and_starts_over(sqlite_db_url, tmp_path):
     db = Database(sqlite_db_url)
     path = Path(sqlite_db_url.removeprefix("sqlite:///"))
     wal = Path(f"{path}-wal")
     try:
         assert db.checkpointer is not None
-        sizes = []
+        sizes, written = [], 0
         for cycle in range(1, 6):
-            for _ in range(CHECKPOINT_EVERY_COMMITS):
-                await deliveries.record_many(db, _batch())
-                await asyncio.sleep(0)  # a server's loop turns between writes; the checkpoint runs then
+            due = db.checkpointer.due
+            await _commit(db, due)
+            written += due * 4
             await until(f"checkpoint {cycle}", lambda c=cycle: _true(db.checkpointer.checkpoints >= c))
             sizes.append(wal.stat().st_size)
         # Everything committed before the last checkpoint is in the file itself...
-        assert _rows_in_file_alone(path, tmp_path) == 5 * CHECKPOINT_EVERY_COMMITS * 4
-        # ... and the WAL was written over from its start each cycle, not appended to: a cycle's
-        # commits write the same pages again, so it keeps the size of the largest cycle.
-        assert max(sizes[1:]) <= 2 * sizes[0], sizes
+        assert _rows_in_file_alone(path, tmp_path) == written
+        # ... and the WAL was written over from its start each cycle, not appended to: it keeps
+        # the size of a cycle's pages (about the same each cycle once the count has adapted).
+        assert max(sizes[2:]) <= 2 * sizes[1], sizes
     finally:
         await db.dispose()
+
+
+async def test_the_commits_between_checkpoints_follow_the_pages_a_commit_writes(tmp_path, sqlite_template):
+    """About `CHECKPOINT_PAGES` pages a checkpoint: commits of many rows are checkpointed after
+    fewer of them than commits of one."""
+    dues = {}
+    for size in (1, 16):
+        path = tmp_path / f"{size}.db"
+        shutil.copyfile(sqlite_template, path)
+        db = Database(f"sqlite:///{path}")
+        try:
+            await _commit(db, FIRST_CHECKPOINT_COMMITS, size)
+            await until("the first checkpoint", lambda d=db: _true(d.checkpointer.checkpoints == 1))
+            dues[size] = db.checkpointer.due
+        finally:
+            await db.dispose()
+    low, high = CHECKPOINT_COMMITS_BOUNDS
+    assert low <= dues[16] < dues[1] <= high, dues
 
 
 async def test_while_a_checkpoint_runs_the_loop_goes_on_and_the_processs_writes_wait(sqlite_db_url, monkeypatch):
@@ -87,11 +116,11 @@ async def test_while_a_checkpoint_runs_the_loop_goes_on_and_the_processs_writes_
 
     monkeypatch.setattr(database._Checkpointer, "_checkpoint", held)
     try:
-        for _ in range(CHECKPOINT_EVERY_COMMITS):
+        for _ in range(FIRST_CHECKPOINT_COMMITS):
             await deliveries.record_many(db, _batch(1))
         await until("the checkpoint's start", lambda: _true(started.is_set()))
         # The loop runs: a read completes while the checkpoint holds its thread.
-        assert await deliveries.count(db) == CHECKPOINT_EVERY_COMMITS
+        assert await deliveries.count(db) == FIRST_CHECKPOINT_COMMITS
         # A write waits for the checkpoint's end (committing alongside it would leave its pages
         # behind the checkpoint, and the WAL could not start over).
         write = asyncio.create_task(deliveries.record_many(db, _batch(1)))
@@ -120,14 +149,13 @@ async def test_a_failed_checkpoint_is_logged_and_the_next_one_runs(sqlite_db_url
     monkeypatch.setattr(database._Checkpointer, "_checkpoint", failing_once)
     try:
         with structlog.testing.capture_logs() as logs:
-            for _ in range(2 * CHECKPOINT_EVERY_COMMITS):
-                await deliveries.record_many(db, _batch(1))
-                await asyncio.sleep(0)
+            await _commit(db, FIRST_CHECKPOINT_COMMITS, 1)  # the first fails: `due` stays as it was
+            await _commit(db, FIRST_CHECKPOINT_COMMITS, 1)
             await until("a checkpoint after the failed one", lambda: _true(db.checkpointer.checkpoints == 1))
         assert len(calls) == 2
         assert [e["error"] for e in logs if e["event"] == "sqlite.checkpoint_failed"] == [
             "OperationalError: disk I/O error"]
         # The writes around the failure all landed.
-        assert await deliveries.count(db) == 2 * CHECKPOINT_EVERY_COMMITS
+        assert await deliveries.count(db) == 2 * FIRST_CHECKPOINT_COMMITS
     finally:
         await db.dispose()
