@@ -5,6 +5,7 @@ for it, and the WAL starts over after it instead of growing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import sqlite3
 import threading
@@ -41,7 +42,7 @@ def _rows_in_file_alone(db_path: Path, tmp_path: Path) -> int:
     """The deliveries in the database file itself, without its WAL: what checkpoints copied."""
     copy = tmp_path / "alone.db"
     shutil.copyfile(db_path, copy)
-    with sqlite3.connect(copy) as conn:
+    with contextlib.closing(sqlite3.connect(copy)) as conn:
         return conn.execute("SELECT count(*) FROM webhook_deliveries").fetchone()[0]
 
 
