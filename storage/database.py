@@ -127,9 +127,6 @@ class Database:
                 self.url, echo=echo, async_creator=_loop_connector(parsed.database or ":memory:")
             )
             _install_sqlite_hooks(self.engine.sync_engine)
-            if self.checkpointer is not None:
-                for engine in (self._inline, self.engine.sync_engine):
-                    _install_checkpoint_backstop(engine)
         else:
             # Server-side TCP keepalives: a replica whose host vanished without closing its
             # connections (power, network) would otherwise keep its advisory locks (a PR's
@@ -540,6 +537,9 @@ def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int = 5000) -> None:
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA synchronous=NORMAL")
+        # The WAL is the database's `_Checkpointer`'s (a file's; in memory there is no WAL):
+        # SQLite's own checkpoint, run inside a commit, only as a backstop.
+        cur.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_AUTOCHECKPOINT_PAGES}")
         cur.close()
 
     @event.listens_for(engine, "begin")
@@ -556,17 +556,6 @@ def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int = 5000) -> None:
         # IMMEDIATE takes the write lock up front: a transaction that reads and then writes can
         # otherwise fail with SQLITE_BUSY on upgrade, which busy_timeout does not retry.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def _install_checkpoint_backstop(engine: Engine) -> None:
-    """The engine's connections leave the WAL to the database's `_Checkpointer`: SQLite's own
-    automatic checkpoint, run inside a commit, only past `BACKSTOP_AUTOCHECKPOINT_PAGES`."""
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record) -> None:
-        cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_AUTOCHECKPOINT_PAGES}")
-        cur.close()
 
 
 _READS = ("select", "with", "show", "pragma", "explain", "begin", "savepoint", "release", "rollback", "commit")
