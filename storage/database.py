@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import os
 import sqlite3
 import time
 import weakref
@@ -40,9 +41,11 @@ WRITER_PATIENCE_SECONDS = 30.0
 # process's write transactions have written about this many pages to it (SQLite's own default
 # threshold), instead of by SQLite inside whichever commit crosses it, on the event loop's thread.
 CHECKPOINT_PAGES = 1000
-# Commits before the first checkpoint, which measures the pages a commit writes; and the bounds
-# of the count the next one waits for.
-FIRST_CHECKPOINT_COMMITS = 64
+# Until a checkpoint has measured the pages a commit writes, the WAL file's size is looked at
+# every this many commits (a WAL frame is a page and its 24-byte header; SQLite's default page
+# size, which this database keeps). Then the bounds of the commits a checkpoint waits for.
+WAL_LOOK_COMMITS = 64
+WAL_FRAME_BYTES = 4096 + 24
 CHECKPOINT_COMMITS_BOUNDS = (16, 4096)
 # SQLite's own automatic checkpoint stays on at this many pages (~40 MB of WAL with 4 KB pages),
 # a bound for a WAL whose writers this process does not count (another process, a migration).
@@ -322,16 +325,20 @@ class _Checkpointer:
     grow. SQLite's own automatic checkpoint stays on far above this
     (`BACKSTOP_AUTOCHECKPOINT_PAGES`), for writers this process does not count.
 
-    A commit does not tell how many pages it wrote, but a checkpoint does (the WAL's frames):
-    the first runs after `FIRST_CHECKPOINT_COMMITS` commits, and each sets the count of commits
-    the next waits for from the pages a commit wrote since the one before.
+    A commit does not tell how many pages it wrote, but a checkpoint does (the WAL's frames),
+    and each sets the count of commits the next waits for from the pages a commit wrote since
+    the one before. The first runs once the WAL file has grown to the threshold's size (looked
+    at every `WAL_LOOK_COMMITS` commits): a small database, a test's, is never checkpointed
+    early, as SQLite would not have either.
     """
 
     def __init__(self, db: Database, path: Path) -> None:
         self.db = db
         self.path = path
         self.checkpoints = 0  # run, for tests and the benchmark
-        self.due = FIRST_CHECKPOINT_COMMITS  # commits before the next checkpoint
+        self.frames = 0  # the WAL's frames at the last checkpoint
+        self.due = WAL_LOOK_COMMITS  # commits before the next checkpoint (or look at the WAL)
+        self._measured = False  # a checkpoint has counted the frames of known commits
         self._commits = 0
         self._task: asyncio.Task[None] | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -343,10 +350,24 @@ class _Checkpointer:
         loop = asyncio.get_running_loop()
         if self._commits < self.due or self._running(loop):
             return
+        if not self._measured and not self._wal_full():
+            self.due = self._commits + WAL_LOOK_COMMITS
+            return
         commits, self._commits = self._commits, 0
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
         self._task = loop.create_task(self._run(self._pool, commits), name="sqlite-checkpoint")
+
+    def _wal_full(self) -> bool:
+        """The WAL file has room for `CHECKPOINT_PAGES` frames. Its size is what the WAL ever
+        held (SQLite writes it over from the start after a checkpoint, and does not shrink it),
+        so it only tells when nothing was checkpointed yet: one left by an earlier process
+        starts a checkpoint at once, which measures."""
+        try:
+            size = os.stat(f"{self.path}-wal").st_size
+        except FileNotFoundError:
+            return False
+        return size >= CHECKPOINT_PAGES * WAL_FRAME_BYTES
 
     def _running(self, loop: asyncio.AbstractEventLoop) -> bool:
         # A task of another loop (a Database used from one `asyncio.run` after another) will not
@@ -361,7 +382,9 @@ class _Checkpointer:
         except Exception as e:  # the next one tries again; the backstop bounds the WAL meanwhile
             log.warning("sqlite.checkpoint_failed", error=f"{type(e).__name__}: {e}")
             return
+        self.frames = frames
         if frames > 0:
+            self._measured = True
             low, high = CHECKPOINT_COMMITS_BOUNDS
             self.due = max(low, min(high, round(CHECKPOINT_PAGES * commits / frames)))
 

@@ -205,7 +205,9 @@ class _HangThenPush:
 
 async def test_a_fix_job_of_a_stopped_run_never_runs_the_agent(tmp_path, db_url):
     fixer = _HangThenPush()
-    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, jobs={"lease_seconds": 3}, **QUIET) as h:
+    # The heartbeat finds the stopped run's job orphaned within a third of the lease. A lease much
+    # shorter would run out in a stall of the loaded machine, and the job be run again by others.
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, jobs={"lease_seconds": 9}, **QUIET) as h:
         h.sim.set_reviewer(REPO, steps(1))
         key, number = await open_and_enroll(h)
         await asyncio.wait_for(fixer.hanging[0].wait(), 30)

@@ -195,7 +195,8 @@ async def test_stop_cancels_a_running_fixer_and_nothing_is_pushed(tmp_path, db_u
     # Unsandboxed: the test watches the agent's process by the pid it writes.
     config = {"kind": "command", "command": [sys.executable, str(script), str(pid_file)],
               "sandbox": "off"}
-    async with bot_on_simulator(tmp_path, db_url, fixer_config=config, jobs={"lease_seconds": 1.5}) as h:
+    # The heartbeat finds the stopped run's job orphaned within a third of the lease.
+    async with bot_on_simulator(tmp_path, db_url, fixer_config=config, jobs={"lease_seconds": 6}) as h:
         h.sim.set_reviewer(REPO, steps(1))
         key, number = await open_and_enroll(h)
         await h.wait_for("the agent to start", lambda: _exists(pid_file), timeout=30)
@@ -203,9 +204,9 @@ async def test_stop_cancels_a_running_fixer_and_nothing_is_pushed(tmp_path, db_u
         head = await h.rt.github.branch_head("acme", "app", "feat")
         await h.sim.comment(REPO, number, "/converge stop", user="maint")
         await h.wait_status(key, "abandoned")
-        await h.wait_for("the agent to be killed", lambda: _gone(pid), timeout=10)
+        await h.wait_for("the agent to be killed", lambda: _gone(pid), timeout=30)
         (job,) = await _jobs(h, "fix")
-        await h.wait_for("the fix job dropped", lambda: _all_status(h, [job.id], "dropped"), timeout=10)
+        await h.wait_for("the fix job dropped", lambda: _all_status(h, [job.id], "dropped"), timeout=30)
         assert await h.rt.github.branch_head("acme", "app", "feat") == head
 
 

@@ -19,7 +19,8 @@ from storage import database, deliveries
 from storage.database import (
     BACKSTOP_AUTOCHECKPOINT_PAGES,
     CHECKPOINT_COMMITS_BOUNDS,
-    FIRST_CHECKPOINT_COMMITS,
+    CHECKPOINT_PAGES,
+    WAL_LOOK_COMMITS,
     Database,
 )
 from storage.deliveries import Delivery
@@ -65,14 +66,28 @@ async def _commit(db: Database, commits: int, size: int = 4) -> None:
         await asyncio.sleep(0)  # a server's loop turns between writes; the checkpoint runs then
 
 
+async def _commit_until_checkpointed(db: Database, size: int) -> int:
+    """Commits of `size` rows, a look at the WAL's size at a time, until the first checkpoint
+    has run; the commits it took."""
+    commits = 0
+    while db.checkpointer.checkpoints == 0:
+        assert commits < 100 * WAL_LOOK_COMMITS, "no checkpoint"
+        await _commit(db, WAL_LOOK_COMMITS, size)
+        commits += WAL_LOOK_COMMITS
+        if db.checkpointer._running(asyncio.get_running_loop()):
+            await until("the first checkpoint", lambda: _true(db.checkpointer.checkpoints == 1))
+    return commits
+
+
 async def test_the_wal_is_copied_into_the_file_and_starts_over(sqlite_db_url, tmp_path):
     db = Database(sqlite_db_url)
     path = Path(sqlite_db_url.removeprefix("sqlite:///"))
     wal = Path(f"{path}-wal")
     try:
         assert db.checkpointer is not None
-        sizes, written = [], 0
-        for cycle in range(1, 6):
+        written = 4 * await _commit_until_checkpointed(db, 4)
+        sizes = [wal.stat().st_size]
+        for cycle in range(2, 6):
             due = db.checkpointer.due
             await _commit(db, due)
             written += due * 4
@@ -88,24 +103,27 @@ async def test_the_wal_is_copied_into_the_file_and_starts_over(sqlite_db_url, tm
 
 
 async def test_the_commits_between_checkpoints_follow_the_pages_a_commit_writes(tmp_path, sqlite_template):
-    """About `CHECKPOINT_PAGES` pages a checkpoint: commits of many rows are checkpointed after
+    """About `CHECKPOINT_PAGES` pages a checkpoint: the first once the WAL holds that many (a
+    small database is never checkpointed), and commits of many rows are checkpointed after
     fewer of them than commits of one."""
-    dues = {}
+    dues, firsts = {}, {}
     for size in (1, 16):
         path = tmp_path / f"{size}.db"
         shutil.copyfile(sqlite_template, path)
         db = Database(f"sqlite:///{path}")
         try:
-            await _commit(db, FIRST_CHECKPOINT_COMMITS, size)
-            await until("the first checkpoint", lambda d=db: _true(d.checkpointer.checkpoints == 1))
+            firsts[size] = await _commit_until_checkpointed(db, size)
+            assert db.checkpointer.frames >= CHECKPOINT_PAGES
             dues[size] = db.checkpointer.due
         finally:
             await db.dispose()
+    assert WAL_LOOK_COMMITS < firsts[16] < firsts[1], firsts
     low, high = CHECKPOINT_COMMITS_BOUNDS
     assert low <= dues[16] < dues[1] <= high, dues
 
 
 async def test_while_a_checkpoint_runs_the_loop_goes_on_and_the_processs_writes_wait(sqlite_db_url, monkeypatch):
+    monkeypatch.setattr(database, "CHECKPOINT_PAGES", 1)  # the first look at the WAL starts one
     db = Database(sqlite_db_url)
     started, release = threading.Event(), threading.Event()
     real = database._Checkpointer._checkpoint
@@ -117,11 +135,11 @@ async def test_while_a_checkpoint_runs_the_loop_goes_on_and_the_processs_writes_
 
     monkeypatch.setattr(database._Checkpointer, "_checkpoint", held)
     try:
-        for _ in range(FIRST_CHECKPOINT_COMMITS):
+        for _ in range(WAL_LOOK_COMMITS):
             await deliveries.record_many(db, _batch(1))
         await until("the checkpoint's start", lambda: _true(started.is_set()))
         # The loop runs: a read completes while the checkpoint holds its thread.
-        assert await deliveries.count(db) == FIRST_CHECKPOINT_COMMITS
+        assert await deliveries.count(db) == WAL_LOOK_COMMITS
         # A write waits for the checkpoint's end (committing alongside it would leave its pages
         # behind the checkpoint, and the WAL could not start over).
         write = asyncio.create_task(deliveries.record_many(db, _batch(1)))
@@ -137,6 +155,7 @@ async def test_while_a_checkpoint_runs_the_loop_goes_on_and_the_processs_writes_
 
 
 async def test_a_failed_checkpoint_is_logged_and_the_next_one_runs(sqlite_db_url, monkeypatch):
+    monkeypatch.setattr(database, "CHECKPOINT_PAGES", 1)  # each look at the WAL starts one
     db = Database(sqlite_db_url)
     real = database._Checkpointer._checkpoint
     calls = []
@@ -150,13 +169,13 @@ async def test_a_failed_checkpoint_is_logged_and_the_next_one_runs(sqlite_db_url
     monkeypatch.setattr(database._Checkpointer, "_checkpoint", failing_once)
     try:
         with structlog.testing.capture_logs() as logs:
-            await _commit(db, FIRST_CHECKPOINT_COMMITS, 1)  # the first fails: `due` stays as it was
-            await _commit(db, FIRST_CHECKPOINT_COMMITS, 1)
+            await _commit(db, WAL_LOOK_COMMITS, 1)  # the first fails: `due` stays as it was
+            await _commit(db, WAL_LOOK_COMMITS, 1)
             await until("a checkpoint after the failed one", lambda: _true(db.checkpointer.checkpoints == 1))
         assert len(calls) == 2
         assert [e["error"] for e in logs if e["event"] == "sqlite.checkpoint_failed"] == [
             "OperationalError: disk I/O error"]
         # The writes around the failure all landed.
-        assert await deliveries.count(db) == 2 * FIRST_CHECKPOINT_COMMITS
+        assert await deliveries.count(db) == 2 * WAL_LOOK_COMMITS
     finally:
         await db.dispose()
