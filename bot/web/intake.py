@@ -13,6 +13,12 @@ After the commit the intake wakes the job workers for the soonest job the batch 
 at all when every delivery's sync coalesced into one already queued: a burst of webhooks about
 one PR costs one wake, not one per delivery.
 
+A batch closes before its wait is up once every request the endpoint has in hand waits in it
+(`expecting`: a request counts from its start until it is answered): nothing more is on
+its way, and waiting on would only keep the server idle, under a burst whose every connection
+waits for the batch, or a lone delivery waiting for company that does not come. (PostgreSQL's
+`commit_siblings` is the same thought: delay a commit only while others are active.)
+
 The writer task runs only while there is work: it ends when the queue is empty and the next
 delivery starts a new one, so there is nothing to start or stop with the server.
 """
@@ -22,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import structlog
@@ -63,8 +69,30 @@ class Intake:
         self._waiting: deque[_Waiting] = deque()
         self._full: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._in_hand = 0  # requests from their start to their answer (`expecting`)
         self.batches = 0  # committed or failed, for tests and the benchmark
         self.largest_batch = 0
+
+    @contextlib.contextmanager
+    def expecting(self) -> Iterator[None]:
+        """A request in hand that may submit a delivery before it leaves this block: a batch
+        waits for it (within its wait), and closes as soon as every one in hand joined it."""
+        self._in_hand += 1
+        try:
+            yield
+        finally:
+            self._in_hand -= 1
+            self._close_if_complete()
+
+    def _complete(self) -> bool:
+        """The batch forming holds every request in hand (or is full). Deliveries submitted
+        from outside any request (none is in hand) wait out the batch's wait."""
+        n = len(self._waiting)
+        return n >= self.max_batch or 0 < self._in_hand <= n
+
+    def _close_if_complete(self) -> None:
+        if self._full is not None and not self._full.done() and self._complete():
+            self._full.set_result(None)
 
     async def submit(self, delivery: Delivery) -> bool:
         """True if recorded now, False if seen before; raises BatchFailed if its batch failed."""
@@ -75,8 +103,7 @@ class Intake:
         # retrieved".
         future.add_done_callback(_retrieved)
         self._waiting.append(_Waiting(delivery, future, loop.time()))
-        if len(self._waiting) >= self.max_batch and self._full is not None and not self._full.done():
-            self._full.set_result(None)
+        self._close_if_complete()
         if self._task is None:
             self._task = asyncio.create_task(self._drain(), name="webhook-intake")
         # A request cancelled while it waits cancels this future and leaves its delivery in the
@@ -90,7 +117,7 @@ class Intake:
                 # Wait for more only up to `max_wait_seconds` after the oldest arrived: deliveries
                 # that already queued behind the previous batch's write are written at once.
                 remaining = self._waiting[0].since + self.max_wait_seconds - loop.time()
-                if remaining > 0 and len(self._waiting) < self.max_batch:
+                if remaining > 0 and not self._complete():
                     self._full = loop.create_future()
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(remaining):

@@ -73,8 +73,8 @@ async def _respond(send: Send, status: int, content: dict) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def _error(send: Send, status: int, message: str) -> None:
-    await _respond(send, status, {"error": message})
+def _error(message: str) -> dict:
+    return {"error": message}
 
 
 def _headers(scope: Scope) -> dict[bytes, str]:
@@ -225,13 +225,23 @@ class WebhookEndpoint:
 
 
 async def receive_webhook(rt: Runtime, scope: Scope, receive: Receive, send: Send) -> None:
+    # In hand for the intake from its start to its answer: a batch closes once every request
+    # in hand has joined it (`Intake.expecting`), not when its wait runs out.
+    gate = intake(rt)
+    with gate.expecting():
+        status, content = await _take(rt, gate, scope, receive)
+    await _respond(send, status, content)
+
+
+async def _take(rt: Runtime, gate: Intake, scope: Scope, receive: Receive) -> tuple[int, dict]:
+    """The answer to one delivery: read, checked, routed and recorded (or refused, and why)."""
     headers = _headers(scope)
     try:
         body = await _read_body(headers, receive)
     except _Disconnected:
-        return await _error(send, 400, "client disconnected")
+        return 400, _error("client disconnected")
     if body is None:
-        return await _error(send, 413, "payload larger than 25 MB")
+        return 413, _error("payload larger than 25 MB")
 
     # The signature is checked on the raw bytes before anything is parsed or stored, in
     # constant time (`verify`).
@@ -242,23 +252,23 @@ async def receive_webhook(rt: Runtime, scope: Scope, receive: Receive, send: Sen
             or not verify(secret, body, signature)):
         # `github_event` in the log lines: structlog keeps the line's own name under `event`.
         log.warning("webhook.bad_signature", delivery_id=headers.get(b"x-github-delivery"))
-        return await _error(send, 401, "missing or invalid X-Hub-Signature-256")
+        return 401, _error("missing or invalid X-Hub-Signature-256")
 
     event = _header(headers, b"x-github-event", MAX_EVENT)
     delivery_id = _header(headers, b"x-github-delivery", MAX_DELIVERY_ID)
     if event is None or delivery_id is None:
-        return await _error(send, 400, "missing or malformed X-GitHub-Event or X-GitHub-Delivery header")
+        return 400, _error("missing or malformed X-GitHub-Event or X-GitHub-Delivery header")
     try:
         payload = parse_read(body)
     except ValueError as e:  # not UTF-8/16/32, not JSON, or an integer past 4300 digits
-        return await _error(send, 400, f"malformed JSON: {e}")
+        return 400, _error(f"malformed JSON: {e}")
     except RecursionError:
-        return await _error(send, 400, "malformed JSON: nested too deeply")
+        return 400, _error("malformed JSON: nested too deeply")
     if not isinstance(payload, dict):
-        return await _error(send, 400, "payload is not a JSON object")
+        return 400, _error("payload is not a JSON object")
     action = payload.get("action")
     if action is not None and not (isinstance(action, str) and storable(action, MAX_EVENT)):
-        return await _error(send, 400, f"action is not a string of at most {MAX_EVENT} storable characters")
+        return 400, _error(f"action is not a string of at most {MAX_EVENT} storable characters")
 
     learn_from_payload(rt.github, payload)  # which installation the repository is on: no lookup
     error = None
@@ -273,7 +283,7 @@ async def receive_webhook(rt: Runtime, scope: Scope, receive: Receive, send: Sen
         repoconfig.forget(rt, changed)  # its .github/convergebot.toml changed: read it at next use
     label = event if event in KNOWN_EVENTS else "other"  # a sender cannot grow the metric's series
     try:
-        new = await intake(rt).submit(Delivery(
+        new = await gate.submit(Delivery(
             delivery_id, event, action, routed.outcome, error, tuple(w.job() for w in routed.wakes),
         ))
     except BatchFailed as e:
@@ -281,13 +291,13 @@ async def receive_webhook(rt: Runtime, scope: Scope, receive: Receive, send: Sen
         log.error("webhook.not_recorded", delivery_id=delivery_id, github_event=event, action=action,
                   error=str(e))
         _count(label, "not_recorded")
-        return await _error(send, 503, "the delivery could not be recorded; deliver it again")
+        return 503, _error("the delivery could not be recorded; deliver it again")
     if not new:
         log.info("webhook.duplicate", delivery_id=delivery_id, github_event=event, action=action)
         _count(label, "duplicate")
-        return await _respond(send, 200, {"delivery_id": delivery_id, "outcome": "duplicate"})
+        return 200, {"delivery_id": delivery_id, "outcome": "duplicate"}
     log.info("webhook.accepted", delivery_id=delivery_id, github_event=event, action=action,
              outcome=routed.outcome, reason=routed.reason, jobs=len(routed.wakes))
     _count(label, routed.outcome)
     metrics.webhook_woke(w.pr_key for w in routed.wakes)
-    await _respond(send, 202, {"delivery_id": delivery_id, "outcome": routed.outcome, "reason": routed.reason})
+    return 202, {"delivery_id": delivery_id, "outcome": routed.outcome, "reason": routed.reason}

@@ -13,7 +13,7 @@ import json
 import pytest
 from sqlmodel import select
 
-from bot.web.webhook import intake
+from bot.web.webhook import intake, receive_webhook
 from bot.webhooks.routing import SYNC_DEBOUNCE_SECONDS
 from storage import jobs
 from storage.models import WebhookDelivery
@@ -59,6 +59,51 @@ async def post_all(http, deliveries: list[tuple[str, int]]) -> list:
     return await asyncio.gather(*(one(d, c) for d, c in deliveries))
 
 
+class _Answer:
+    def __init__(self, messages: list[dict]) -> None:
+        self.status_code = messages[0]["status"]
+        self._body = messages[1]["body"]
+
+    def json(self) -> dict:
+        return json.loads(self._body)
+
+
+async def through_endpoint(rt, body: bytes, event: str, delivery: str, *, sent: asyncio.Event | None = None) -> _Answer:
+    """One delivery through the /webhook endpoint itself, its body sent once `sent` is set."""
+    headers = [(k.lower().encode(), v.encode()) for k, v in signed(body, event, delivery).items()]
+    messages: list[dict] = []
+
+    async def receive() -> dict:
+        if sent is not None:
+            await sent.wait()
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict) -> None:
+        messages.append(message)
+
+    await receive_webhook(rt, {"type": "http", "headers": headers}, receive, send)
+    return _Answer(messages)
+
+
+async def together(rt, deliveries: list[tuple[bytes, str, str]]) -> list[_Answer]:
+    """(body, event, delivery id) each on its own request, all of them in hand before any body
+    is read: a batch waits for every request in hand, so they share one (up to its maximum)."""
+    writer, sent = intake(rt), asyncio.Event()
+    before = writer._in_hand
+    answers = [asyncio.create_task(through_endpoint(rt, *d, sent=sent)) for d in deliveries]
+
+    async def in_hand() -> bool:
+        return writer._in_hand == before + len(deliveries)
+
+    await until("every request in hand", in_hand, every=0.01)
+    sent.set()
+    return await asyncio.gather(*answers)
+
+
+async def commands_together(rt, deliveries: list[tuple[str, int]]) -> list[_Answer]:
+    return await together(rt, [(command(c), "issue_comment", d) for d, c in deliveries])
+
+
 async def test_concurrent_deliveries_are_each_recorded_once_with_their_jobs(db_url):
     n = 40
     async with serving(config(db_url, wait=0.05)) as (rt, http):
@@ -82,9 +127,9 @@ async def test_concurrent_deliveries_are_each_recorded_once_with_their_jobs(db_u
 
 async def test_a_duplicate_inside_one_batch_is_recognised(db_url):
     # The batch closes when its 4 deliveries are in (the wait is only an upper bound).
-    async with serving(config(db_url, wait=1.0, max_batch=4)) as (rt, http):
+    async with serving(config(db_url, wait=1.0, max_batch=4)) as (rt, _http):
         writer = intake(rt)
-        answers = await post_all(http, [("a", 1), ("b", 2), ("a", 1), ("c", 3)])
+        answers = await commands_together(rt, [("a", 1), ("b", 2), ("a", 1), ("c", 3)])
         assert writer.batches == 1 and writer.largest_batch == 4
         by_status = sorted((r.status_code, r.json()["delivery_id"], r.json()["outcome"]) for r in answers)
         assert by_status == [(200, "a", "duplicate"), (202, "a", "queued"), (202, "b", "queued"),
@@ -93,7 +138,7 @@ async def test_a_duplicate_inside_one_batch_is_recognised(db_url):
         assert await command_jobs(rt.db) == ["cmd:1", "cmd:2", "cmd:3"]
 
         # And across batches: "a" again, next to new ones, in the next batch.
-        answers = await post_all(http, [("a", 1), ("d", 4), ("e", 5), ("d", 4)])
+        answers = await commands_together(rt, [("a", 1), ("d", 4), ("e", 5), ("d", 4)])
         assert writer.batches == 2
         by_status = sorted((r.status_code, r.json()["delivery_id"], r.json()["outcome"]) for r in answers)
         assert by_status == [(200, "a", "duplicate"), (200, "d", "duplicate"), (202, "d", "queued"),
@@ -115,7 +160,7 @@ async def test_a_failed_batch_answers_every_request_5xx_records_none_and_a_retry
     async with serving(config(db_url, wait=1.0, max_batch=len(sent))) as (rt, http):
         writer = intake(rt)
         monkeypatch.setattr(jobs, "_queue", failing)
-        answers = await post_all(http, sent)
+        answers = await commands_together(rt, sent)
         assert writer.batches == 1 and writer.largest_batch == len(sent)
         assert [r.status_code for r in answers] == [503] * len(sent)
         assert all("could not be recorded" in r.json()["error"] for r in answers)
@@ -157,9 +202,7 @@ async def test_a_burst_about_one_pr_wakes_the_workers_once(db_url):
         await until("the poller's start-up tick", lambda: polled(rt))
 
         async def pushes(prefix: str) -> None:
-            answers = await asyncio.gather(*(
-                http.post("/webhook", content=body, headers=signed(body, "pull_request", f"{prefix}-{i}"))
-                for i in range(5)))
+            answers = await together(rt, [(body, "pull_request", f"{prefix}-{i}") for i in range(5)])
             assert [r.status_code for r in answers] == [202] * 5
 
         await pushes("a")
@@ -215,3 +258,34 @@ async def test_a_request_cancelled_while_its_batch_waits_leaves_the_rest_of_the_
         gc.collect()  # a future whose exception no one read logs it when collected
         await asyncio.sleep(0)
         assert errors == []
+
+
+async def test_a_lone_delivery_is_recorded_at_once_not_after_the_batch_wait(db_url):
+    """No other request in hand: nothing more is coming for the batch, which closes at once."""
+    async with serving(config(db_url, wait=1.0)) as (rt, http):
+        intake(rt).max_wait_seconds = 600.0  # far past the test's deadline
+        async with asyncio.timeout(60):
+            answers = await post_all(http, [("lone-1", 5001)])
+        assert answers[0].status_code == 202
+        assert await recorded(rt.db) == {"lone-1": "queued"}
+
+
+async def test_a_batch_waits_for_a_request_in_hand_and_closes_when_it_joins(db_url):
+    """A request still reading its body is in hand: the batch waits for it (within its wait),
+    and closes as soon as it joined, long before the wait is up."""
+    async with serving(config(db_url, wait=1.0)) as (rt, _http):
+        writer, body_sent = intake(rt), asyncio.Event()
+        writer.max_wait_seconds = 600.0  # far past the test's deadline
+        fast = asyncio.create_task(through_endpoint(rt, command(6001), "issue_comment", "in-hand-1"))
+        slow = asyncio.create_task(through_endpoint(rt, command(6002), "issue_comment", "in-hand-2", sent=body_sent))
+
+        async def joined() -> bool:
+            return len(writer._waiting) == 1
+
+        await until("the first delivery waiting in its batch", joined, every=0.01)
+        body_sent.set()
+        async with asyncio.timeout(60):
+            answers = await asyncio.gather(fast, slow)
+        assert [a.status_code for a in answers] == [202, 202]
+        assert (writer.batches, writer.largest_batch) == (1, 2)
+        assert await recorded(rt.db) == {"in-hand-1": "queued", "in-hand-2": "queued"}
