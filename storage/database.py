@@ -354,6 +354,8 @@ class _Checkpointer:
             self.due = self._commits + WAL_LOOK_COMMITS
             return
         commits, self._commits = self._commits, 0
+        if not self._measured:  # if this one measures nothing, look again as before
+            self.due = WAL_LOOK_COMMITS
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
         self._task = loop.create_task(self._run(self._pool, commits), name="sqlite-checkpoint")
