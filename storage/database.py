@@ -350,12 +350,12 @@ class _Checkpointer:
         loop = asyncio.get_running_loop()
         if self._commits < self.due or self._running(loop):
             return
-        if not self._measured and not self._wal_full():
-            self.due = self._commits + WAL_LOOK_COMMITS
-            return
+        if not self._measured:
+            if not self._wal_full():
+                self.due = self._commits + WAL_LOOK_COMMITS
+                return
+            self.due = WAL_LOOK_COMMITS  # if this one measures nothing, look again as before
         commits, self._commits = self._commits, 0
-        if not self._measured:  # if this one measures nothing, look again as before
-            self.due = WAL_LOOK_COMMITS
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
         self._task = loop.create_task(self._run(self._pool, commits), name="sqlite-checkpoint")
