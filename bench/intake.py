@@ -12,8 +12,9 @@ keeps 16 connections busy against each in turn and then sends deliveries at a fi
   2. a fixed rate (200 deliveries/s by default) over the same 16 connections: /webhook's latency
      percentiles, measured from each request's scheduled send time (a late send counts).
 
-Every delivery is signed, with its own delivery id; each must be answered 202 and, at the end,
-be recorded once. The machine is noisy: compare the ratio, not the absolute numbers.
+Every delivery is signed, with its own delivery id, and carries the headers GitHub sends with
+every delivery; the bare endpoint is sent the same ones (`--headers`). Each must be answered 202
+and, at the end, be recorded once. The machine is noisy: compare the ratio, not the absolute numbers.
 
     .venv/bin/python bench/intake.py [--seconds 5] [--slices 5] [--rate 200] [--rate-seconds 10] [--client raw|httpx]
 
@@ -95,12 +96,20 @@ class HttpxConnection:
         pass
 
 
-def delivery_headers(path: str, signature: str, event: str) -> dict[str, str]:
-    headers = {"Content-Type": "application/json"}
-    if path == "/webhook":
-        headers |= {"X-GitHub-Event": event, "X-GitHub-Delivery": str(uuid.uuid4()),
-                    "X-Hub-Signature-256": signature}
-    return headers
+def delivery_headers(path: str, signatures: tuple[str, str], event: str, headers: str) -> dict[str, str]:
+    """A delivery's headers, the same to both endpoints (`--headers github`): the ones GitHub
+    sends with every delivery to a hook with a secret (docs.github.com, "Webhook events and
+    payloads", delivery headers), each delivery with its own id. `--headers short` sends the
+    bare endpoint only Content-Type and /webhook only the three it reads, as this bench did
+    before 4 December: the bare endpoint then parsed fewer headers than /webhook on the same
+    server, which counted against /webhook."""
+    sha1, sha256 = signatures
+    delivery = {"X-GitHub-Event": event, "X-GitHub-Delivery": str(uuid.uuid4()), "X-Hub-Signature-256": sha256}
+    if headers == "short":
+        return {"Content-Type": "application/json"} | (delivery if path == "/webhook" else {})
+    return {"Accept": "*/*", "Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/5b4e2a1",
+            "X-GitHub-Hook-ID": "424242", "X-GitHub-Hook-Installation-Target-ID": "79929171",
+            "X-GitHub-Hook-Installation-Target-Type": "repository", "X-Hub-Signature": sha1} | delivery
 
 
 async def load(args) -> dict:
@@ -121,7 +130,7 @@ async def load(args) -> dict:
     latencies: list[float] = []
 
     async def one(conn, scheduled: float | None = None) -> None:
-        headers = delivery_headers(args.path, args.signature, args.event)
+        headers = delivery_headers(args.path, (args.signature_sha1, args.signature), args.event, args.headers)
         t0 = time.perf_counter()
         status = await conn.post(args.path, body, headers)
         done = time.perf_counter()
@@ -129,7 +138,7 @@ async def load(args) -> dict:
         latencies.append((done - (scheduled if scheduled is not None else t0)) * 1000)
 
     for conn in conns:  # open every connection first (and warm the path)
-        await conn.post(args.path, body, delivery_headers(args.path, args.signature, args.event))
+        await conn.post(args.path, body, delivery_headers(args.path, (args.signature_sha1, args.signature), args.event, args.headers))
     started = time.perf_counter()
     if args.rate:
         # Open loop: request i is due at started + i/rate, sent on the next free connection.
@@ -184,10 +193,11 @@ def merged(parts: list[dict]) -> dict:
             "cpu_ms": sum(p["cpu_ms"] * (p["n"] + p["warmup"]) for p in parts) / max(requests, 1)}
 
 
-def run_load(port: int, path: str, seconds: float, rate: float, body_file: str, signature: str,
-             client: str, event: str) -> dict:
+def run_load(port: int, path: str, seconds: float, rate: float, body_file: str,
+             signatures: tuple[str, str], client: str, event: str, headers: str) -> dict:
     cmd = [sys.executable, __file__, "--load", "--port", str(port), "--path", path, "--seconds",
-           str(seconds), "--rate", str(rate), "--body-file", body_file, "--signature", signature,
+           str(seconds), "--rate", str(rate), "--body-file", body_file, "--signature", signatures[1],
+           "--signature-sha1", signatures[0], "--headers", headers,
            "--client", client, "--event", event]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
@@ -226,7 +236,7 @@ async def main(args) -> None:
     payload = (webhook_examples("pull_request", action="synchronize") if args.event == "pull_request"
                else webhook_examples(args.event))[0]
     body = json.dumps(payload).encode()
-    signature = sign(WEBHOOK_SECRET, body, "sha256")
+    signatures = (sign(WEBHOOK_SECRET, body, "sha1"), sign(WEBHOOK_SECRET, body, "sha256"))
     loop = asyncio.get_running_loop()
 
     async def phase(port: int, path: str, seconds: float, rate: float) -> dict:
@@ -236,7 +246,7 @@ async def main(args) -> None:
                     "cpu_ms": 0.0}
         cpu = time.process_time()
         got = await loop.run_in_executor(None, run_load, port, path, seconds, rate, body_file,
-                                         signature, args.client, args.event)
+                                         signatures, args.client, args.event, args.headers)
         # This process's CPU (every thread) per request answered: what the endpoint costs.
         got["cpu_ms"] = (time.process_time() - cpu) * 1000 / max(got["n"] + got["warmup"], 1)
         return got
@@ -283,7 +293,7 @@ async def main(args) -> None:
     batching = (f"batch wait {cfg.webhook_batch_wait_seconds * 1000:g} ms, max {cfg.webhook_batch_max}"
                 if hasattr(cfg, "webhook_batch_max") else "no batching")
     print(f"SQLite, {CONNECTIONS} connections, {args.workers} job workers, {args.event} payload {len(body)} bytes, "
-          f"client {args.client}; {batching}; log level {args.log_level}")
+          f"client {args.client}, {args.headers} headers; {batching}; log level {args.log_level}")
     bare_tput = bare_sat["n"] / bare_sat["elapsed"]
     hook_tput = hook_sat["n"] / hook_sat["elapsed"]
     lat = hook_sat["latencies"]
@@ -328,6 +338,9 @@ if __name__ == "__main__":
     parser.add_argument("--client", choices=["raw", "httpx"], default="raw")
     parser.add_argument("--event", default="pull_request",
                         help="the example payload sent (pull_request synchronize wakes a sync job; ping none)")
+    parser.add_argument("--headers", choices=["github", "short"], default="github",
+                        help="each delivery's headers: GitHub's whole set to both endpoints, or "
+                             "(short) only what each endpoint reads, as before 4 December")
     parser.add_argument("--workers", type=int, default=4, help="job workers (they run the queued jobs)")
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                         help="the server's log level (lines are written to /dev/null)")
@@ -341,6 +354,7 @@ if __name__ == "__main__":
     parser.add_argument("--path", help=argparse.SUPPRESS)
     parser.add_argument("--body-file", help=argparse.SUPPRESS)
     parser.add_argument("--signature", help=argparse.SUPPRESS)
+    parser.add_argument("--signature-sha1", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.load:
         print(json.dumps(asyncio.run(load(args))))
