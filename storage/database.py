@@ -110,6 +110,9 @@ class Database:
         # A plain (not async) engine on the same SQLite file, for `write`'s short transactions
         # run on the event loop's own thread. None elsewhere.
         self._inline: Engine | None = None
+        # The inline engine's connection `_write_plain` runs on, held from its first use to
+        # `dispose` (the pool's proxy; None until then).
+        self._plain: Any = None
         self.sqlite_file: Path | None = None  # the database file, on SQLite
         # Checkpoints a SQLite file's WAL off the event loop's thread; None elsewhere.
         self.checkpointer: _Checkpointer | None = None
@@ -280,28 +283,41 @@ class Database:
 
     def _write_plain(self, fn: Callable[..., T], args: tuple) -> tuple[bool, T | None]:
         assert self._inline is not None
-        proxied = self._inline.raw_connection()  # the pool's; its hooks set it up as any other
+        if self._plain is None:
+            # The pool's, set up by its hooks as any other, and kept: taking it from the pool
+            # and giving it back cost about as much as the BEGIN and COMMIT of a batch.
+            self._plain = self._inline.raw_connection()
+        conn: sqlite3.Connection = self._plain.driver_connection
         try:
-            conn: sqlite3.Connection = proxied.driver_connection
+            conn.execute("BEGIN IMMEDIATE")  # busy_timeout 0 here: refused at once if locked
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e) or "busy" in str(e):  # another process writes: wait off the loop
+                return False, None
+            self._drop_plain()
+            raise
+        try:
+            result = fn(conn, *args)
+            conn.execute("COMMIT")
+        except BaseException:
             try:
-                conn.execute("BEGIN IMMEDIATE")  # busy_timeout 0 here: refused at once if locked
-            except sqlite3.OperationalError as e:
-                if "locked" in str(e) or "busy" in str(e):  # another process writes: wait off the loop
-                    return False, None
-                raise
-            try:
-                result = fn(conn, *args)
-                conn.execute("COMMIT")
-            except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+            except BaseException:
+                self._drop_plain()  # in a state no one knows: the next write opens another
                 raise
-        finally:
-            proxied.close()  # back to the pool
+            raise
         return True, result
+
+    def _drop_plain(self) -> None:
+        plain, self._plain = self._plain, None
+        if plain is not None:
+            plain.invalidate()
 
     async def dispose(self) -> None:
         await self.engine.dispose()
+        if self._plain is not None:
+            self._plain.close()  # back to the pool, which closes it below
+            self._plain = None
         if self._inline is not None:
             self._inline.dispose()
         if self.checkpointer is not None:

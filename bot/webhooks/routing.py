@@ -163,8 +163,17 @@ def _repo_name(name: str) -> str | None:
     return key.full_repo if key else None
 
 
+# `owner/repo#N` takes a number of at most ten digits (bot/prkey.py).
+_MAX_PR_NUMBER = 9_999_999_999
+
+
 def _pr_key(repo: str | None, number: int | None) -> PrKey | None:
-    return try_parse_pr_key(f"{repo}#{number}") if repo and number else None
+    """The key of PR `number` of `repo`, which `_repo` read (a valid `owner/repo`, lowercased):
+    the key `try_parse_pr_key` would make of them, without parsing it again."""
+    if not repo or not number or number > _MAX_PR_NUMBER:
+        return None
+    owner, _, name = repo.partition("/")
+    return PrKey(owner, name, number)
 
 
 # --- the wakes ---------------------------------------------------------------------------------
@@ -227,9 +236,9 @@ class Routed:
 
 
 def _sync(delivery_id: str, *keys: PrKey | None) -> tuple[Wake, ...]:
-    unique = sorted({k for k in keys if k is not None})
-    return tuple(Wake("sync", f"sync:{k}:{delivery_id}", str(k), delay_seconds=SYNC_DEBOUNCE_SECONDS)
-                 for k in unique)
+    unique = sorted({k for k in keys if k is not None}) if len(keys) > 1 else [k for k in keys if k is not None]
+    return tuple(Wake("sync", f"sync:{text}:{delivery_id}", text, delay_seconds=SYNC_DEBOUNCE_SECONDS)
+                 for text in map(str, unique))
 
 
 def _pushed_head(event: str, payload: dict, action: str | None) -> str | None:

@@ -53,6 +53,40 @@ async def test_a_write_commits_once_and_an_error_undoes_all_of_it(db):
     assert await jobs.list_jobs(db) == []
 
 
+def rename_plain(conn: sqlite3.Connection, title: str, _calls: list[str]) -> str:
+    conn.execute("UPDATE pull_requests SET title = ? WHERE pr_key = ?", (title, KEY))
+    return title
+
+
+async def test_a_plain_write_undoes_an_error_and_the_next_one_still_commits(db):
+    """`write`'s `plain` function on SQLite's connection it keeps between writes: an error
+    rolls back and leaves it usable; one that leaves it broken (closed here) makes the next
+    write take another."""
+    if db.is_postgres:
+        pytest.skip("the plain path is SQLite's")
+    await enroll(db, KEY)
+    assert await db.write(rename, "first", [], plain=rename_plain) == "first"
+
+    def fail(conn: sqlite3.Connection, title: str, calls: list[str]) -> None:
+        rename_plain(conn, title, calls)
+        raise RuntimeError("injected")
+
+    with pytest.raises(RuntimeError, match="injected"):
+        await db.write(rename, "never", [], plain=fail)
+    assert await title(db) == "first"
+    assert await db.write(rename, "second", [], plain=rename_plain) == "second"
+
+    def break_it(conn: sqlite3.Connection, title: str, calls: list[str]) -> None:
+        rename_plain(conn, title, calls)
+        conn.close()  # its ROLLBACK then fails too
+
+    with pytest.raises(sqlite3.ProgrammingError):
+        await db.write(rename, "lost", [], plain=break_it)
+    assert await title(db) == "second"
+    assert await db.write(rename, "third", [], plain=rename_plain) == "third"
+    assert await title(db) == "third"
+
+
 @contextlib.contextmanager
 def another_process_writing(db: Database) -> Iterator[sqlite3.Connection]:
     """Another connection to the file (as another process would have) holding SQLite's write

@@ -67,6 +67,26 @@ def test_a_comment_id_no_bigint_holds_wakes_no_command(comment_id):
     assert wake.key == f"cmd:{2**63 - 1}"
 
 
+@pytest.mark.parametrize("event", ["pull_request", "check_run", "issue_comment"])
+def test_a_pr_number_is_keyed_as_parse_pr_key_keys_it(event):
+    """The routing builds a PR's key from the repository and number it read; the key must be
+    the one `parse_pr_key` makes of `owner/repo#N` (lowercased), and a number it refuses (more
+    than ten digits) names no PR."""
+    def payload(number: int) -> dict:
+        repo = {"repository": {"full_name": "Octo-Org/Hello.World"}}
+        if event == "pull_request":
+            return repo | {"action": "synchronize", "pull_request": {"number": number}}
+        if event == "check_run":
+            return repo | {"check_run": {"pull_requests": [{"number": number}]}}
+        return repo | {"action": "created", "issue": {"number": number, "pull_request": {"url": "x"}},
+                       "comment": {"id": 9, "body": "/converge stop", "user": {"login": "m"}}}
+
+    for number in (1, 9_999_999_999):
+        (wake,) = route(event, payload(number), "d1", RULES).wakes
+        assert wake.pr_key == str(parse_pr_key(f"octo-org/hello.world#{number}")), wake
+    assert route(event, payload(10_000_000_000), "d1", RULES).wakes == ()
+
+
 @pytest.mark.parametrize("ref", ["refs/heads/\ud800", "refs/heads/a\x00b", "refs/heads/" + "b" * 300, 5])
 def test_a_branch_no_database_takes_wakes_nothing(ref):
     assert kinds("push", {"ref": ref, "repository": {"full_name": "o/r"}}) == []
