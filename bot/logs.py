@@ -25,9 +25,22 @@ def _redact(_logger, _name, event: dict) -> dict:
     return event
 
 
+# The least level `configure_logging` lets through; structlog's own default lets every one.
+_least = logging.NOTSET
+
+
+def enabled(level: int) -> bool:
+    """Whether a line at `level` (`logging.INFO`, ...) is written: a hot path's line at a level
+    filtered out then costs nothing, where a call through a module's logger costs a bind
+    (structlog's loggers are not cached, so that tests can configure them again)."""
+    return level >= _least
+
+
 def configure_logging(level: str = "info", fmt: str = "json", stream=None) -> None:
     """JSON lines on stderr, with whatever was bound by `bind_contextvars` (pr_key, ...)."""
+    global _least
     stream = stream or sys.stderr
+    _least = getattr(logging, level.upper())
     renderer = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
@@ -43,7 +56,7 @@ def configure_logging(level: str = "info", fmt: str = "json", stream=None) -> No
     exceptions = structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
     structlog.configure(
         processors=[*shared, exceptions, renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        wrapper_class=structlog.make_filtering_bound_logger(_least),
         logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=False,
     )

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -52,9 +52,28 @@ class _Waiting:
     since: float
 
 
-def _retrieved(future: asyncio.Future) -> None:
-    if not future.cancelled():
+def _fail(future: asyncio.Future[bool], error: BatchFailed) -> None:
+    """`future` raises `error` to the request waiting on it, if one still is; read here, so a
+    request cancelled after its batch failed, before it woke, does not also log "exception was
+    never retrieved" (reading it does not keep the waiter from raising it)."""
+    if not future.done():
+        future.set_exception(error)
         future.exception()
+
+
+class _InHand:
+    """`Intake.expecting`: counts the requests in hand for one intake (no state of its own, so
+    one serves every request)."""
+
+    def __init__(self, intake: Intake) -> None:
+        self.intake = intake
+
+    def __enter__(self) -> None:
+        self.intake._in_hand += 1
+
+    def __exit__(self, *_exc: object) -> None:
+        self.intake._in_hand -= 1
+        self.intake._close_if_complete()
 
 
 class Intake:
@@ -72,17 +91,12 @@ class Intake:
         self._in_hand = 0  # requests from their start to their answer (`expecting`)
         self.batches = 0  # committed or failed, for tests and the benchmark
         self.largest_batch = 0
+        self._expecting = _InHand(self)
 
-    @contextlib.contextmanager
-    def expecting(self) -> Iterator[None]:
-        """A request in hand that may submit a delivery before it leaves this block: a batch
-        waits for it (within its wait), and closes as soon as every one in hand joined it."""
-        self._in_hand += 1
-        try:
-            yield
-        finally:
-            self._in_hand -= 1
-            self._close_if_complete()
+    def expecting(self) -> _InHand:
+        """A request in hand that may submit a delivery before it leaves this `with` block: a
+        batch waits for it (within its wait), and closes as soon as every one in hand joined it."""
+        return self._expecting
 
     def _complete(self) -> bool:
         """The batch forming holds every request in hand (or is full). Deliveries submitted
@@ -98,10 +112,6 @@ class Intake:
         """True if recorded now, False if seen before; raises BatchFailed if its batch failed."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
-        # Read the outcome even when no one is left to (a request cancelled after its batch
-        # failed, before it woke), so a failed batch does not also log "exception was never
-        # retrieved".
-        future.add_done_callback(_retrieved)
         self._waiting.append(_Waiting(delivery, future, loop.time()))
         self._close_if_complete()
         if self._task is None:
@@ -130,9 +140,7 @@ class Intake:
             # be slipping in), or on cancellation: then no one waits forever.
             self._task = None
             while self._waiting:
-                w = self._waiting.popleft()
-                if not w.future.done():
-                    w.future.set_exception(BatchFailed("the webhook intake stopped"))
+                _fail(self._waiting.popleft().future, BatchFailed("the webhook intake stopped"))
 
     async def _write(self, batch: list[_Waiting]) -> None:
         self.batches += 1
@@ -142,13 +150,11 @@ class Intake:
         except Exception as e:
             log.exception("webhook.batch_failed", deliveries=len(batch))
             for w in batch:
-                if not w.future.done():
-                    w.future.set_exception(BatchFailed(f"{type(e).__name__}: {e}"))
+                _fail(w.future, BatchFailed(f"{type(e).__name__}: {e}"))
             return
         except BaseException:
             for w in batch:
-                if not w.future.done():
-                    w.future.set_exception(BatchFailed("the webhook intake stopped"))
+                _fail(w.future, BatchFailed("the webhook intake stopped"))
             raise
         for w, new in zip(batch, recorded.new, strict=True):
             if not w.future.done():

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import msgspec
 import structlog
 
-from bot import metrics, repoconfig
+from bot import logs, metrics, repoconfig
 from bot.github.installations import learn_from_payload
 from bot.runtime import Runtime
 from bot.web.intake import BatchFailed, Intake
@@ -61,13 +62,13 @@ class _Disconnected(Exception):
     """The client went away before its body was read whole."""
 
 
-# As Starlette's JSONResponse renders it; one encoder (`json.dumps` with options makes one a call).
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+# The answer's JSON is rendered as Starlette's JSONResponse renders it (compact, UTF-8 unescaped)
+# by msgspec, in a fraction of the standard library's time.
 _JSON_TYPE = (b"content-type", b"application/json")
 
 
 async def _respond(send: Send, status: int, content: dict) -> None:
-    body = _ENCODER.encode(content).encode()
+    body = msgspec.json.encode(content)
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-length", str(len(body)).encode()), _JSON_TYPE]})
     await send({"type": "http.response.body", "body": body})
@@ -293,11 +294,13 @@ async def _take(rt: Runtime, gate: Intake, scope: Scope, receive: Receive) -> tu
         _count(label, "not_recorded")
         return 503, _error("the delivery could not be recorded; deliver it again")
     if not new:
-        log.info("webhook.duplicate", delivery_id=delivery_id, github_event=event, action=action)
+        if logs.enabled(logging.INFO):
+            log.info("webhook.duplicate", delivery_id=delivery_id, github_event=event, action=action)
         _count(label, "duplicate")
         return 200, {"delivery_id": delivery_id, "outcome": "duplicate"}
-    log.info("webhook.accepted", delivery_id=delivery_id, github_event=event, action=action,
-             outcome=routed.outcome, reason=routed.reason, jobs=len(routed.wakes))
+    if logs.enabled(logging.INFO):  # every delivery: not even a logger's bind when filtered out
+        log.info("webhook.accepted", delivery_id=delivery_id, github_event=event, action=action,
+                 outcome=routed.outcome, reason=routed.reason, jobs=len(routed.wakes))
     _count(label, routed.outcome)
     metrics.webhook_woke(w.pr_key for w in routed.wakes)
     return 202, {"delivery_id": delivery_id, "outcome": routed.outcome, "reason": routed.reason}

@@ -86,7 +86,8 @@ class OwnPushes:
 
 def own_pushes(rt: Any) -> OwnPushes:
     """The process's memory of its fixer pushes (in `Runtime.extras`)."""
-    return rt.extras.setdefault("own_pushes", OwnPushes())
+    found = rt.extras.get("own_pushes")
+    return rt.extras.setdefault("own_pushes", OwnPushes()) if found is None else found
 
 
 @dataclass(frozen=True)

@@ -31,3 +31,21 @@ def test_json_lines_carry_bound_keys_and_never_secrets():
         "pr.enrolled", "acme/w#1", "run-1", 2)
     assert first["token"] == "***" and first["level"] == "info"
     assert second["event"] == "job.error" and "RuntimeError" in json.dumps(second["exception"])
+
+
+def test_enabled_answers_as_the_configured_level_filters():
+    """A hot path asks `enabled` before it logs; it must say what the logger would write."""
+    import logging
+
+    from bot.logs import enabled
+
+    for level in ("warning", "info", "debug"):
+        out = io.StringIO()
+        configure_logging(level, "json", stream=out)
+        log = structlog.get_logger("t")
+        for name in ("debug", "info", "warning"):
+            getattr(log, name)(f"line.{name}")
+        written = {json.loads(line)["event"] for line in out.getvalue().splitlines()}
+        for name in ("debug", "info", "warning"):
+            assert enabled(getattr(logging, name.upper())) == (f"line.{name}" in written), (level, name)
+    configure_logging("info", "json", stream=io.StringIO())
