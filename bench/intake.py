@@ -129,16 +129,19 @@ async def load(args) -> dict:
     statuses: dict[int, int] = {}
     latencies: list[float] = []
 
+    def headers() -> dict[str, str]:  # a new delivery id each time
+        return delivery_headers(args.path, (args.signature_sha1, args.signature), args.event, args.headers)
+
     async def one(conn, scheduled: float | None = None) -> None:
-        headers = delivery_headers(args.path, (args.signature_sha1, args.signature), args.event, args.headers)
+        sent = headers()
         t0 = time.perf_counter()
-        status = await conn.post(args.path, body, headers)
+        status = await conn.post(args.path, body, sent)
         done = time.perf_counter()
         statuses[status] = statuses.get(status, 0) + 1
         latencies.append((done - (scheduled if scheduled is not None else t0)) * 1000)
 
     for conn in conns:  # open every connection first (and warm the path)
-        await conn.post(args.path, body, delivery_headers(args.path, (args.signature_sha1, args.signature), args.event, args.headers))
+        await conn.post(args.path, body, headers())
     started = time.perf_counter()
     if args.rate:
         # Open loop: request i is due at started + i/rate, sent on the next free connection.

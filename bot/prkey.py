@@ -8,6 +8,7 @@ from dataclasses import dataclass
 _OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
 _REPO = r"[A-Za-z0-9._-]{1,100}"
 _KEY = re.compile(rf"^(?P<owner>{_OWNER})/(?P<repo>{_REPO})#(?P<number>[1-9][0-9]{{0,9}})$")
+MAX_NUMBER = 9_999_999_999  # the largest number a key takes: ten digits, as `_KEY` and `_URL` read it
 _URL = re.compile(
     rf"^https?://[^/\s]+/(?P<owner>{_OWNER})/(?P<repo>{_REPO})/pull/(?P<number>[1-9][0-9]{{0,9}})/?$"
 )

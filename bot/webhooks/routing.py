@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.github.stamps import github_id
-from bot.prkey import PrKey, try_parse_pr_key
+from bot.prkey import MAX_NUMBER, PrKey, try_parse_pr_key
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A merge group's branch names its PR: gh-readonly-queue/<base>/pr-<number>-<head sha>.
@@ -164,14 +164,10 @@ def _repo_name(name: str) -> str | None:
     return key.full_repo if key else None
 
 
-# `owner/repo#N` takes a number of at most ten digits (bot/prkey.py).
-_MAX_PR_NUMBER = 9_999_999_999
-
-
 def _pr_key(repo: str | None, number: int | None) -> PrKey | None:
     """The key of PR `number` of `repo`, which `_repo` read (a valid `owner/repo`, lowercased):
     the key `try_parse_pr_key` would make of them, without parsing it again."""
-    if not repo or not number or number > _MAX_PR_NUMBER:
+    if not repo or not number or number > MAX_NUMBER:
         return None
     owner, _, name = repo.partition("/")
     return PrKey(owner, name, number)
@@ -237,7 +233,7 @@ class Routed:
 
 
 def _sync(delivery_id: str, *keys: PrKey | None) -> tuple[Wake, ...]:
-    unique = sorted({k for k in keys if k is not None}) if len(keys) > 1 else [k for k in keys if k is not None]
+    unique = sorted({k for k in keys if k is not None})
     return tuple(Wake("sync", f"sync:{text}:{delivery_id}", text, delay_seconds=SYNC_DEBOUNCE_SECONDS)
                  for text in map(str, unique))
 
