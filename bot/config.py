@@ -208,6 +208,16 @@ class FixerConfig(_Section):
     # Extra flags appended to the preset's own (a model, an allowed tool).
     preset_args: list[str] = []
     timeout_seconds: float = Field(1800.0, gt=0)
+    # What the agent may spend (docs/fixers.md, "Cost and time"); 0 is no cap. Past a run's
+    # cap its PR is escalated naming the figure, and no fixer of that run starts until a
+    # maintainer answers (which buys the run a fresh budget); past the hourly cap, across all
+    # PRs, every fixer waits until the last hour's spend is under it again.
+    max_cost_usd_per_run: float = Field(0.0, ge=0)
+    max_minutes_per_run: float = Field(0.0, ge=0)
+    max_cost_usd_per_hour: float = Field(0.0, ge=0)
+    # Prices of the CLIs that report tokens and no cost (codex, gemini, copilot).
+    usd_per_million_input_tokens: float = Field(0.0, ge=0)
+    usd_per_million_output_tokens: float = Field(0.0, ge=0)
     mention: str = "@copilot"
     fake_script: list[str] = ["push"]
     # Where the `command` fixer runs: in a bubblewrap sandbox (`bwrap`), not at all sandboxed

@@ -50,6 +50,23 @@ IDLE_POLLS_DEFERRED = Counter(
 IDLE_POLLS_SKIPPED = Counter(
     "convergebot_idle_polls_skipped_total",
     "Re-reads of PRs waiting for a review the poller left out because their repository's PR list was unchanged")
+AGENT_COST = Counter(
+    "convergebot_agent_cost_usd_total",
+    "Dollars the fixer's agent spent, as its CLI reported them (or its tokens at the configured "
+    "prices), by fixer", ["fixer"])
+AGENT_TOKENS = Counter("convergebot_agent_tokens_total", "Tokens the fixer's agent used, by fixer and direction",
+                       ["fixer", "direction"])
+AGENT_SECONDS = Histogram(
+    "convergebot_agent_seconds", "Wall time of each run of the fixer's agent, by fixer", ["fixer"],
+    buckets=(5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600))
+AGENT_FAILURES = Counter(
+    "convergebot_agent_failures_total",
+    "Runs of the fixer's agent that changed nothing and whose CLI reported failed edits or tool calls, "
+    "or exited without a word", ["fixer"])
+AGENT_BUDGET_WAITS = Counter(
+    "convergebot_agent_budget_waits_total",
+    "Fixer runs put off or escalated at an agent budget, by budget (run_cost, run_minutes, hour_cost)",
+    ["budget"])
 SCANS = Counter("convergebot_scans_total", "Repository scans run (for enrollment intent no webhook brought)")
 SCAN_JOBS = Counter("convergebot_scan_jobs_total", "Jobs the repository scan queued, by kind", ["kind"])
 

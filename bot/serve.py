@@ -258,8 +258,8 @@ async def serve(config: Config, *, insecure_no_webhook_secret: bool = False) -> 
     if config.fixer.kind == "fake":
         # The scripted fixer pushes canned commits: fine for tests and the demo, never for real PRs.
         raise ConfigError("fixer.kind = \"fake\" exists for tests and the demo only; serve refuses it")
-    if config.fixer.kind == "command" and not config.fixer.command:
-        raise ConfigError("fixer.kind = \"command\" needs fixer.command")
+    if config.fixer.kind == "command" and not (config.fixer.command or config.fixer.preset):
+        raise ConfigError("fixer.kind = \"command\" needs fixer.command or fixer.preset")
     if not config.github.webhook_secret.get_secret_value():
         # Every webhook would be refused (401): the bot would hear of nothing but by polling,
         # and an operator who forgot the secret should learn it at start, not from a slow bot.

@@ -136,6 +136,31 @@ class Round(SQLModel, table=True):
     ended_at: datetime | None = ts()
 
 
+class AgentAttempt(SQLModel, table=True):
+    """One run of the fixer's agent: what it cost and how long it took, as its CLI reported it.
+    Kept apart from the round row so an attempt whose verdict lost its fence (the run moved on
+    while it worked) still counts against the budgets: its money was spent all the same."""
+
+    __tablename__ = "agent_attempts"
+    __table_args__ = (Index("ix_agent_attempts_pr_run", "pr_key", "process_key"),
+                      Index("ix_agent_attempts_finished_at", "finished_at"))
+
+    id: int | None = Field(default=None, primary_key=True)
+    pr_key: str = Field(max_length=300)
+    process_key: str = Field(max_length=64)
+    round_no: int
+    attempt: int
+    fixer: str = Field(max_length=32)  # the preset's name, or the fixer's kind
+    finished_at: datetime = ts(nullable=False)
+    seconds: float
+    input_tokens: int = 0
+    output_tokens: int = 0
+    turns: int | None = None
+    cost_usd: float | None = None
+    # What the agent's CLI said went wrong when it changed nothing (a failed edit, say).
+    failure: str | None = text()
+
+
 class Escalation(SQLModel, table=True):
     __tablename__ = "escalations"
     __table_args__ = (Index("ix_escalations_pr_status", "pr_key", "status"),)

@@ -14,6 +14,7 @@ RESUME = {
     "needs_input": "rerun",
     "blocked": "rerun",
     "fork": "rerun",  # the fix job again: a branch fixed meanwhile goes to the next round
+    "agent_budget": "rerun",  # the fix job again, its spend counted from the answer
     "runaway": "review",
     "merge": "merge_stage",  # a dependency cycle, merge tries that did not merge
     "conflict": "merge_stage",

@@ -52,8 +52,8 @@ async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round
     worker, so a round ends as a husk at worst, never hangs.
     """
     timeout = timedelta(seconds=rt.config.fixer.timeout_seconds)
-    kind = rt.config.fixer.kind
-    if kind in RUNS_IN_A_JOB:
+    fixer = rt.config.fixer.kind
+    if fixer in RUNS_IN_A_JOB:
         await jobs.enqueue_in(session, rt.db.is_postgres, "fix", f"fix:{pr.process_key}:{round_no}:{attempt}",
                               pr_key=pr.pr_key, process_key=pr.process_key, round_no=round_no,
                               payload={"attempt": attempt}, max_attempts=FIX_ATTEMPTS)
@@ -71,7 +71,7 @@ async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round
                              process_key=pr.process_key)
     await queue_progress(session, pr.pr_key, pr.process_key, round_no, attempt, "deadline",
                          run_at=utcnow() + timeout + DEADLINE_MARGIN)
-    log.info("fixer.dispatched", pr_key=pr.pr_key, round=round_no, attempt=attempt, fixer=kind,
+    log.info("fixer.dispatched", pr_key=pr.pr_key, round=round_no, attempt=attempt, fixer=fixer,
              findings=len(json.loads(findings_text or "[]")))
 
 

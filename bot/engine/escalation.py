@@ -31,6 +31,7 @@ KIND_TITLES = {
     "merge": "Cannot merge",
     "runaway": "Paused: too many writes",
     "fork": "Not fixed here: the branch is in a fork",
+    "agent_budget": "Paused: the agent's budget is spent",
 }
 
 

@@ -22,15 +22,16 @@ from bot.github.errors import NotFound
 from bot.prkey import parse_pr_key
 from bot.runtime import Runtime
 from bot.webhooks.routing import own_pushes
+from bot.workers import Reschedule
 from storage import jobs, prs, rounds
 from storage.jobs import JobStatus
 from storage.models import Job, PullRequest, utcnow
 from storage.statuses import Status
 
-from . import checkrun
+from . import checkrun, spending
 from .dispatch import queue_progress
 from .escalation import escalate
-from .findings import settled_json, settlements, threads_of
+from .findings import fingerprint, settled_json, settlements, threads_of
 from .forks import fork_refusal
 from .model import Escalate
 from .read import findings_of
@@ -90,6 +91,11 @@ async def fix(rt: Runtime, job: Job) -> None:
         await _dry_run(rt, job, pr, rnd, bound)
         return
     else:
+        over = await spending.over_budget(rt, pr.pr_key, pk)
+        if over is not None:
+            await _over_budget(rt, pr, attempt, rnd.entry_head, over, bound)
+            return
+
         async def still_current() -> bool:
             # Asked by the fixer right before it pushes: a run stopped or superseded, or a round
             # rerun or retried, while the agent worked must not push what it made.
@@ -114,6 +120,7 @@ async def fix(rt: Runtime, job: Job) -> None:
             bound.info("fix.after_move", entry_head=rnd.entry_head, moved_to=moved)
         bound.info("fix.started", fixer=rt.config.fixer.kind, findings=len(findings))
         verdict = await rt.extras["fixer"].run(request)
+        await spending.record(rt, request, pk, verdict)
     bound.info("fix.finished", status=verdict.status, finished=verdict.finished, pushed=verdict.pushed_head,
                push_rejected=verdict.push_rejected, detail=verdict.detail)
     if not await _record(rt, pr.pr_key, pk, n, attempt, findings, verdict, gh_pr.get("html_url") or ""):
@@ -179,8 +186,30 @@ async def _branch_head(rt: Runtime, full_repo: str, branch: str, base_repo: str)
         return None
 
 
+async def _over_budget(rt: Runtime, pr: PullRequest, attempt: int, entry_head: str | None,
+                       over: spending.Over, bound) -> None:
+    """The fixer does not start past an agent budget: the run's own is escalated naming the
+    figure; the hour's (all PRs together) is waited out, the round's deadline put off with it."""
+    metrics.AGENT_BUDGET_WAITS.labels(over.budget).inc()
+    pk, n = pr.process_key, pr.current_round
+    if over.until is None:
+        action = Escalate(spending.AGENT_BUDGET, spending.question(over),
+                          fingerprint(spending.AGENT_BUDGET, pk or "", str(n), str(attempt)))
+        await _refuse(rt, pr, attempt, entry_head, action, bound, f"the fixer did not run: {over.why}")
+        return
+    async with rt.db.session() as s:
+        won = await prs.fenced_update(None, pr.pr_key, pk, {
+            "last_action": f"fixer waits until {over.until:%H:%M} UTC: {over.why}"},
+            expect_status=Status.CONVERGING, expect_round=n, session=s)
+        if won:
+            await spending.put_off_deadline(s, rt, pr.pr_key, pk or "", n, over.until)
+    bound.info("fix.over_hour_budget", until=over.until.isoformat(), why=over.why)
+    if won:
+        raise Reschedule(over.until, over.why)
+
+
 async def _refuse(rt: Runtime, pr: PullRequest, attempt: int, entry_head: str | None, action: Escalate,
-                  bound) -> None:
+                  bound, summary: str = "the fixer did not run: the PR's branch is in a fork") -> None:
     """Escalate instead of running the fixer, and end the round; fenced on the job's own run, round
     and attempt, so a fix job that runs twice (a redelivery, a retry after a lost commit) asks once."""
     pk, n = pr.process_key, pr.current_round
@@ -190,7 +219,7 @@ async def _refuse(rt: Runtime, pr: PullRequest, attempt: int, entry_head: str | 
                 raise _Superseded()
             if not await rounds.update_round(s, pr.pr_key, pk, n, {
                 "status": "blocked", "exit_head": entry_head, "ended_at": utcnow(),
-                "summary": "the fixer did not run: the PR's branch is in a fork",
+                "summary": summary,
             }, expect_attempt=attempt, open_only=True):
                 raise _Superseded()
     except _Superseded:

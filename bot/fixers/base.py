@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args, runtime_checkable
 
+from .usage import Usage
+
 ADDRESSED = "addressed"
 NEEDS_INPUT = "needs_input"
 BLOCKED = "blocked"
@@ -105,6 +107,11 @@ class Verdict:
     withheld: bool = False  # not pushed: the run or the round's attempt moved on while it worked
     comment: str | None = None  # for ask-style fixers: the comment the engine should post
     detail: str | None = None  # short diagnostic (exit code, timeout...), no secrets
+    # What the agent spent (a preset CLI's report, and the attempt's wall time); None for a
+    # fixer that runs nothing here (mention, author).
+    usage: Usage | None = None
+    # What the agent's CLI said went wrong (failed edits or tool calls), when it changed nothing.
+    failure: str | None = None
 
 
 def husk(detail: str) -> Verdict:

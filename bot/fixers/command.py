@@ -8,6 +8,7 @@ runs outside it, in a repository the agent never touched (bot/fixers/workspace.p
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import time
 from collections.abc import Sequence
@@ -134,6 +135,8 @@ class CommandFixer:
             secrets,
         )
         if self.sandbox is not None:
+            # By its path, so the sandbox can let the agent see the program's whole install.
+            argv[0] = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
             argv = self.sandbox.wrap(argv, repo=ws.repo, inputs=(ws.prompt_file, ws.findings_file),
                                      workdir=ws.root.parent,
                                      outputs=(out_dir,) if self.preset is not None else ())

@@ -74,6 +74,12 @@ class Sandbox:
         for item in dict.fromkeys((*kept, *argv)):
             if os.path.isabs(item) and os.path.exists(item) and _within(item, private):
                 mounts += ["--ro-bind", item, item]
+        if argv and os.path.isabs(argv[0]):
+            # The program's whole install (its node_modules, its virtualenv), not its file alone:
+            # an agent CLI unpacked under /tmp would otherwise start and find none of its code.
+            for root in dict.fromkeys((install_root(argv[0]), install_root(os.path.realpath(argv[0])))):
+                if _within(root, private) and root not in private:
+                    mounts += ["--ro-bind", root, root]
         for path in map(os.path.realpath, self.write):
             mounts += ["--bind-try", path, path]
         # After the binds above, so a secret inside a readable or writable path stays hidden.
@@ -106,6 +112,9 @@ def sandbox_for(mode: str, *, hide: Iterable[str | Path] = (), write: Iterable[s
         log.warning("fixer.unsandboxed", reason=why, risk=UNSANDBOXED_RISK,
                     hint='install bubblewrap, or set fixer.sandbox = "off" to say this is meant')
         return None
+    made = ensure_writable(write)
+    if made:
+        log.info("fixer.sandbox_write_created", paths=[str(p) for p in made])
     log.info("fixer.sandboxed", program=program)
     return Sandbox(program, hide=_paths((*ALWAYS_HIDDEN, *hide)), write=_paths(write))
 
@@ -123,6 +132,30 @@ def probe(program: str) -> str | None:
         return None
     lines = done.stderr.strip().splitlines()
     return f"{program} cannot make a sandbox here: " + (lines[-1][:200] if lines else f"exit code {done.returncode}")
+
+
+def install_root(program: str) -> str:
+    """The directory an installed program needs whole: above its `node_modules` (an npm
+    install), its virtualenv (the folder with `pyvenv.cfg`), else its own folder."""
+    parts = Path(program).parts
+    if "node_modules" in parts:
+        return str(Path(*parts[:parts.index("node_modules")]))
+    for parent in Path(program).parents:
+        if (parent / "pyvenv.cfg").is_file():
+            return str(parent)
+    return str(Path(program).parent)
+
+
+def ensure_writable(paths: Iterable[str | Path]) -> list[Path]:
+    """Create each missing path the sandbox is to let the agent write, as a directory only the
+    bot's user can read: bubblewrap binds only what exists, and an agent whose state directory
+    was skipped fails at its first write. Returns the paths it created."""
+    made = []
+    for path in _paths(paths):
+        if not os.path.lexists(path):
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            made.append(path)
+    return made
 
 
 def _paths(paths: Iterable[str | Path]) -> tuple[Path, ...]:

@@ -1,0 +1,1 @@
+"""The real agent CLIs against a fake model server: `make agents` (docs/fixers.md, "Proven against the real CLIs")."""
