@@ -15,9 +15,9 @@ from sqlmodel import select
 
 from bot import outbox
 from bot.prkey import try_parse_pr_key
-from storage import commands, dependencies, escalations, jobs, rounds, runs
+from storage import agent_attempts, commands, dependencies, escalations, jobs, rounds, runs
 from storage.database import Database
-from storage.models import Command, Escalation, Job, PullRequest, Round, utcnow
+from storage.models import AgentAttempt, Command, Escalation, Job, PullRequest, Round, utcnow
 from storage.prs import PrView
 from storage.statuses import ACTIVE, Status
 
@@ -186,7 +186,22 @@ def _replies_of(effects: list[Job], process_key: str | None, round_no: int) -> d
     return {"count": posted, "states": states}
 
 
-def round_json(r: Round, effects: list[Job]) -> dict:
+def agent_json(attempts: Sequence[AgentAttempt]) -> dict:
+    """What the agent spent over `attempts`: dollars (None when no attempt's cost is known),
+    tokens, seconds, and what its CLI said went wrong, last first."""
+    costs = [a.cost_usd for a in attempts if a.cost_usd is not None]
+    return {
+        "attempts": len(attempts),
+        "cost_usd": round(sum(costs), 4) if costs else None,
+        "cost_known": len(costs) == len(attempts),
+        "input_tokens": sum(a.input_tokens for a in attempts),
+        "output_tokens": sum(a.output_tokens for a in attempts),
+        "seconds": round(sum(a.seconds for a in attempts), 1),
+        "failures": [a.failure for a in reversed(attempts) if a.failure],
+    }
+
+
+def round_json(r: Round, effects: list[Job], spent: Sequence[AgentAttempt] = ()) -> dict:
     findings = findings_list(r.findings)
     return {
         "round": r.round_no,
@@ -210,6 +225,7 @@ def round_json(r: Round, effects: list[Job]) -> dict:
         "ended_at": _iso(r.ended_at),
         "fixer_started_at": _iso(r.fixer_started_at),
         "fixer_finished_at": _iso(r.fixer_finished_at),
+        "agent": agent_json([a for a in spent if a.process_key == r.process_key and a.round_no == r.round_no]),
     }
 
 
@@ -281,6 +297,7 @@ async def pr_detail(db: Database, view: PrView, budget_cfg: BudgetConfig | None 
     effects = [j for j in all_jobs if j.kind == outbox.KIND]
     other = [j for j in all_jobs if j.kind != outbox.KIND]
     history = [r for r in await rounds.for_pr(db, pr.pr_key) if r.process_key == pr.process_key]
+    spent = [a for a in await agent_attempts.for_pr(db, pr.pr_key) if a.process_key == pr.process_key]
     esc = await escalations.for_pr(db, pr.pr_key)
     answers = [c for c in await commands.for_pr(db, pr.pr_key) if c.verb == "answer" and c.accepted]
     run_rows = await runs.runs_for(db, pr.pr_key)
@@ -293,7 +310,8 @@ async def pr_detail(db: Database, view: PrView, budget_cfg: BudgetConfig | None 
         "escalated_at": _iso(pr.escalated_at),
         "abandon_reason": current.reason if current and view.derived_status == Status.ABANDONED else None,
         "run_reason": current.reason if current else None,
-        "rounds": sorted((round_json(r, effects) for r in history), key=lambda r: r["round"]),
+        "rounds": sorted((round_json(r, effects, spent) for r in history), key=lambda r: r["round"]),
+        "agent": agent_json(spent),
         "escalations": [escalation_json(e, pr.url, _answer_comment(e, answers)) for e in esc],
         "runs": [{"process_key": r.process_key, "kind": r.kind, "state": r.state, "reason": r.reason,
                   "started_at": _iso(r.started_at), "ended_at": _iso(r.ended_at)} for r in run_rows],

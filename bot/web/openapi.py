@@ -59,6 +59,18 @@ SUMMARY = {
 
 FINDING = _obj({"body": {"type": "string"}, "path": STR, "line": INT, "author": STR})
 
+AGENT = _obj({
+    "attempts": {"type": "integer", "description": "Runs of the fixer's agent."},
+    "cost_usd": _nullable("number", description="Dollars, as the CLI reported them or its tokens at "
+                                                "`[fixer]` prices; null when none is known."),
+    "cost_known": {"type": "boolean", "description": "Every attempt's cost is known."},
+    "input_tokens": {"type": "integer"},
+    "output_tokens": {"type": "integer"},
+    "seconds": {"type": "number", "description": "Wall time of the attempts."},
+    "failures": {"type": "array", "items": {"type": "string"},
+                 "description": "What the CLI said went wrong in attempts that changed nothing, last first."},
+}, description="What the fixer's agent spent.")
+
 ROUND = _obj({
     "round": {"type": "integer"},
     "kind": {"type": "string", "enum": ["review", "conflict", "ci"]},
@@ -80,6 +92,7 @@ ROUND = _obj({
     "ended_at": TIME,
     "fixer_started_at": TIME,
     "fixer_finished_at": TIME,
+    "agent": {"$ref": "#/components/schemas/AgentSpend"},
 })
 
 ESCALATION = _obj({
@@ -134,6 +147,7 @@ DETAIL = _obj({
     "effects": _array("Effect"),
     "effects_total": {"type": "integer"},
     "effect_budget": {"$ref": "#/components/schemas/EffectBudget"},
+    "agent": {"$ref": "#/components/schemas/AgentSpend"},
 }, description="A PR's full detail: the summary fields plus its current run's rounds, its "
                "escalations, runs, newest jobs and effects, and its write budget.")
 
@@ -210,6 +224,7 @@ DOCUMENT: dict[str, Any] = {
             "Job": JOB,
             "Effect": EFFECT,
             "EffectBudget": BUDGET,
+            "AgentSpend": AGENT,
             "Submission": {"type": "object", "required": ["pr"], "additionalProperties": False, "properties": {
                 "pr": {"type": "string", "description": "owner/repo#N or the PR's URL"},
                 "max_rounds": {"type": "integer", "minimum": 1, "maximum": MAX_ROUNDS},
