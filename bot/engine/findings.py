@@ -38,6 +38,14 @@ _LINES = tuple(re.compile(p, re.IGNORECASE | re.MULTILINE) for p in (
     # a person's `_this deletes the auth check_` keeps its words (the markup goes below).
     r"^[ \t]*_[^\x00-\x7f][^_\n]*_(?:[ \t]*\|[ \t]*_[^\x00-\x7f][^_\n]*_)*[ \t]*$",
     r"^[ \t]*useful\? react with.*$",  # Codex's footer
+    # Bugbot's footer names the commit it reviewed: with it, the same finding posted again after
+    # a push printed anew, and a decline of it was never carried over
+    # (tests/fixtures/reviews/bugbot.json).
+    r"^[ \t]*(?:<sup>[ \t]*)?reviewed by \[cursor bugbot\].*$",
+    # Copilot's "This issue also appears on line 62 of the same file." (or a list of lines):
+    # line numbers, which move with the code, while a print is of the question, never its line.
+    r"^[ \t]*this issue also appears (?:on line \d+ of the same file\.?"
+    r"|in the following locations of the same file:(?:\n[ \t]*[-*][ \t]+line \d+)*)[ \t]*$",
     r"</?[a-z][^<>\n]*>",  # any other HTML tag (<sub>, <summary>, ...)
     r"^[ \t]*(?:(?:\*\*|_)[ \t]*)?(?:nit|nitpick|nits)[ \t]*(?:(?:\*\*|_)[ \t]*)?:",  # a "nit:" prefix
 ))

@@ -3,7 +3,10 @@
 Each review bot says how much a comment matters in its own way: CodeRabbit in a badge line at the
 top (`_⚠️ Potential issue_ | _🟠 Major_`, `_🛠️ Refactor suggestion_`, `_🧹 Nitpick_`), Gemini Code
 Assist with a priority image (`.../codereviewagent/high-priority.svg`), Codex with a shields.io
-badge (`![P1 Badge](https://img.shields.io/badge/P1-orange...)`), people with a `nit:` prefix.
+badge (`![P1 Badge](https://img.shields.io/badge/P1-orange...)`), Cursor Bugbot with a
+`**High Severity**` line, people with a `nit:` prefix, and reviewers told to tag their findings
+(Copilot under a repository's instructions, people pasting Codex CLI output) with a leading `P1:`
+or `[P2]`.
 Reading those lets a run converge when only nits are left (`convergence.block_on`) instead of
 chasing every "previously missed" remark a re-review surfaces.
 
@@ -23,10 +26,11 @@ _RANK = {name: len(SEVERITIES) - i for i, name in enumerate(SEVERITIES)}
 MAX_CHARS = 8000
 
 # Explicit levels: the most severe one found decides, so a quoted marker cannot lower a finding.
-# A bot's level (CodeRabbit's level badge, Gemini's image, Codex's P-badge) comes first; the kind
-# badge alone is read only when there is none (its older comments carry no level badge, and a
-# newer `_⚠️ Potential issue_ | _🟡 Minor_` is minor, not major).
-_LEVELS, _KINDS = ((tuple((re.compile(p, re.IGNORECASE), s) for p, s in group)) for group in ((
+# A bot's level (CodeRabbit's level badge, Gemini's image, Codex's P-badge, Bugbot's severity line,
+# a leading P-tag) comes first; the kind badge alone is read only when there is none (its older
+# comments carry no level badge, and a newer `_⚠️ Potential issue_ | _🟡 Minor_` is minor, not
+# major).
+_LEVELS, _KINDS = ((tuple((re.compile(p, re.IGNORECASE | re.MULTILINE), s) for p, s in group)) for group in ((
     # CodeRabbit's level badge, after its kind badge: `_⚠️ Potential issue_ | _🔴 Critical_`.
     (r"_[ \t]*🔴[ \t]*critical[ \t]*_", "critical"),
     (r"_[ \t]*🟠[ \t]*major[ \t]*_", "major"),
@@ -42,6 +46,13 @@ _LEVELS, _KINDS = ((tuple((re.compile(p, re.IGNORECASE), s) for p, s in group)) 
     (r"!\[P1 Badge\]|img\.shields\.io/badge/P1-", "major"),
     (r"!\[P2 Badge\]|img\.shields\.io/badge/P2-", "minor"),
     (r"!\[P3 Badge\]|img\.shields\.io/badge/P3-", "nit"),
+    # Cursor Bugbot's level, a bold line of its own under the title: `**Medium Severity**`
+    # (tests/fixtures/reviews/bugbot.json). On the same scale as Gemini's images: high = major,
+    # medium = minor, low = nit. Without it, every Bugbot finding took its reviewer's default.
+    (r"^[ \t]*\*\*[ \t]*critical[ \t]+severity[ \t]*\*\*[ \t]*$", "critical"),
+    (r"^[ \t]*\*\*[ \t]*high[ \t]+severity[ \t]*\*\*[ \t]*$", "major"),
+    (r"^[ \t]*\*\*[ \t]*medium[ \t]+severity[ \t]*\*\*[ \t]*$", "minor"),
+    (r"^[ \t]*\*\*[ \t]*low[ \t]+severity[ \t]*\*\*[ \t]*$", "nit"),
 ), (
     # CodeRabbit's kind badge alone.
     (r"_[ \t]*🧹[ \t]*nitpick[^_\n]*_", "nit"),
@@ -53,6 +64,15 @@ _LEVELS, _KINDS = ((tuple((re.compile(p, re.IGNORECASE), s) for p, s in group)) 
 # run of newlines backtrack quadratically (cubically under MULTILINE).
 _NIT_PREFIX = re.compile(r"[ \t]*(?:(?:\*\*|_)[ \t]*)?(?:nit|nitpick|nits)[ \t]*(?:(?:\*\*|_)[ \t]*)?[:(\-]",
                          re.IGNORECASE)
+# A level its reviewer wrote as the comment's first word: `P0 security: ...`, `P1: ...`,
+# `P2 (nit): ...` (Copilot, where a repository's .github/copilot-instructions.md asks for P0-P3
+# tags: tests/fixtures/reviews/copilot.json), `[P2] Title` (Codex's own tag, as people paste it).
+# Only at the very start, and only a short word or parenthesis between the tag and its colon, so
+# "P1 of the plan is done" or a P2 further down is not read as a level. A "(nit)" after the tag is
+# the reviewer's own word for it.
+_P_PREFIX = re.compile(r"[ \t]*(?:\*\*[ \t]*)?(?:\[P([0-3])\]|P([0-3])(?:[ \t]+(?:\(([a-z]{1,12})\)|([a-z][a-z-]{0,20})))?"
+                       r"[ \t]*(?:\*\*)?[ \t]*:)", re.IGNORECASE)
+_P_LEVELS = ("critical", "major", "minor", "nit")
 # A GitHub suggestion block: a ready-made change of a few lines, by nature a small one.
 _SUGGESTION = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[ \t]*suggestion\b", re.IGNORECASE | re.MULTILINE)
 SUGGESTION_SEVERITY = "minor"
@@ -84,13 +104,24 @@ def said(body: str) -> str:
 def marked(body: str) -> str | None:
     """The severity the comment's own markers give, or None when it carries none."""
     text = said(body)
+    tagged = _tagged(text)
     for markers in (_LEVELS, _KINDS):
-        found = [s for pattern, s in markers if pattern.search(text)]
+        found = [s for pattern, s in markers if pattern.search(text)] + ([tagged] if tagged else [])
         if found:
             return most(found)
     if _NIT_PREFIX.match(text):
         return "nit"
     return None
+
+
+def _tagged(text: str) -> str | None:
+    """The level of a leading `P1:` / `[P2]` tag, None without one."""
+    m = _P_PREFIX.match(text)
+    if not m:
+        return None
+    if (m.group(3) or m.group(4) or "").lower() in ("nit", "nits", "nitpick"):
+        return "nit"
+    return _P_LEVELS[int(m.group(1) or m.group(2))]
 
 
 def of(body: str, default: str) -> str:
