@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from storage.database import Database, NoDatabase, connect_failure
 from storage.migrate import current_revision, head_revision
 
 from .config import Config
+from .fixers.environment import GitIdentity, fixer_env
 from .fixers.presets import PRESETS
+from .fixers.sandbox import SandboxUnavailable, sandbox_for
 from .github.client import connect
 from .github.errors import GitHubError
 from .redelivery import Log
@@ -79,11 +85,7 @@ async def run_doctor(config: Config, say: Callable[[str], None] = print) -> int:
     if fixer.kind == "fake":
         check(False, "fixer", "kind = fake is for tests and the demo; serve refuses it")
     elif fixer.kind == "command":
-        preset = PRESETS.get(fixer.preset)
-        program = fixer.command[0] if fixer.command else preset.program if preset else ""
-        check(bool(program and shutil.which(program)),
-              f"fixer command (preset {preset.name})" if preset else "fixer command",
-              program or "fixer.command is empty")
+        _command_fixer(config, check)
     else:
         check(True, "fixer", fixer.kind)
     git = shutil.which("git")
@@ -126,3 +128,76 @@ async def _hook_logs(client, config: Config, check) -> None:
                   f"{e} (the token needs admin rights on the hook: see [webhooks] hooks in config.example.toml)")
         else:
             check(True, f"webhook delivery log {path}", "readable")
+
+
+VERSION_TIMEOUT_SECONDS = 60.0
+
+
+def _command_fixer(config: Config, check) -> None:
+    """The `command` fixer's program found, its version, that it starts inside the sandbox, and
+    for a preset: its state directories writable and its model's key set (docs/fixers.md)."""
+    fixer = config.fixer
+    preset = PRESETS.get(fixer.preset)
+    what = f"fixer command (preset {preset.name})" if preset else "fixer command"
+    program = fixer.command[0] if fixer.command else preset.program if preset else ""
+    found = shutil.which(program) if program else None
+    if not found:
+        check(False, what, f"{program} not found on PATH: install it, or name its path in fixer.command"
+              if program else "fixer.command is empty")
+        return
+    check(True, what, found)
+    env = fixer_env(GitIdentity(), {}, ())
+    for name, value in preset.env if preset else ():
+        env.setdefault(name, value)
+    if preset:
+        version = _run([found, "--version"], env)
+        check(version.ok, f"{preset.name} version", version.line or "printed nothing")
+    state = preset.state_paths() if preset else ()
+    for path in state:
+        if path.exists():
+            check(os.access(path, os.W_OK), f"{preset.name} state {path}",
+                  "writable" if os.access(path, os.W_OK) else "not writable by the bot's user")
+        else:
+            parent = next((p for p in path.parents if p.exists()), Path("/"))
+            check(os.access(parent, os.W_OK), f"{preset.name} state {path}",
+                  "missing; serve creates it at start" if os.access(parent, os.W_OK)
+                  else f"missing, and {parent} is not writable by the bot's user")
+    if preset and preset.keys:
+        named = [k for k in preset.keys if os.environ.get(k)]
+        check(bool(named), f"{preset.name} model key", f"{named[0]} is set" if named else
+              f"none of {', '.join(preset.keys)} is set: set one in the bot's environment, or log the "
+              f"CLI in (its state lives in {', '.join('~/' + s for s in preset.state)})", warn=True)
+    try:
+        sandbox = sandbox_for(fixer.sandbox, hide=config.secret_files(),
+                              write=(*fixer.sandbox_write, *state), create=False, quiet=True)
+    except SandboxUnavailable as e:
+        check(False, "fixer sandbox", str(e))
+        return
+    if sandbox is None:
+        check(False, "fixer sandbox", "off: the agent runs with the bot's rights", warn=True)
+        return
+    with tempfile.TemporaryDirectory(prefix="convergebot-doctor-") as d:
+        repo = Path(d) / "repo"
+        repo.mkdir()
+        inside = _run(sandbox.wrap([found, "--version"] if preset else [found, "--help"], repo=repo,
+                                   inputs=(), workdir=Path(d)), env)
+    check(inside.ok, f"{preset.name if preset else program} in the sandbox",
+          ("starts" + (f" ({inside.line})" if inside.line and preset else "")) if inside.ok
+          else f"does not start: {inside.line or 'no output'}")
+
+
+@dataclass(frozen=True)
+class _Ran:
+    ok: bool
+    line: str
+
+
+def _run(argv: list[str], env: dict[str, str]) -> _Ran:
+    """Run `argv` briefly; its first line of output (stderr when it failed), cut to 200 chars."""
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                              timeout=VERSION_TIMEOUT_SECONDS)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return _Ran(False, type(e).__name__)
+    text = (done.stdout if done.returncode == 0 else done.stderr or done.stdout).strip()
+    return _Ran(done.returncode == 0, text.splitlines()[0][:200] if text else "")

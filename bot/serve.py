@@ -86,6 +86,7 @@ def job_handlers(rt: Runtime) -> dict[str, Callable]:
 
 
 def build_fixer(config: Config):
+    from .fixers.presets import PRESETS
     from .fixers.registry import build_fixer as build
     from .fixers.sandbox import SandboxUnavailable, sandbox_for
 
@@ -93,9 +94,11 @@ def build_fixer(config: Config):
     if (f.preset or f.preset_args) and f.kind != "command":
         raise ConfigError(f'config: fixer.preset is for kind = "command", not {f.kind!r}')
     if f.kind == "command":
+        preset = PRESETS.get(f.preset)
         try:
+            # A preset's CLI writes its own state: those directories, and nothing else of the home.
             sandbox = sandbox_for(f.sandbox, hide=(*config.secret_files(), *f.sandbox_hide),
-                                  write=f.sandbox_write)
+                                  write=(*f.sandbox_write, *(preset.state_paths() if preset else ())))
         except SandboxUnavailable as e:
             raise ConfigError(str(e)) from None
         try:

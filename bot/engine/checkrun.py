@@ -54,8 +54,12 @@ def non_blocking(optional: Sequence[Finding]) -> str:
     return "\n".join(lines)
 
 
+FIXER_SAID_CAP = 1000  # characters of the fixer's summary on the check run
+
+
 def render(status: str, round_no: int, max_rounds: int, findings_left: int | None, last_action: str | None,
-           config_problem: str | None = None, optional: Sequence[Finding] = ()) -> dict:
+           config_problem: str | None = None, optional: Sequence[Finding] = (),
+           fixer_said: str | None = None) -> dict:
     title = f"{status.replace('_', ' ')} · round {round_no}/{max_rounds}"
     if findings_left is not None:
         title += f" · {findings_left} finding(s) left"
@@ -66,15 +70,25 @@ def render(status: str, round_no: int, max_rounds: int, findings_left: int | Non
         f"**Findings left:** {'unknown' if findings_left is None else findings_left}\n\n"
         f"**Last action:** {last_action or '-'}"
     ) + non_blocking(optional)
+    if fixer_said:
+        # The round's fixer finished and the run did not move on: what it said (what its CLI
+        # reported went wrong, for an agent that changed nothing) is why the PR waits.
+        said = fixer_said if len(fixer_said) <= FIXER_SAID_CAP else fixer_said[:FIXER_SAID_CAP - 1] + "…"
+        summary += f"\n\n**The fixer said:**\n\n{_fenced(said)}"
     if config_problem:
         # The repository's own file was refused: said on every PR of it until it is mended.
-        fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", config_problem)), default=0))
         summary += (f"\n\n**Repository configuration ignored** (the global settings apply):\n\n"
-                    f"{fence}text\n{config_problem}\n{fence}")
+                    f"{_fenced(config_problem)}")
     fields: dict = {"status": "in_progress", "output": {"title": title, "summary": summary}}
     if status in _CONCLUSION:
         fields = {"status": "completed", "conclusion": _CONCLUSION[status], "output": fields["output"]}
     return fields
+
+
+def _fenced(text: str) -> str:
+    """`text` as a code block no backtick run in it can close: shown, never rendered."""
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    return f"{fence}text\n{text}\n{fence}"
 
 
 def fields_of(view: PrView, rnd: Round | None, config_problem: str | None = None) -> dict:
@@ -85,8 +99,9 @@ def fields_of(view: PrView, rnd: Round | None, config_problem: str | None = None
     # Findings left: those that block; the rest are listed apart.
     left = None if findings is None else sum(not f.optional for f in findings)
     optional = [f for f in findings or () if f.optional]
+    said = rnd.summary if rnd is not None and rnd.fixer_finished_at is not None else None
     return render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action, config_problem,
-                  optional)
+                  optional, said)
 
 
 async def _fields(rt: Runtime, view: PrView) -> dict:

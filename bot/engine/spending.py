@@ -115,5 +115,7 @@ async def record(rt: Runtime, req: FixRequest, process_key: str, verdict: Verdic
     if verdict.failure:
         metrics.AGENT_FAILURES.labels(fixer).inc()
     log.info("fixer.spent", pr_key=req.pr_key, round=req.round_no, attempt=req.attempt, fixer=fixer,
-             cost_usd=usage.cost_usd, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+             # Counts of tokens, not tokens: named so the log's secret filter (any key holding
+             # "token") leaves them be.
+             cost_usd=usage.cost_usd, input=usage.input_tokens, output=usage.output_tokens,
              turns=usage.turns, seconds=round(usage.seconds, 1))

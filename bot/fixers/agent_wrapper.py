@@ -15,16 +15,13 @@ for the next review to judge. Resolving a thread is a claim; free text backs it 
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import replace
 
 from .base import ADDRESSED, CONVERGED, NEEDS_INPUT, Finding, Verdict
-from .verdict import TEXT_CAP
-
-TAIL_CHARS = TEXT_CAP  # of standard output, for the CLIs that print their answer as plain text
+from .reports import tail as _tail
 
 # "Nothing needed changing", said in the ways agents say it.
 _NOTHING_NEEDED = re.compile(
@@ -56,78 +53,6 @@ _LEFT_UNDONE = re.compile(
 )
 # A sentence ends at ".", "!" or "?" before a space, or at a line's end (not inside "app.py").
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
-
-
-def final_message(output: str, stdout: str, last_message: str | None = None) -> str:
-    """The agent's final message from what its CLI printed (`output` is the preset's format)
-    and the file it wrote (`last_message`: its message file's text, None when there is none)."""
-    if output == "claude-json":
-        obj = _json_object(stdout, "result")
-        if obj is not None and isinstance(obj.get("result"), str):
-            return _tail(obj["result"])
-    elif output == "gemini-json":
-        obj = _json_object(stdout, "response")
-        if obj is not None and isinstance(obj.get("response"), str):
-            return _tail(obj["response"])
-    elif output == "file" and last_message and last_message.strip():
-        return _tail(last_message)
-    elif output == "aider-history" and last_message:
-        reply = _last_aider_reply(last_message)
-        if reply:
-            return reply
-    return _tail(stdout)
-
-
-def _tail(text: str) -> str:
-    """The message's last `TAIL_CHARS`: an agent's output may be a MiB, and every regex and the
-    summary read only this much of it."""
-    return text.strip()[-TAIL_CHARS:].strip()
-
-
-def _last_aider_reply(history: str) -> str:
-    """The text after the last user line (`#### `) of an aider chat history, its tool output
-    (`> `) left out."""
-    lines = history.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith("#### ")]
-    if not starts:
-        return ""
-    reply = [line for line in lines[starts[-1] + 1:] if not line.startswith(">")]
-    return "\n".join(reply).strip()[-TAIL_CHARS:].strip()
-
-
-def _json_object(stdout: str, key: str) -> dict | None:
-    """The JSON object holding `key`: all of stdout (it may be pretty-printed), else the last
-    line or the last block starting at a line's `{` that parses (logs may come before it).
-
-    Only the last `JSON_CANDIDATES` lines starting with `{` are tried, one at a time: each
-    block is a copy of the rest of stdout, and stdout of `{` lines would otherwise cost time
-    and memory quadratic in its size."""
-    text = stdout.strip()
-    for candidate in _json_candidates(text):
-        try:
-            obj = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and key in obj:
-            return obj
-    return None
-
-
-JSON_CANDIDATES = 20  # lines starting with `{`, from the end, tried as an object's start
-
-
-def _json_candidates(text: str) -> Iterator[str]:
-    yield text
-    lines = text.splitlines()
-    tried = 0
-    for i in range(len(lines) - 1, -1, -1):
-        if tried >= JSON_CANDIDATES:
-            return
-        if lines[i].lstrip().startswith("{"):
-            tried += 1
-            yield lines[i]
-            if i < len(lines) - 1:
-                yield "\n".join(lines[i:])
 
 
 def question_in(message: str, changed: bool) -> str | None:

@@ -17,16 +17,19 @@ from pathlib import Path
 
 from bot.logs import get_logger
 
-from .agent_wrapper import final_message, infer_verdict, inferred
-from .base import FixRequest, Verdict, husk
+from . import reports
+from .agent_wrapper import infer_verdict, inferred
+from .base import ADDRESSED, CONVERGED, FixRequest, Verdict, husk
 from .environment import GitIdentity, fixer_env, scrub, secret_forms
 from .git import GitError
 from .gitdir import SAFE_CONFIG
-from .presets import Preset
+from .presets import FINDING_FILES, Preset
 from .process import run_process
 from .prompt import render_findings, render_prompt
-from .sandbox import Sandbox
-from .verdict import normalize, parse_verdict
+from .reports import Report
+from .sandbox import Sandbox, ensure_writable
+from .usage import Usage
+from .verdict import TEXT_CAP, normalize, parse_verdict
 from .workspace import Workspace, commit_message
 
 log = get_logger(__name__)
@@ -120,8 +123,12 @@ class CommandFixer:
             _exclude(ws.repo, self.preset.ignore)
             places["{out_dir}"] = str(out_dir)
             places["{prompt}"] = ws.prompt_file.read_text(encoding="utf-8")  # last: never re-read
-        argv = [_substitute(item, places) for item in self.argv]
+        argv = [arg for item in self.argv for arg in (
+            _finding_files(ws.repo, req) if item == FINDING_FILES else [_substitute(item, places)])]
         secrets = secret_forms(req.token)
+        if self.preset is not None:
+            # Its state directories again, in case they were removed since the bot started.
+            ensure_writable(self.preset.state_paths())
         env = fixer_env(
             self.identity,
             {
@@ -134,51 +141,101 @@ class CommandFixer:
             },
             secrets,
         )
+        for name, value in self.preset.env if self.preset is not None else ():
+            env.setdefault(name, value)
         if self.sandbox is not None:
             # By its path, so the sandbox can let the agent see the program's whole install.
             argv[0] = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
             argv = self.sandbox.wrap(argv, repo=ws.repo, inputs=(ws.prompt_file, ws.findings_file),
                                      workdir=ws.root.parent,
                                      outputs=(out_dir,) if self.preset is not None else ())
+        started = time.monotonic()
         try:
             result = await run_process(argv, cwd=ws.repo, env=env, timeout=self.timeout_seconds)
         except OSError as e:
             return husk(f"command could not start: {e.strerror or type(e).__name__}")
+        seconds = time.monotonic() - started
         if result.timed_out:
-            return husk(f"timed out after {self.timeout_seconds:g}s")
+            return replace(husk(f"timed out after {self.timeout_seconds:g}s"), usage=Usage(seconds=seconds))
         _line, raw = parse_verdict(result.stdout)
-        message = ""
+        report = Report("", usage=Usage())
         if self.preset is not None:
             written = _read_output(out_dir / self.preset.message_file) if self.preset.message_file else None
-            message = final_message(self.preset.output, result.stdout, written)
+            report = reports.read(self.preset.output, result.stdout, result.stderr, written)
             if raw is None:  # a verdict line inside its final message (Claude's JSON, a file)
-                _line, raw = parse_verdict(message)
+                _line, raw = parse_verdict(report.message)
+        usage = replace(report.usage, seconds=seconds)
         if raw is None and result.returncode != 0:
             bound.warning(
                 "fixer.crashed",
                 detail=result.describe(),
                 stderr_tail=scrub(result.stderr[-1000:], secrets),
             )
-            return husk(result.describe())
+            return replace(husk(result.describe()), usage=usage)
         if self.preset is None or raw is not None:
-            verdict = normalize(raw, finished=True)
+            verdict = replace(normalize(raw, finished=True), usage=usage)
             if result.returncode != 0:
                 verdict = replace(verdict, detail=result.describe())
             publication = await ws.publish(commit_message(req))
+            if self.preset is not None and not _changed(publication):
+                verdict = _did_nothing(verdict, report, bound) or verdict
             return publication.apply(verdict)
         publication = await ws.publish(commit_message(req))
-        changed = bool(publication.pushed_head or publication.rejected or publication.withheld)
+        changed = _changed(publication)
         files = None
         if publication.pushed_head:
             # Read in publish.git, the bot's own copy the agent never touched.
             names = await ws.local.run(*SAFE_CONFIG, "diff", "--name-only", "-z", req.entry_head,
                                        publication.pushed_head, cwd=ws.publish_repo)
             files = [name for name in names.split("\0") if name]
-        verdict = inferred(normalize(infer_verdict(message, changed=changed, findings=req.findings,
+        verdict = inferred(normalize(infer_verdict(report.message, changed=changed, findings=req.findings,
                                                    changed_files=files), finished=True))
+        verdict = replace(verdict, usage=usage)
+        if not changed:
+            verdict = _did_nothing(verdict, report, bound) or verdict
         bound.info("fixer.verdict_inferred", preset=self.preset.name, status=verdict.status,
                    changed=changed, threads_fixed=len(verdict.thread_actions))
         return publication.apply(verdict)
+
+
+def _finding_files(repo: Path, req: FixRequest) -> list[str]:
+    """The files the findings name that are files of the clone, once each: paths come from
+    review text, so one that would read as a flag, or leave the clone, is left out."""
+    root = repo.resolve()
+    out = []
+    for finding in req.findings:
+        path = finding.path or ""
+        if not path or path.startswith("-") or path in out:
+            continue
+        target = (repo / path).resolve()
+        if target.is_relative_to(root) and target.is_file():
+            out.append(path)
+    return out
+
+
+def _changed(publication) -> bool:
+    return bool(publication.pushed_head or publication.rejected or publication.withheld)
+
+
+def _did_nothing(verdict: Verdict, report: Report, bound) -> Verdict | None:
+    """A run that changed nothing and whose CLI reported failed edits or tool calls, or that
+    said nothing at all: not "addressed" or "converged" on the agent's word, but no progress,
+    its summary what went wrong. None when the verdict stands (a question, a reasoned "nothing
+    needed" with no failure)."""
+    if verdict.status not in (ADDRESSED, CONVERGED):
+        return None
+    if report.failures:
+        what = "its CLI reported " + "; ".join(report.failures)
+    elif not report.message.strip():
+        what = "it exited without a change or a word"
+    else:
+        return None
+    bound.warning("fixer.agent_failed", failures=list(report.failures), claimed=verdict.status)
+    summary = f"the agent changed nothing: {what}"
+    if report.message.strip():
+        summary += f"\n\nIts final message: {report.message.strip()}"
+    return replace(verdict, status=ADDRESSED, summary=summary[:TEXT_CAP], failure=what[:TEXT_CAP],
+                   thread_actions=())
 
 
 def _exclude(repo: Path, patterns: tuple[str, ...]) -> None:

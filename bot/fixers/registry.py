@@ -37,7 +37,8 @@ def build_fixer(kind: str, **settings: Any) -> Fixer:
     if kind == "command" and settings.get("preset"):
         # A preset names the CLI; `argv`, if given, only says where its program is.
         settings["argv"], settings["preset"] = resolve_preset(
-            settings.pop("preset"), settings.get("argv") or (), settings.pop("preset_args", ()))
+            settings.pop("preset"), settings.get("argv") or (), settings.pop("preset_args", ()),
+            sandboxed=settings.get("sandbox") is not None)
     elif kind == "command":
         settings.pop("preset", None)
         if settings.pop("preset_args", None):

@@ -94,7 +94,8 @@ class Sandbox:
                 "--chdir", str(repo), "--", *argv]
 
 
-def sandbox_for(mode: str, *, hide: Iterable[str | Path] = (), write: Iterable[str | Path] = ()) -> Sandbox | None:
+def sandbox_for(mode: str, *, hide: Iterable[str | Path] = (), write: Iterable[str | Path] = (),
+                create: bool = True, quiet: bool = False) -> Sandbox | None:
     """The sandbox `fixer.sandbox = mode` asks for; None to run unsandboxed, said loudly.
 
     Raises SandboxUnavailable when `bwrap` is asked for and cannot run.
@@ -102,20 +103,23 @@ def sandbox_for(mode: str, *, hide: Iterable[str | Path] = (), write: Iterable[s
     if mode not in SANDBOX_MODES:
         raise ValueError(f"fixer sandbox must be one of {', '.join(SANDBOX_MODES)}, not {mode!r}")
     if mode == "off":
-        log.warning("fixer.unsandboxed", reason='fixer.sandbox = "off"', risk=UNSANDBOXED_RISK)
+        if not quiet:
+            log.warning("fixer.unsandboxed", reason='fixer.sandbox = "off"', risk=UNSANDBOXED_RISK)
         return None
     program = shutil.which("bwrap")
     why = probe(program) if program else "bwrap is not installed (Debian package bubblewrap)"
     if why is not None:
         if mode == "bwrap":
             raise SandboxUnavailable(f'fixer.sandbox = "bwrap": {why}')
-        log.warning("fixer.unsandboxed", reason=why, risk=UNSANDBOXED_RISK,
-                    hint='install bubblewrap, or set fixer.sandbox = "off" to say this is meant')
+        if not quiet:
+            log.warning("fixer.unsandboxed", reason=why, risk=UNSANDBOXED_RISK,
+                        hint='install bubblewrap, or set fixer.sandbox = "off" to say this is meant')
         return None
-    made = ensure_writable(write)
+    made = ensure_writable(write) if create else []
     if made:
         log.info("fixer.sandbox_write_created", paths=[str(p) for p in made])
-    log.info("fixer.sandboxed", program=program)
+    if not quiet:
+        log.info("fixer.sandboxed", program=program)
     return Sandbox(program, hide=_paths((*ALWAYS_HIDDEN, *hide)), write=_paths(write))
 
 

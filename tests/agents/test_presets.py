@@ -40,7 +40,7 @@ def _cli(preset: str):
 
 
 def _changed(run, base: str, head: str) -> list[str]:
-    git_dir = run.sim.repos[REPO].git_dir
+    git_dir = run.sim.repo(REPO).git_dir
     out = subprocess.run(["git", "--git-dir", str(git_dir), "diff", "--name-only", base, head],
                          capture_output=True, text=True, check=True)
     return out.stdout.split()

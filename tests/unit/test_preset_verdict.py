@@ -7,7 +7,6 @@ import json
 import pytest
 
 from bot.fixers.agent_wrapper import (
-    final_message,
     infer_verdict,
     question_in,
     says_nothing_needed,
@@ -15,11 +14,16 @@ from bot.fixers.agent_wrapper import (
 )
 from bot.fixers.base import Finding
 from bot.fixers.presets import PRESETS, resolve
+from bot.fixers.reports import read
 from bot.fixers.verdict import TEXT_CAP, normalize
 
 APP = Finding("PRRT_1", 1, "src/app.py", 2, "add() subtracts", "copilot", "fp-1")
 UTIL = Finding("PRRT_2", 2, "src/util.py", 1, "X needs a docstring", "alice", "fp-2")
 BODY = Finding(None, None, None, None, "Please add tests", "bob", "fp-3")
+
+
+def final_message(output: str, stdout: str, written: str | None = None) -> str:
+    return read(output, stdout, "", written).message
 
 
 def verdict(message: str, **kw):
@@ -118,7 +122,7 @@ def test_a_question_answers_no_thread():
 
 def test_claude_codes_json_result_is_the_message():
     out = "warming up\n" + json.dumps({"type": "result", "is_error": False, "result": " Fixed. "})
-    assert final_message("claude-json", out) == "Fixed."
+    assert final_message("claude-stream", out) == "Fixed."
 
 
 def test_gemini_clis_pretty_printed_json_response_is_the_message():
@@ -127,19 +131,20 @@ def test_gemini_clis_pretty_printed_json_response_is_the_message():
 
 
 def test_a_message_file_wins_over_stdout_and_an_empty_one_falls_back():
-    assert final_message("file", "stdout text", "file text\n") == "file text"
-    assert final_message("file", "stdout text", "  ") == "stdout text"
-    assert final_message("file", "stdout text", None) == "stdout text"
+    events = json.dumps({"type": "item.completed", "item": {"type": "agent_message", "text": "event text"}})
+    assert final_message("codex-json", events, "file text\n") == "file text"
+    assert final_message("codex-json", events, "  ") == "event text"
+    assert final_message("codex-json", "stdout text", None) == "stdout text"
 
 
 def test_aiders_last_reply_comes_from_its_chat_history():
     history = "# aider chat started\n\n#### first\n\nold reply\n\n#### fix add\n#### please\n\n" \
-              "Fixed add().\n\n> Tokens: 2k sent\n"
+              "Fixed add().\n\n> Tokens: 2k sent, 80 received.\n"
     assert final_message("aider-history", "Aider v0\nbanner", history) == "Fixed add()."
 
 
 def test_unparsable_output_falls_back_to_the_stdout_tail():
-    assert final_message("claude-json", "not json at all") == "not json at all"
+    assert final_message("claude-stream", "not json at all") == "not json at all"
     assert len(final_message("stdout", "y" * 10_000)) == TEXT_CAP
 
 
@@ -183,13 +188,13 @@ def test_stdout_of_brace_lines_is_parsed_in_bounded_time_and_memory():
     # Every line starts with `{`: each was once tried as the start of a block, a copy of the
     # rest of stdout (about 4.6 s and 700 MB for 60 KB; 1 MiB killed the bot).
     stdout = "{x\n" * (1024 * 1024 // 3)
-    seconds, peak = _bounded(lambda: final_message("claude-json", stdout))
+    seconds, peak = _bounded(lambda: final_message("claude-stream", stdout))
     assert seconds < 5 and peak < 50 * 1024 * 1024, (seconds, peak)
 
 
 def test_a_result_after_a_mib_of_brace_lines_is_still_found():
     stdout = "{x\n" * 300_000 + json.dumps({"type": "result", "result": "Done."})
-    assert final_message("claude-json", stdout) == "Done."
+    assert final_message("claude-stream", stdout) == "Done."
 
 
 @pytest.mark.parametrize("message", ["\n" * (1024 * 1024), " \n" * (512 * 1024), "?\n" * (512 * 1024)])
@@ -202,5 +207,5 @@ def test_a_mib_message_is_read_in_bounded_time(message):
 
 def test_a_mib_result_is_cut_to_the_tail_before_it_is_read():
     result = "Question: which one?\n" + "x" * (1024 * 1024) + "\nDone."
-    message = final_message("claude-json", json.dumps({"result": result}))
+    message = final_message("claude-stream", json.dumps({"result": result}))
     assert len(message) <= TEXT_CAP and message.endswith("Done.")
