@@ -62,20 +62,28 @@ def fixer(name: str, tmp_path: Path, **kw):
     return build_fixer("command", preset=name, timeout_seconds=30, workdir_root=tmp_path / "work", **kw)
 
 
-def expected_argv(name: str, seen: dict) -> list[str]:
-    """What each CLI must receive: its unattended flags, the prompt the way it reads it."""
+def expected_argv(name: str, seen: dict, *, sandboxed: bool = False) -> list[str]:
+    """What each CLI must receive: its unattended flags, the prompt the way it reads it. Codex
+    keeps its own sandbox only outside the bot's (as root it cannot start one inside it)."""
     root = Path(seen["cwd"]).parent
     prompt, out = seen["prompt"], root / "agent"
+    codex_sandbox = (["--dangerously-bypass-approvals-and-sandbox"] if sandboxed
+                     else ["--sandbox", "workspace-write"])
     return {
-        "claude-code": ["-p", prompt, "--output-format", "json", "--permission-mode", "acceptEdits"],
-        "codex": ["exec", "--sandbox", "workspace-write", "--output-last-message",
-                  f"{out}/last-message.txt", prompt],
-        "gemini": ["-p", prompt, "--approval-mode", "yolo", "--output-format", "json"],
+        "claude-code": ["-p", prompt, "--output-format", "stream-json", "--verbose",
+                        "--permission-mode", "acceptEdits"],
+        "codex": ["exec", *codex_sandbox, "--json", "--ephemeral", "-c", "analytics.enabled=false",
+                  "-c", "features.plugins=false", "--output-last-message", f"{out}/last-message.txt",
+                  prompt],
+        "gemini": ["-p", prompt, "--approval-mode", "yolo", "--output-format", "json", "--skip-trust"],
+        # The findings' files that exist in the clone, in its chat from the start.
         "aider": ["--message-file", str(root / "prompt.md"), "--yes-always", "--no-auto-commits",
-                  "--no-pretty", "--no-stream", "--no-gitignore", "--no-check-update",
+                  "--no-pretty", "--no-stream", "--no-gitignore", "--no-check-update", "--no-analytics",
+                  "--no-show-model-warnings", "--no-show-release-notes",
                   "--input-history-file", f"{out}/aider.input.history",
-                  "--chat-history-file", f"{out}/aider.chat.history.md"],
-        "copilot": ["-p", prompt, "-s", "--allow-all-tools", "--no-ask-user"],
+                  "--chat-history-file", f"{out}/aider.chat.history.md", "src/app.py", "src/util.py"],
+        "copilot": ["-p", prompt, "--allow-all-tools", "--no-ask-user", "--no-auto-update",
+                    "--output-format", "json", "--usage-output-file", f"{out}/usage.json"],
     }[name]
 
 
@@ -128,16 +136,76 @@ async def test_a_preset_run_that_asks_a_question_needs_input(
     assert verdict.pushed_head is None and remote.head() == remote.entry_head
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "copilot"])
+@pytest.mark.parametrize("name", PRESET_NAMES)
 async def test_a_verdict_line_the_agent_printed_wins_over_the_inference(
     name, remote, record, tmp_path, monkeypatch
 ):
-    # Claude's is inside its JSON's `result`, codex's in its last-message file, copilot's on stdout.
+    # Inside the final message each CLI reports: Claude's `result`, codex's last-message file,
+    # Gemini's `response`, copilot's last `assistant.message`, aider's last reply.
     monkeypatch.setenv("STANDIN_MODE", "verdict")
     verdict = await fixer(name, tmp_path).run(make_request(remote))
 
     assert (verdict.status, verdict.question, verdict.summary) == (
         "needs_input", "Which rounding mode does the project use?", "asked")
+
+
+def cli_failure(name: str, seen: dict) -> str:
+    """What each CLI reports of the stand-in's failed edit (its old text, `a * b`, is not in
+    src/app.py), as bot/fixers/reports.py reads it: the real CLIs' words, where they put them."""
+    app = f"{seen['cwd']}/src/app.py"
+    return {
+        # A tool_result with is_error in the stream; the result object says success.
+        "claude-code": "String to replace not found in file. String: a * b",
+        # No event at all on stdout: only the ERROR line on stderr.
+        "codex": f"apply_patch verification failed: Failed to find expected lines in {app}: a * b",
+        # stats.tools.totalFail, and the line on stderr.
+        "gemini": f"replace: Error: Could not find an exact match for old_string in '{app}'.",
+        # A tool.execution_complete with success false.
+        "copilot": "edit: No match found",
+        # The reflections in its chat history, and its giving up.
+        "aider": "SearchReplaceNoExactMatch: This SEARCH block failed to exactly match lines in "
+                 "src/app.py; Only 3 reflections allowed, stopping.",
+    }[name]
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+async def test_an_edit_the_cli_failed_to_apply_is_no_progress_with_the_cli_s_words(
+    name, remote, record, tmp_path, monkeypatch
+):
+    # The CLI exits 0 and its final message claims the fix; what it reported, and the unchanged
+    # tree, say otherwise.
+    monkeypatch.setenv("STANDIN_MODE", "failed")
+    verdict = await fixer(name, tmp_path).run(make_request(remote))
+
+    seen = json.loads(record.read_text())
+    reported = cli_failure(name, seen)
+    assert (verdict.finished, verdict.pushed_head, verdict.status) == (True, None, "addressed")
+    assert verdict.summary.startswith("the agent changed nothing: its CLI reported "), verdict.summary
+    assert reported in verdict.summary
+    assert verdict.summary.endswith(f"Its final message: {FIXED}")
+    assert verdict.failure == f"its CLI reported {reported}"
+    assert verdict.thread_actions == () and verdict.question is None
+    assert remote.head() == remote.entry_head
+
+
+# Tokens in, tokens out, and dollars where the CLI reports them (Claude Code and aider); the
+# other CLIs report tokens only, which the bot prices from its config.
+EXPENSIVE = {"STANDIN_INPUT_TOKENS": "2000000", "STANDIN_OUTPUT_TOKENS": "30000", "STANDIN_COST_USD": "7.5"}
+REPORTS_COST = {"claude-code": 7.5, "aider": 7.5}
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+async def test_the_verdict_carries_what_the_cli_reported_it_used(name, remote, record, tmp_path, monkeypatch):
+    for key, value in EXPENSIVE.items():
+        monkeypatch.setenv(key, value)
+    verdict = await fixer(name, tmp_path).run(make_request(remote))
+
+    assert verdict.pushed_head == remote.head() != remote.entry_head
+    usage = verdict.usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens) == (2_000_000, 30_000)
+    assert usage.cost_usd == REPORTS_COST.get(name)
+    assert usage.seconds > 0
 
 
 async def test_preset_args_are_passed_and_a_flag_the_cli_refuses_makes_a_husk(remote, record, tmp_path):
@@ -181,15 +249,16 @@ def test_serve_refuses_a_preset_with_a_full_command_in_one_line(tmp_path):
 
 
 @needs_bwrap
-@pytest.mark.parametrize("name", ["claude-code", "codex", "aider"])
+@pytest.mark.parametrize("name", PRESET_NAMES)
 async def test_a_preset_runs_inside_the_bubblewrap_sandbox(name, remote, record, tmp_path):
     # The stand-in is on PATH in the repository (readable, read-only); its record directory is a
-    # `sandbox_write` path; codex's last-message file and aider's histories go to {out_dir}.
+    # `sandbox_write` path; codex's last-message file, aider's histories and copilot's usage file
+    # go to {out_dir}.
     sandbox = sandbox_for("bwrap", write=[record.parent])
     verdict = await fixer(name, tmp_path, sandbox=sandbox).run(make_request(remote))
 
     seen = json.loads(record.read_text())
-    assert seen["argv"] == expected_argv(name, seen)
+    assert seen["argv"] == expected_argv(name, seen, sandboxed=True)
     assert (verdict.status, verdict.summary) == ("addressed", FIXED)
     assert verdict.pushed_head == remote.head() != remote.entry_head
     # A guess, marked so: it answers this round's thread but settles nothing for later rounds.
@@ -200,7 +269,7 @@ async def test_a_preset_runs_inside_the_bubblewrap_sandbox(name, remote, record,
 async def test_doctor_checks_the_presets_program_is_on_path(tmp_path, monkeypatch):
     from bot.doctor import run_doctor
 
-    async def fixer_line(path: str) -> str:
+    async def doctor(path: str) -> list[str]:
         monkeypatch.setenv("PATH", path)
         config = load_config(env={
             "CONVERGEBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'd.db'}",
@@ -208,12 +277,18 @@ async def test_doctor_checks_the_presets_program_is_on_path(tmp_path, monkeypatc
             "CONVERGEBOT_FIXER_KIND": "command", "CONVERGEBOT_FIXER_PRESET": "gemini"})
         lines: list[str] = []
         await run_doctor(config, lines.append)
-        (line,) = [line for line in lines if "fixer command" in line]
-        return line
+        return lines
 
     base = os.environ["PATH"]
-    assert await fixer_line(f"{AGENTS}{os.pathsep}{base}") == "[ok  ] fixer command (preset gemini): gemini"
-    assert await fixer_line(str(tmp_path)) == "[FAIL] fixer command (preset gemini): gemini"
+    lines = await doctor(f"{AGENTS}{os.pathsep}{base}")
+    assert [line for line in lines if "fixer command" in line] == [
+        f"[ok  ] fixer command (preset gemini): {AGENTS / 'gemini'}"]
+    # It ran the program: the stand-in answers --version as the real CLI does.
+    assert "[ok  ] gemini version: 0.61.0" in lines
+    lines = await doctor(str(tmp_path))
+    assert [line for line in lines if "fixer command" in line] == [
+        "[FAIL] fixer command (preset gemini): gemini not found on PATH: install it, or name its "
+        "path in fixer.command"]
 
 
 @needs_bwrap
