@@ -25,18 +25,12 @@ EXTRA = "{preset_args}"
 FINDING_FILES = "{finding_files}"
 SANDBOX_ARGS = "{sandbox_args}"
 
-# How the final message is read: the `result` of Claude Code's JSON, the `response` of Gemini
-# CLI's, the file the CLI wrote (`message_file`), the last reply in aider's chat history file,
-# or the tail of standard output.
-OUTPUTS = ("claude-json", "gemini-json", "file", "aider-history", "stdout")
-
-
 @dataclass(frozen=True)
 class Preset:
     name: str
     program: str
     args: tuple[str, ...]
-    output: str
+    output: str  # how its report is read: a format of bot/fixers/reports.py
     message_file: str = ""  # in {out_dir}: where the CLI writes its final message or transcript
     # Files the CLI leaves in its working directory that are not work (its caches, histories):
     # written to the clone's .git/info/exclude, so the bot's commit of what is left skips them.

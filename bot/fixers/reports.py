@@ -42,11 +42,20 @@ class Report:
 
 def read(output: str, stdout: str, stderr: str = "", written: str | None = None) -> Report:
     """The report of a run whose CLI speaks `output` (a preset's format), from its standard
-    output and error and the file it wrote (`written`: its message file's text, or None)."""
+    output and error and the file it wrote (`written`: its message file's text, or None).
+
+    A CLI with a format of its own that printed nothing in it has no message (its console
+    output is not one), and its last words are its failure: the run then reads as no progress
+    with what it said, never as an answer made of its log."""
     reader = _READERS.get(output)
-    report = reader(stdout, stderr, written) if reader else None
-    return report if report is not None and report.message else Report(
-        tail(stdout), report.failures if report else (), report.usage if report else Usage())
+    if reader is None:
+        return Report(tail(stdout))
+    report = reader(stdout, stderr, written)
+    if report is not None:
+        return report
+    said = " ".join(next(([line.strip() for line in text.splitlines() if line.strip()][-2:]
+                          for text in (stderr, stdout) if text.strip()), []))
+    return Report("", _failures([f"it printed no {output} output" + (f"; its last words: {said}" if said else "")]))
 
 
 def tail(text: str) -> str:
@@ -61,7 +70,9 @@ def _cut(text: str) -> str:
 
 
 def _failures(found: list[str]) -> tuple[str, ...]:
-    return tuple(_cut(f) for f in found[-FAILURES_KEPT:] if str(f).strip())
+    """The last `FAILURES_KEPT` distinct failures, each cut."""
+    distinct = list(dict.fromkeys(_cut(f) for f in found if str(f).strip()))
+    return tuple(distinct[-FAILURES_KEPT:])
 
 
 def _int(value: object) -> int:
@@ -104,10 +115,12 @@ def _json_candidates(text: str) -> Iterator[str]:
                 yield "\n".join(lines[i:])
 
 
-def _events(stdout: str) -> Iterator[dict]:
-    """Each line of JSON Lines output that is an object; other lines are skipped."""
+def _events(stdout: str, *needles: str) -> Iterator[dict]:
+    """Each line of JSON Lines output that is an object and holds one of `needles` (the event
+    types wanted, found before anything is parsed: a MiB of other lines costs a scan, not a
+    parse each); other lines are skipped."""
     for line in stdout.splitlines():
-        if line.startswith("{"):
+        if line.startswith("{") and any(n in line for n in needles):
             try:
                 obj = json.loads(line)
             except ValueError:
@@ -120,7 +133,7 @@ def _events(stdout: str) -> Iterator[dict]:
 
 def _claude(stdout: str, stderr: str, written: str | None) -> Report | None:
     failures: list[str] = []
-    for event in _events(stdout):
+    for event in _events(stdout, '"is_error"'):
         if event.get("type") != "user":
             continue
         for block in ((event.get("message") or {}).get("content") or ()):
@@ -128,7 +141,7 @@ def _claude(stdout: str, stderr: str, written: str | None) -> Report | None:
                 failures.append(_tool_error_text(block.get("content")))
     result = _json_object(stdout, "result")
     if result is None:
-        return Report("", _failures(failures))
+        return Report("", _failures(failures)) if failures else None
     usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
     cost = result.get("total_cost_usd")
     message = result["result"] if isinstance(result.get("result"), str) else ""
@@ -186,9 +199,10 @@ _CODEX_LOG_LINE = re.compile(r"^\S+Z\s+(TRACE|DEBUG|INFO|WARN|ERROR)\s")
 
 
 def _codex(stdout: str, stderr: str, written: str | None) -> Report | None:
-    message, failures = "", []
+    message, failures, seen = "", [], False
     tokens_in = tokens_out = turns = 0
-    for event in _events(stdout):
+    for event in _events(stdout, "item.completed", "turn.", '"error"'):
+        seen = True
         item = event.get("item") if isinstance(event.get("item"), dict) else {}
         if event.get("type") == "item.completed" and item.get("type") == "agent_message":
             message = str(item.get("text") or "")
@@ -206,6 +220,8 @@ def _codex(stdout: str, stderr: str, written: str | None) -> Report | None:
     failures = _codex_errors(stderr) or failures
     if written and written.strip():
         message = written
+    elif not seen:
+        return None
     return Report(tail(message), _failures(failures), Usage(tokens_in, tokens_out, turns=turns or None))
 
 
@@ -229,8 +245,9 @@ def _codex_errors(stderr: str) -> list[str]:
 # -- Copilot CLI: `--output-format json` and `--usage-output-file` -------------------------------
 
 def _copilot(stdout: str, stderr: str, written: str | None) -> Report | None:
-    message, failures, names = "", [], {}
-    for event in _events(stdout):
+    message, failures, names, seen = "", [], {}, False
+    for event in _events(stdout, "assistant.message", "tool.execution_"):
+        seen = True
         data = event.get("data") if isinstance(event.get("data"), dict) else {}
         if event.get("type") == "assistant.message" and not data.get("toolRequests"):
             message = str(data.get("content") or "") or message
@@ -240,6 +257,8 @@ def _copilot(stdout: str, stderr: str, written: str | None) -> Report | None:
             error = data.get("error") if isinstance(data.get("error"), dict) else {}
             name = names.get(data.get("toolCallId")) or "a tool call"
             failures.append(f"{name}: {error.get('message') or 'failed'}")
+    if not seen:
+        return None
     tokens_in = tokens_out = 0
     try:
         usage = json.loads(written) if written else {}
@@ -255,10 +274,10 @@ def _copilot(stdout: str, stderr: str, written: str | None) -> Report | None:
 
 # -- aider: its chat history file ---------------------------------------------------------------
 
-# Each reply ends with its `> Tokens: 1.2k sent, 80 received. Cost: $0.0048 message, …` line.
-_AIDER_TOKENS = re.compile(
-    r"^> Tokens: ([\d.]+)([kM]?) sent(?:, [^,]*? cache \w+)*, ([\d.]+)([kM]?) received\."
-    r"(?: Cost: \$([\d.]+) message)?")
+# Each reply ends with its `> Tokens: 1.2k sent, 80 received. Cost: $0.0048 message, …` line;
+# with cache figures in it, the cost goes on a line of its own (`Cost: $…`, no `> `).
+_AIDER_TOKENS = re.compile(r"^> Tokens: ([\d.]+)([kM]?) sent(?:, [^,]*? cache \w+)*, ([\d.]+)([kM]?) received\.")
+_AIDER_COST = re.compile(r"^(?:> Tokens: .*?|>? ?)Cost: \$([\d.]+) message")
 _AIDER_FAILED = re.compile(r"^## (SearchReplaceNoExactMatch: .+)$|^> (Only \d+ reflections allowed, stopping\.)"
                            r"|^> (litellm\.\w+: .+?)\s*$")
 # The reflection aider sends back after an edit failed, written into the history as prose.
@@ -271,20 +290,27 @@ def _aider(stdout: str, stderr: str, written: str | None) -> Report | None:
     if not written:
         return None
     lines = written.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith("#### ")]
-    lines = lines[starts[-1] + 1:] if starts else lines
+    # The one user message (--message-file) is the first run of `#### ` lines: a reply's own
+    # `#### ` heading further down is the reply's.
+    first = next((i for i, line in enumerate(lines) if line.startswith("#### ")), None)
+    if first is not None:
+        end = next((i for i in range(first, len(lines)) if not lines[i].startswith("#### ")), len(lines))
+        lines = lines[end:]
     replies: list[list[str]] = [[]]
     failures: list[str] = []
     tokens_in = tokens_out = 0
     cost, priced, in_reflection = 0.0, False, False
     for line in lines:
+        paid = _AIDER_COST.match(line)
+        if paid:
+            cost, priced = cost + float(paid.group(1)), True
         m = _AIDER_TOKENS.match(line)
         if m:
             tokens_in += round(float(m.group(1)) * _SCALE[m.group(2)])
             tokens_out += round(float(m.group(3)) * _SCALE[m.group(4)])
-            if m.group(5):
-                cost, priced = cost + float(m.group(5)), True
             replies.append([])
+            continue
+        if paid:
             continue
         failed = _AIDER_FAILED.match(line)
         if failed:
@@ -297,6 +323,8 @@ def _aider(stdout: str, stderr: str, written: str | None) -> Report | None:
         if not line.startswith(">"):
             replies[-1].append(line)
     said = next((r for r in reversed(replies) if "".join(r).strip()), [])
+    if not said and not failures and not priced:
+        return None
     return Report(tail(_without_edit_blocks(said)), _failures(list(dict.fromkeys(failures))),
                   Usage(tokens_in, tokens_out, round(cost, 6) if priced else None))
 

@@ -86,7 +86,10 @@ class Run:
         while time.monotonic() < deadline:
             if self.proc.returncode is not None:
                 raise AssertionError(f"serve exited ({self.proc.returncode}) waiting for {what}:\n{self.log()}")
-            got = await check()
+            try:
+                got = await check()
+            except httpx.TransportError:
+                got = None  # serve is not listening yet
             if got:
                 return got
             await asyncio.sleep(0.5)

@@ -81,7 +81,9 @@ async def test_an_edit_the_cli_fails_to_apply_is_no_progress_with_the_cli_s_mess
     exe = _cli(preset)
     started = time.monotonic()
     outcome = "failed"
-    bad = Edit(FLAGGED, "def sub(a, b):\n    return b + a", NEW)  # not in the file
+    # Nothing like it is in the file: Gemini CLI applies an edit whose old text is only near
+    # the file's (its fuzzy match), so a near miss would be applied, not failed.
+    bad = Edit(FLAGGED, "def divide(x, y):\n    raise NotImplementedError(x)", NEW)
     try:
         async with running(preset, exe, tmp_path, Plan(edit=bad, final=FINAL)) as run:
             async def escalated():
@@ -104,10 +106,11 @@ async def test_an_edit_the_cli_fails_to_apply_is_no_progress_with_the_cli_s_mess
 
 async def test_a_run_past_its_cost_cap_pauses_once_and_no_fixer_starts_after(tmp_path):
     # Claude Code reports its cost itself; the fake model's usage makes one attempt cost more
-    # than the cap (a million input tokens at the model's list price).
+    # than the cap (two answers of 100,000 input tokens at the model's list price, $4 a
+    # million: a million would fill its context window, and it would compact and ask again).
     preset = "claude-code"
     exe = _cli(preset)
-    plan = Plan(edit=Edit(FLAGGED, OLD, NEW), final=FINAL, input_tokens=1_000_000, output_tokens=10_000)
+    plan = Plan(edit=Edit(FLAGGED, OLD, NEW), final=FINAL, input_tokens=100_000, output_tokens=1_000)
     scenario = tmp_path / "scenario.toml"
     # Every review flags something: the second round's fixer is the one the cap stops.
     text = SCENARIO.read_text().replace(

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from bot.fixers.reports import Report, read
 from bot.fixers.usage import Usage
 
@@ -169,12 +167,14 @@ def test_copilot_final_message_is_the_last_without_tool_requests():
     assert r.usage == Usage()  # no usage file
 
 
-def test_copilot_api_down_prints_nothing_on_stdout():
+def test_copilot_api_down_prints_nothing_on_stdout_and_its_last_words_are_the_failure():
     # Exit 1 (tests/agents/notes/copilot.md), so the bot's verdict is a husk by its exit code;
-    # the CLI's words are on stderr only ("Could not connect to local model provider at
-    # http://127.0.0.1:18999/v1."), which this reader does not read.
+    # the CLI's words are on stderr only.
     r = report("copilot-json", "copilot", "api-down.stdout", "api-down.stderr")
-    assert r == Report("", (), Usage())
+    assert r.message == "" and r.usage == Usage()
+    (failure,) = r.failures
+    assert failure.startswith("it printed no copilot-json output; its last words: Could not connect "
+                              "to local model provider at http://127.0.0.1:18999/v1."), failure
 
 
 # -- aider: its chat history --------------------------------------------------------------------------
@@ -211,8 +211,6 @@ def test_aider_api_down_is_litellm_s_error():
     assert r.usage == Usage(input_tokens=0, output_tokens=0, cost_usd=None, turns=None)
 
 
-@pytest.mark.xfail(strict=True, reason="reports.read falls back to the tail of stdout when the "
-                   "history holds no reply: aider's console log is taken for its final message")
 def test_aider_api_down_has_no_final_message():
     # The history has no reply after the "#### " line (exit 0, tests/agents/notes/aider.md:
     # "An unreachable API is exit 0 with no reply"); stdout is aider's banner and retries.

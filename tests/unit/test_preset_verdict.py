@@ -134,17 +134,22 @@ def test_a_message_file_wins_over_stdout_and_an_empty_one_falls_back():
     events = json.dumps({"type": "item.completed", "item": {"type": "agent_message", "text": "event text"}})
     assert final_message("codex-json", events, "file text\n") == "file text"
     assert final_message("codex-json", events, "  ") == "event text"
-    assert final_message("codex-json", "stdout text", None) == "stdout text"
+    assert final_message("codex-json", "stdout text", None) == ""  # no event, no file: no message
 
 
 def test_aiders_last_reply_comes_from_its_chat_history():
-    history = "# aider chat started\n\n#### first\n\nold reply\n\n#### fix add\n#### please\n\n" \
-              "Fixed add().\n\n> Tokens: 2k sent, 80 received.\n"
-    assert final_message("aider-history", "Aider v0\nbanner", history) == "Fixed add()."
+    # The one user message (--message-file) is the first run of `#### ` lines; a `#### `
+    # heading of the reply's own stays in the reply.
+    history = "# aider chat started\n\n#### fix add\n#### please\n\nold reply\n\n" \
+              "> Tokens: 2k sent, 80 received.\n\n#### Done\nFixed add().\n\n> Tokens: 2k sent, 80 received.\n"
+    assert final_message("aider-history", "Aider v0\nbanner", history) == "#### Done\nFixed add()."
 
 
-def test_unparsable_output_falls_back_to_the_stdout_tail():
-    assert final_message("claude-stream", "not json at all") == "not json at all"
+def test_output_not_in_the_cli_s_format_is_no_message_and_its_last_words_a_failure():
+    report = read("claude-stream", "not json at all", "Error: the API said no\n")
+    assert report.message == ""
+    assert report.failures == ("it printed no claude-stream output; its last words: Error: the API said no",)
+    # A CLI with no format of its own: its answer is the tail of what it printed.
     assert len(final_message("stdout", "y" * 10_000)) == TEXT_CAP
 
 
