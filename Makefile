@@ -3,11 +3,13 @@
 #               GitHub simulator on a temporary SQLite file
 #   make test   install into .venv (and PostgreSQL if missing), then run the whole suite
 #   make chaos  the chaos suite at full size (docs/chaos.md): 40 PRs, 5 kills, 3 seeds, both backends
+#   make agents the real agent CLIs (tests/agents/pins.toml), installed into a cache outside the
+#               tree, each preset run end to end through serve (docs/fixers.md, "make agents")
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install guards chaos
+.PHONY: demo test install guards chaos agents
 
 install: $(STAMP)
 
@@ -47,3 +49,11 @@ chaos: $(STAMP)
 	scripts/ensure-postgres.sh
 	CONVERGEBOT_CHAOS_PRS=$(CHAOS_PRS) CONVERGEBOT_CHAOS_KILLS=$(CHAOS_KILLS) \
 	CONVERGEBOT_CHAOS_SEEDS=$(CHAOS_SEEDS) $(PY) -m pytest tests/chaos -m chaos -s $(CHAOS_ARGS)
+
+# The real agent CLIs at their pinned versions (tests/agents/pins.toml), installed once into a
+# cache outside the tree, then every preset end to end through `serve`, the simulator and the
+# sandbox, as this user and (for root) as uid 65534. AGENTS_ARGS goes to pytest.
+AGENTS_ARGS ?=
+agents: $(STAMP)
+	$(PY) scripts/agents.py install
+	$(PY) scripts/agents.py test $(AGENTS_ARGS)

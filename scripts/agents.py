@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -80,17 +81,19 @@ def _unprivileged_venv(root: Path) -> Path:
 
 def test(args: list[str]) -> int:
     root = cache()
-    report = Path(tempfile.mkdtemp(prefix="convergebot-agents-report-")) / "report.jsonl"
-    os.chmod(report.parent, 0o777)
-    env = {**os.environ, "CONVERGEBOT_AGENTS_CACHE": str(root), "CONVERGEBOT_AGENTS_REPORT": str(report)}
+    reports = Path(tempfile.mkdtemp(prefix="convergebot-agents-report-"))
+    os.chmod(reports, 0o777)  # each run writes its own file there, the unprivileged one too
+    env = {**os.environ, "CONVERGEBOT_AGENTS_CACHE": str(root),
+           "CONVERGEBOT_AGENTS_REPORT": str(reports / "as-invoker.jsonl")}
     pytest = [sys.executable, "-m", "pytest", "tests/agents", "-p", "no:cacheprovider", *args]
-    runs = [("as " + (os.environ.get("USER") or str(os.geteuid())), pytest, env)]
+    runs = [(f"as {pwd.getpwuid(os.geteuid()).pw_name}", pytest, env)]
     if os.geteuid() == 0:
         home = Path(tempfile.mkdtemp(prefix="convergebot-agents-home-"))
         os.chown(home, NOBODY, NOBODY)
         venv = _unprivileged_venv(root)
         unprivileged = {**env, "HOME": str(home), "USER": "nobody", "LOGNAME": "nobody",
-                        "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}
+                        "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
+                        "CONVERGEBOT_AGENTS_REPORT": str(reports / "as-uid-65534.jsonl")}
         unprivileged.pop("XDG_CACHE_HOME", None)
         runs.append(("as uid 65534", ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
                                        str(venv / "bin" / "python"), *pytest[1:]], unprivileged))
@@ -98,9 +101,10 @@ def test(args: list[str]) -> int:
     for label, argv, run_env in runs:
         print(f"== tests/agents {label}", flush=True)
         failed |= subprocess.run(argv, cwd=ROOT, env=run_env).returncode != 0
-    if report.is_file():
-        print("\n== per preset (seconds from the PR's enrolment to its merge)")
-        for line in report.read_text().splitlines():
+    rows = [line for path in sorted(reports.glob("*.jsonl")) for line in path.read_text().splitlines()]
+    if rows:
+        print("\n== per preset and user: each test's seconds, from serve's start to its outcome")
+        for line in rows:
             row = json.loads(line)
             print(f"{row['preset']:<12} {row['user']:<8} {row['test']:<28} {row['outcome']:<8} "
                   f"{row['seconds']:7.1f} s  {row.get('note', '')}")

@@ -110,6 +110,7 @@ async def test_a_run_past_its_cost_cap_pauses_once_and_no_fixer_starts_after(tmp
     # million: a million would fill its context window, and it would compact and ask again).
     preset = "claude-code"
     exe = _cli(preset)
+    started = time.monotonic()
     plan = Plan(edit=Edit(FLAGGED, OLD, NEW), final=FINAL, input_tokens=100_000, output_tokens=1_000)
     scenario = tmp_path / "scenario.toml"
     # Every review flags something: the second round's fixer is the one the cap stops.
@@ -118,22 +119,28 @@ async def test_a_run_past_its_cost_cap_pauses_once_and_no_fixer_starts_after(tmp
         'body = "Copilot reviewed 1 file and generated 1 comment."\nstate = "COMMENTED"\nthreads = [\n'
         '  { path = "calc/ops.py", line = 2, body = "`add` needs a docstring." },\n]')
     scenario.write_text(text)
-    async with running(preset, exe, tmp_path, plan, scenario=scenario,
-                       fixer={"max_cost_usd_per_run": 0.5}) as run:
-        async def escalated():
-            detail = await run.detail()
-            return detail if detail.get("status") == "escalated" else None
-        detail = await run.until("the budget escalation", escalated, timeout=600)
-        (esc,) = detail["escalations"]
-        assert esc["kind"] == "agent_budget", esc
-        assert "$" in esc["question"] and "max_cost_usd_per_run" in esc["question"], esc["question"]
-        edits = run.model.steps().count("edit")
-        metrics = await run.metrics()
-        cost = [line for line in metrics.splitlines()
-                if line.startswith('convergebot_agent_cost_usd_total{fixer="claude-code"}')]
-        assert cost and float(cost[0].split()[-1]) > 0.5, cost
-        # The pause came before the second round's agent: it never ran, and the model was
-        # asked for one edit, the first round's.
-        second = [r for r in detail["rounds"] if r["round"] == 2]
-        assert second and second[0]["summary"].startswith("the fixer did not run"), detail["rounds"]
-        assert edits == 1, run.model.steps()
+    outcome = "failed"
+    try:
+        async with running(preset, exe, tmp_path, plan, scenario=scenario,
+                           fixer={"max_cost_usd_per_run": 0.5}) as run:
+            async def escalated():
+                detail = await run.detail()
+                return detail if detail.get("status") == "escalated" else None
+            detail = await run.until("the budget escalation", escalated, timeout=600)
+            (esc,) = detail["escalations"]
+            assert esc["kind"] == "agent_budget", esc
+            assert "$" in esc["question"] and "max_cost_usd_per_run" in esc["question"], esc["question"]
+            edits = run.model.steps().count("edit")
+            metrics = await run.metrics()
+            cost = [line for line in metrics.splitlines()
+                    if line.startswith('convergebot_agent_cost_usd_total{fixer="claude-code"}')]
+            assert cost and float(cost[0].split()[-1]) > 0.5, cost
+            # The pause came before the second round's agent: it never ran, and the model was
+            # asked for one edit, the first round's.
+            second = [r for r in detail["rounds"] if r["round"] == 2]
+            assert second and second[0]["summary"].startswith("the fixer did not run"), detail["rounds"]
+            assert edits == 1, run.model.steps()
+            outcome = "passed"
+    finally:
+        report({"preset": preset, "version": version(preset), "user": _user(), "test": "cost cap",
+                "outcome": outcome, "seconds": round(time.monotonic() - started, 1)})

@@ -27,13 +27,25 @@ def _hadolint() -> str:
     return found
 
 
-def test_hadolint_finds_nothing_in_the_dockerfile():
+AGENT_IMAGE = ROOT / "examples" / "docker" / "Dockerfile.claude-code"
+
+
+@pytest.mark.parametrize("dockerfile", [DOCKERFILE, AGENT_IMAGE], ids=["image", "agent image"])
+def test_hadolint_finds_nothing_in_the_dockerfile(dockerfile):
     # Infos count too: an ignore that is needed carries its reason in the Dockerfile.
     result = subprocess.run(
-        [_hadolint(), "--no-color", "--failure-threshold", "info", str(DOCKERFILE)],
+        [_hadolint(), "--no-color", "--failure-threshold", "info", str(dockerfile)],
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_agent_image_installs_the_cli_make_agents_proves():
+    from tests.agents.cache import pins
+
+    text = AGENT_IMAGE.read_text()
+    assert f"npm install -g --no-audit --no-fund {pins()['claude-code']['npm']}" in text
+    assert "CONVERGEBOT_FIXER_PRESET=claude-code" in text
 
 
 def test_the_image_checks_livez_and_ships_the_sandbox():
