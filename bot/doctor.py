@@ -149,10 +149,8 @@ def _command_fixer(config: Config, check) -> None:
     env = fixer_env(GitIdentity(), {}, ())
     for name, value in preset.env if preset else ():
         env.setdefault(name, value)
-    if preset:
-        version = _run([found, "--version"], env)
-        check(version.ok, f"{preset.name} version", version.line or "printed nothing")
     state = preset.state_paths() if preset else ()
+    # Looked at before the CLI first runs here: its --version may create them itself.
     for path in state:
         if path.exists():
             check(os.access(path, os.W_OK), f"{preset.name} state {path}",
@@ -162,6 +160,9 @@ def _command_fixer(config: Config, check) -> None:
             check(os.access(parent, os.W_OK), f"{preset.name} state {path}",
                   "missing; serve creates it at start" if os.access(parent, os.W_OK)
                   else f"missing, and {parent} is not writable by the bot's user")
+    if preset:
+        version = _run([found, "--version"], env)
+        check(version.ok, f"{preset.name} version", version.line or "printed nothing")
     if preset and preset.keys:
         named = [k for k in preset.keys if os.environ.get(k)]
         check(bool(named), f"{preset.name} model key", f"{named[0]} is set" if named else

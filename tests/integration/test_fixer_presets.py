@@ -285,6 +285,12 @@ async def test_doctor_checks_the_presets_program_is_on_path(tmp_path, monkeypatc
         f"[ok  ] fixer command (preset gemini): {AGENTS / 'gemini'}"]
     # It ran the program: the stand-in answers --version as the real CLI does.
     assert "[ok  ] gemini version: 0.61.0" in lines
+    # Its state directory (not made by the doctor), its key (a warning: it may be logged in).
+    state = Path.home() / ".gemini"
+    assert [line for line in lines if " state /" in line] == [
+        f"[ok  ] gemini state {state}: " + ("writable" if state.exists() else "missing; serve creates it at start")]
+    if not any(os.environ.get(k) for k in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS")):
+        assert any(line.startswith("[warn] gemini model key: none of GEMINI_API_KEY") for line in lines), lines
     lines = await doctor(str(tmp_path))
     assert [line for line in lines if "fixer command" in line] == [
         "[FAIL] fixer command (preset gemini): gemini not found on PATH: install it, or name its "

@@ -1,7 +1,7 @@
 """What each preset's CLI reported, read from the real CLIs' output (bot/fixers/reports.py).
 
 Every input here is a file in tests/fixtures/agents/real/, captured from the real CLI against
-the fake model (tests/agents/notes/ says how); every expected value is written out from that
+the fake model (`make agents`, docs/fixers.md); every expected value is written out from that
 file's text. The fake model's plan gave each call 1,200 tokens in and 80 out.
 """
 
@@ -168,7 +168,7 @@ def test_copilot_final_message_is_the_last_without_tool_requests():
 
 
 def test_copilot_api_down_prints_nothing_on_stdout_and_its_last_words_are_the_failure():
-    # Exit 1 (tests/agents/notes/copilot.md), so the bot's verdict is a husk by its exit code;
+    # Exit 1 (docs/fixers.md, "Presets"), so the bot's verdict is a husk by its exit code;
     # the CLI's words are on stderr only.
     r = report("copilot-json", "copilot", "api-down.stdout", "api-down.stderr")
     assert r.message == "" and r.usage == Usage()
@@ -212,7 +212,7 @@ def test_aider_api_down_is_litellm_s_error():
 
 
 def test_aider_api_down_has_no_final_message():
-    # The history has no reply after the "#### " line (exit 0, tests/agents/notes/aider.md:
+    # The history has no reply after the "#### " line (exit 0, as aider ends an unreachable API:
     # "An unreachable API is exit 0 with no reply"); stdout is aider's banner and retries.
     r = report("aider-history", "aider", "api-down.stdout", None, "api-down.chat.history.md")
     assert r.message == ""

@@ -1,4 +1,4 @@
-"""The Anthropic Messages API, as Claude Code uses it (tests/agents/notes/claude-code.md).
+"""The Anthropic Messages API, as Claude Code uses it.
 
 Claude Code 2.1.332 posts every model call to `POST /v1/messages?beta=true`, streamed
 (`"stream": true`, server-sent events). The main conversation offers its tools (`Read`, `Edit`,

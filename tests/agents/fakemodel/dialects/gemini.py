@@ -3,7 +3,7 @@
 Gemini CLI is pointed here with `GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:PORT` and any
 `GEMINI_API_KEY`. In 0.61 that variable alone selects its "gateway" auth, which headless mode
 rejects ("Invalid auth method selected.", exit 41), so its settings must also name
-`"security": {"auth": {"selectedType": "gemini-api-key"}}` (tests/agents/notes/gemini.md). Its
+`"security": {"auth": {"selectedType": "gemini-api-key"}}` (docs/fixers.md, "Presets"). Its
 @google/genai client posts to `/v1beta/models/{model}:{method}`:
 
 - `streamGenerateContent?alt=sse`: the conversation. Server-sent events, each `data: {...}` a
