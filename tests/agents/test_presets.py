@@ -98,6 +98,14 @@ async def test_an_edit_the_cli_fails_to_apply_is_no_progress_with_the_cli_s_mess
             assert summary.startswith("the agent changed nothing"), summary
             assert summary in esc["question"] or summary[:200] in esc["question"]
             assert not await run.merged()
+
+            # The check run on the PR's head says it too.
+            async def shown():
+                head = (await run.github(f"repos/{REPO}/pulls/1"))["head"]["sha"]
+                runs = (await run.github(f"repos/{REPO}/commits/{head}/check-runs"))["check_runs"]
+                return [r for r in runs if r["name"] == "convergebot"
+                        and "its CLI reported" in ((r.get("output") or {}).get("summary") or "")]
+            await run.until("the check run showing the CLI's message", shown, timeout=120)
         outcome = "passed"
     finally:
         report({"preset": preset, "version": version(preset), "user": _user(), "test": "failed edit",

@@ -126,3 +126,13 @@ def test_the_check_run_counts_what_blocks_and_lists_the_rest():
     assert "- nit · c.py:7 by alice: x could be named" in out["summary"]
     # Without any, nothing is said about them.
     assert "Non-blocking" not in render("converged", 2, 8, 0, None)["output"]["summary"]
+
+
+def test_the_check_run_shows_what_the_fixer_said_fenced():
+    # An agent that changed nothing: its CLI's words are why the PR waits, shown as text (a
+    # code block no backtick in them can close), never rendered as the agent's Markdown.
+    said = "the agent changed nothing: its CLI reported edit: No match found\n```\n![x](http://e.test/x.png)"
+    summary = render("escalated", 1, 8, 1, "escalated: no_advance", fixer_said=said)["output"]["summary"]
+    assert "**The fixer said:**\n\n````text\nthe agent changed nothing: its CLI reported edit: No match found" in summary
+    assert summary.endswith("![x](http://e.test/x.png)\n````")
+    assert "The fixer said" not in render("converging", 1, 8, 1, "round 1")["output"]["summary"]
