@@ -249,6 +249,21 @@ def test_serve_refuses_a_preset_with_a_full_command_in_one_line(tmp_path):
 
 
 @needs_bwrap
+async def test_a_cli_installed_under_tmp_runs_whole_inside_the_sandbox(remote, record, tmp_path, monkeypatch):
+    # An npm install under /tmp (which the sandbox replaces with a private one): the program
+    # alone would start and find none of its code (here: the stand-in's module beside it).
+    bin_dir = tmp_path / "npm" / "node_modules" / ".bin"
+    shutil.copytree(AGENTS, bin_dir)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    sandbox = sandbox_for("bwrap", write=[record.parent])
+    verdict = await fixer("claude-code", tmp_path, sandbox=sandbox).run(make_request(remote))
+
+    assert json.loads(record.read_text())["program"] == "claude"
+    assert (verdict.status, verdict.finished, verdict.summary) == ("addressed", True, FIXED)
+    assert verdict.pushed_head == remote.head() != remote.entry_head
+
+
+@needs_bwrap
 @pytest.mark.parametrize("name", PRESET_NAMES)
 async def test_a_preset_runs_inside_the_bubblewrap_sandbox(name, remote, record, tmp_path):
     # The stand-in is on PATH in the repository (readable, read-only); its record directory is a

@@ -277,3 +277,14 @@ def test_serve_builds_a_sandboxed_command_fixer_that_hides_the_config_it_was_rea
     fixer = build_fixer(load_config(f, env={}))
     assert fixer.sandbox is not None
     assert f in fixer.sandbox.hide and Path("~/notes").expanduser() in fixer.sandbox.hide
+
+
+@needs_bwrap
+def test_a_missing_writable_path_is_created_for_the_bot_s_user_alone(tmp_path):
+    # bubblewrap binds only what exists: a state directory skipped would fail the agent's first
+    # write. Created at start, readable by the bot's user alone; the doctor creates nothing.
+    missing = tmp_path / "home" / ".tool"
+    assert sandbox_for("bwrap", write=[missing], create=False) is not None and not missing.exists()
+    sandbox = sandbox_for("bwrap", write=[missing])
+    assert missing.is_dir() and (missing.stat().st_mode & 0o777) == 0o700
+    assert missing in sandbox.write
