@@ -102,3 +102,12 @@ def app_private_key(directory: Path) -> Path:
     pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                       serialization.NoEncryption()))
     return pem
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (a process started with it binds it soon after)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -25,6 +25,7 @@ import httpx
 
 from bot.github.simulator import Simulator, SimulatorServer, load_scenario
 
+from ..helpers import free_port
 from .fakemodel import FakeModel, Plan, serve_in_thread
 from .providers import provider
 
@@ -32,14 +33,6 @@ SCENARIO = Path(__file__).with_name("scenario.toml")
 REPO = "acme/calc"
 KEY = f"{REPO}#1"
 SECRET = "agents-webhook-secret"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -111,6 +111,16 @@ class FakeModel:
                              for e in self.exchanges])
 
 
+def plain_text(content: Any) -> str:
+    """A message's content as text: a string, or the `text` of each part of a list of parts
+    (the shape both the Anthropic and the OpenAI Chat messages use)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""
+
+
 class _Server(threading.Thread):
     def __init__(self, model: FakeModel, port: int) -> None:
         super().__init__(daemon=True)

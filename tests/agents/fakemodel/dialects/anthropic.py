@@ -23,6 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..server import plain_text
+
 DIALECT = "anthropic"
 EDIT_TOOL = "Edit"
 READ_TOOL = "Read"
@@ -89,7 +91,7 @@ def _tool_calls(messages: list[Any]) -> dict[str, str]:
 
 def _tool_results(messages: list[Any]) -> dict[str, str]:
     """Each tool_result in the user's turns: its tool_use id, with its text."""
-    return {block.get("tool_use_id"): _plain(block.get("content"))
+    return {block.get("tool_use_id"): plain_text(block.get("content"))
             for message in messages if message.get("role") == "user"
             for block in _blocks(message) if block.get("type") == "tool_result"}
 
@@ -111,21 +113,14 @@ def _absolute(path: str, body: dict[str, Any]) -> str:
 def _workdir(body: dict[str, Any]) -> str | None:
     """The working directory the system prompt names: in a `system`-role message (2.1.332),
     or in the `system` field or a user message's reminder (other versions)."""
-    texts = [_plain(body.get("system"))]
-    texts += [_plain(m.get("content")) for m in body.get("messages") or () if isinstance(m, dict)]
+    texts = [plain_text(body.get("system"))]
+    texts += [plain_text(m.get("content")) for m in body.get("messages") or () if isinstance(m, dict)]
     for text in texts:
         found = _WORKDIR.search(text)
         if found:
             return found.group(1)
     return None
 
-
-def _plain(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return ""
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from ..server import Edit, FakeModel, Step
+from ..server import Edit, FakeModel, Step, plain_text
 
 DIALECT = "openai_chat"
 DEFAULT_MODEL = "fake-model"
@@ -92,17 +92,9 @@ def routes(model: FakeModel) -> list[Route]:
 
 # --- the conversation ------------------------------------------------------------------------
 
-def _text(content: Any) -> str:
-    """A message's content as text (a string, or a list of typed parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
 
 def _system(messages: list[dict]) -> str:
-    return "\n".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
+    return "\n".join(plain_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
 
 
 def _cwd(messages: list[dict]) -> str | None:
@@ -134,7 +126,7 @@ def _aider_format(messages: list[dict]) -> str | None:
     system = _system(messages)
     if "SEARCH/REPLACE" in system:
         return "diff"
-    if "*file listing*" in "\n".join(_text(m.get("content")) for m in messages):
+    if "*file listing*" in "\n".join(plain_text(m.get("content")) for m in messages):
         return "whole"
     return None
 
@@ -143,10 +135,10 @@ def _aider_edited(messages: list[dict], final: str) -> bool:
     """Whether aider applied our block: we answered with one already (aider's own example
     answers in the prompt hold SEARCH/REPLACE blocks too, but not our final text) and aider did
     not report a failed match in its last message."""
-    answered = any(m.get("role") == "assistant" and final in _text(m.get("content"))
-                   and "<<<<<<< SEARCH" in _text(m.get("content")) for m in messages)
+    answered = any(m.get("role") == "assistant" and final in plain_text(m.get("content"))
+                   and "<<<<<<< SEARCH" in plain_text(m.get("content")) for m in messages)
     users = [m for m in messages if m.get("role") == "user"]
-    failed = bool(users) and bool(_AIDER_FAILED.search(_text(users[-1].get("content"))))
+    failed = bool(users) and bool(_AIDER_FAILED.search(plain_text(users[-1].get("content"))))
     return answered and not failed
 
 
@@ -172,7 +164,7 @@ def _file_body(path: str, messages: list[dict]) -> str | None:
     header = f"{path}\n```"
     found = None
     for message in messages:
-        text = _text(message.get("content")) if message.get("role") == "user" else ""
+        text = plain_text(message.get("content")) if message.get("role") == "user" else ""
         at = text.find(header)
         while at >= 0:
             start = text.find("\n", at + len(header)) + 1
