@@ -13,6 +13,8 @@ COPY pyproject.toml README.md ./
 COPY bot ./bot
 COPY storage ./storage
 COPY migrations ./migrations
+COPY simulator ./simulator
+COPY sharedio ./sharedio
 RUN pip install --no-cache-dir . && rm -rf /src
 
 RUN useradd --create-home --uid 10001 convergebot && mkdir /data && chown convergebot /data

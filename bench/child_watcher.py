@@ -2,7 +2,7 @@
 
 On Python 3.11 asyncio learns that a child ended from a thread it starts for each child
 (`ThreadedChildWatcher`), and the loop waits for that thread to start; `serve` uses a pidfd the
-loop reads instead (`bot/fixers/process.py`, `children_watched_by_pidfd`), as Python 3.12 and
+loop reads instead (`sharedio/children.py`, `children_watched_by_pidfd`), as Python 3.12 and
 later do by default. A fix runs about a dozen git processes. This runs `git --version` through
 `run_process` N times one after the other, with each watcher in turn, in one process, and
 prints the process's CPU (every thread: the watcher's threads too) and the wall per child for
@@ -36,7 +36,7 @@ async def _children(n: int, cwd: str) -> tuple[float, float]:
 
 
 async def _one(kind: str, n: int, cwd: str) -> tuple[float, float]:
-    from bot.fixers.process import children_watched_by_pidfd
+    from sharedio.children import children_watched_by_pidfd
 
     if kind == "thread":
         return await _children(n, cwd)

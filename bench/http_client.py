@@ -37,8 +37,8 @@ REPO = "acme/widgets"
 
 
 async def serve(root: str) -> None:
-    from bot.github.simulator import Simulator, SimulatorServer
     from bot.logs import configure_logging
+    from simulator import Simulator, SimulatorServer
 
     configure_logging("warning", "json")
     sim = Simulator(root=Path(root))

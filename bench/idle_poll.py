@@ -85,7 +85,7 @@ def proc_cpu(pid: int) -> float:
 
 
 async def simulator_child(n: int, manifest: Path, root: Path) -> None:
-    from bot.github.simulator import Simulator, SimulatorServer
+    from simulator import Simulator, SimulatorServer
 
     sim = Simulator(root=root, rate_limit=10**9)
     async with SimulatorServer(sim) as server:

@@ -57,9 +57,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.config import GitHubConfig, JobsConfig
 from bot.fixers import ScriptedFixer
-from bot.fixers.process import children_watched_by_pidfd
 from bot.logs import configure_logging
 from bot.scan import LAST_SCAN
+from sharedio.children import children_watched_by_pidfd
 from tests.e2e.harness import FILES, bot_config, steps
 from tests.serving import WEBHOOK_SECRET, serving
 
@@ -124,7 +124,7 @@ def app_auth(tmp_path: Path) -> dict:
 
 
 def new_simulator(root: Path, args):
-    from bot.github.simulator import Simulator
+    from simulator import Simulator
 
     sim = Simulator(root=root)
     sim.rate_limits.limit = args.limit or 10**9
@@ -145,7 +145,7 @@ async def simulator_child(args) -> None:
 
 
 async def _serve_child(sim, args) -> None:
-    from bot.github.simulator import SimulatorServer
+    from simulator import SimulatorServer
 
     async with SimulatorServer(sim) as server:
         keys = await open_prs(sim, args.prs)
@@ -213,7 +213,7 @@ class Local:
 async def simulator(tmp_path: Path, args):
     """Yields (the simulator's URL, the PRs opened, a handle: `Remote` or `Local`)."""
     if args.in_process:
-        from bot.github.simulator import SimulatorServer
+        from simulator import SimulatorServer
 
         sim = new_simulator(tmp_path / "github", args)
         async with SimulatorServer(sim) as server:

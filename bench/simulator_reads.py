@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.github.simulator import Simulator, SimulatorServer
 from bot.logs import configure_logging
+from simulator import Simulator, SimulatorServer
 
 REPO = "acme/widgets"
 

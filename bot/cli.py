@@ -131,7 +131,7 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
     if args.command == "simulator":
         from pathlib import Path
 
-        from .github.simulator import ScenarioError, run_simulator
+        from simulator import ScenarioError, run_simulator
 
         try:
             await run_simulator(args.port, Path(args.scenario) if args.scenario else None,

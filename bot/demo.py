@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bot.config import Config
 from bot.fixers import ScriptedFixer
-from bot.github.simulator import ReviewerScript, ReviewStep, Simulator, SimulatorServer, ThreadSpec
 from bot.views import NONE, dependencies_of
+from simulator import ReviewerScript, ReviewStep, Simulator, SimulatorServer, ThreadSpec
 from storage import escalations, prs, rounds
 
 REPO = "octo-org/widgets"

@@ -17,13 +17,13 @@ import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy import make_url
 
+from sharedio.children import children_watched_by_pidfd
 from storage.database import Database
 from storage.migrate import migrate
 from storage.models import utcnow
 
 from . import metrics, redelivery, scan
 from .config import Config, ConfigError
-from .fixers.process import children_watched_by_pidfd
 from .github.client import connect
 from .github.errors import RateLimited
 from .poller import Poller

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.github.simulator import AsgiServer, Scenario, Simulator, SimulatorServer
+from simulator import AsgiServer, Scenario, Simulator, SimulatorServer
 
 WEBHOOK_SECRET = "sim-test-secret"
 

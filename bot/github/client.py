@@ -39,6 +39,7 @@ from graphql import parse as graphql_parse
 
 from bot import metrics
 from bot.ratebudget import InstallationBudgets, RateBudget
+from sharedio.httppool import SharedPool
 from storage.locks import KeyedLocks
 
 from .errors import Conflict, GitHubError, NotFound, RateLimited, Unavailable
@@ -52,7 +53,6 @@ from .installations import (
 )
 from .reach import GitHubReach
 from .stamps import parse_time
-from .transport import SharedPool
 
 log = structlog.get_logger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from bot.github.simulator import Simulator, SimulatorServer, load_scenario
+from simulator import Simulator, SimulatorServer, load_scenario
 
 from ..helpers import free_port
 from .fakemodel import FakeModel, Plan, serve_in_thread

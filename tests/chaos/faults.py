@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from bot.github.simulator import Fault, Simulator
+from simulator import Fault, Simulator
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 

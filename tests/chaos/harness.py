@@ -24,7 +24,7 @@ from pathlib import Path
 
 import structlog
 
-from bot.github.simulator import Simulator, SimulatorServer
+from simulator import Simulator, SimulatorServer
 from storage import prs
 from storage.database import Database
 from storage.models import Job, utcnow

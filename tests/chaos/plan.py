@@ -11,7 +11,7 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bot.github.simulator import ReviewerScript, ReviewStep, ThreadSpec
+from simulator import ReviewerScript, ReviewStep, ThreadSpec
 
 REPO = "chaos/app"
 COPILOT = "copilot-pull-request-reviewer[bot]"

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.github.simulator import Simulator, SimulatorServer
+from simulator import Simulator, SimulatorServer
 from storage import prs, rounds, runs
 from storage.database import Database
 

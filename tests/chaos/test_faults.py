@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from bot.github.simulator import Simulator, SimulatorServer
+from simulator import Simulator, SimulatorServer
 
 from .faults import ApiRates, Chaos, WebhookRates, duplicate_effects
 

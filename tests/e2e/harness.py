@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.github.simulator import ReviewerScript, ReviewStep, Simulator, SimulatorServer, ThreadSpec
+from simulator import ReviewerScript, ReviewStep, Simulator, SimulatorServer, ThreadSpec
 from storage import escalations, prs, rounds
 from storage.prs import PrView
 

@@ -20,8 +20,8 @@ import pytest
 
 from bot import demo
 from bot.fixers import ScriptedFixer
-from bot.github.simulator import Simulator, SimulatorServer
 from bot.serve import running
+from simulator import Simulator, SimulatorServer
 from storage import escalations, prs
 from storage.database import Database
 

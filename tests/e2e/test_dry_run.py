@@ -14,8 +14,8 @@ from sqlmodel import select
 
 from bot import metrics, outbox
 from bot.engine.read import findings_of
-from bot.github.simulator import Simulator, SimulatorServer, ThreadSpec
 from bot.outbox import DRY_RUN
+from simulator import Simulator, SimulatorServer, ThreadSpec
 from storage import jobs, prs
 from storage.database import Database
 from storage.models import Job

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import simulator
 from bot.fixers import ScriptedFixer
-from bot.github import simulator
-from bot.github.simulator import ReviewerScript, ReviewStep, ThreadSpec, load_scenario
+from simulator import ReviewerScript, ReviewStep, ThreadSpec, load_scenario
 
 from .harness import REPO, Recording, bot_on_simulator, quiesce
 

@@ -9,7 +9,7 @@ import uuid
 from contextlib import asynccontextmanager
 
 from bot.fixers import ScriptedFixer
-from bot.github.simulator import Simulator, SimulatorServer
+from simulator import Simulator, SimulatorServer
 from storage import jobs
 
 from ..helpers import app_private_key

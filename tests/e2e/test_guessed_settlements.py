@@ -7,7 +7,7 @@ import json
 
 from bot.fixers import ScriptedFixer
 from bot.fixers.agent_wrapper import inferred
-from bot.github.simulator import ReviewerScript, ReviewStep
+from simulator import ReviewerScript, ReviewStep
 
 from .harness import Recording, bot_on_simulator
 from .test_findings_severity import CODEX, MAGIC, codex, converge_under, replies_to, threads_by

@@ -6,8 +6,8 @@ from __future__ import annotations
 from sqlmodel import select
 
 from bot.fixers import ScriptedFixer
-from bot.github.simulator import signature
 from bot.scan import scan
+from simulator import signature
 from storage import commands, runs
 from storage.models import Job
 

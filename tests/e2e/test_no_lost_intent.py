@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from bot.github.simulator import Simulator, SimulatorServer
+from simulator import Simulator, SimulatorServer
 from storage import commands, prs, runs
 from storage.database import Database
 

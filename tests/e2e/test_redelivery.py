@@ -22,11 +22,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.github.errors import GitHubError, NotFound
-from bot.github.simulator import AsgiServer
 from bot.leadership import Leadership
 from bot.poller import Poller
 from bot.redelivery import APP_LOG, CURSOR, Log, covers, redeliver_missed
 from bot.scan import scan
+from simulator import AsgiServer
 from storage import commands, cursors, runs
 from storage.models import Job
 

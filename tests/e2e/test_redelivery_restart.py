@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 
-from bot.github.simulator import Simulator, SimulatorServer
+from simulator import Simulator, SimulatorServer
 from storage import commands, prs, runs
 from storage.database import Database
 

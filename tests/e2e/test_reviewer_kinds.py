@@ -7,8 +7,8 @@ import json
 import sys
 
 from bot.fixers import ScriptedFixer
-from bot.github.simulator import ReviewerScript, ReviewStep, ThreadSpec
 from bot.reviewers import normalise
+from simulator import ReviewerScript, ReviewStep, ThreadSpec
 from storage import jobs
 
 from .harness import COPILOT, REPO, bot_on_simulator, open_and_enroll

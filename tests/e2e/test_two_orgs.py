@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 
-from bot.github.simulator import Simulator, SimulatorServer
+from simulator import Simulator, SimulatorServer
 
 from ..helpers import app_private_key
 from ..serving import WEBHOOK_SECRET, serving

@@ -1,4 +1,4 @@
-"""The bot's requests on the wire (bot/github/transport.py): one aiohttp pool under githubkit.
+"""The bot's requests on the wire (sharedio/httppool.py): one aiohttp pool under githubkit.
 
 A plain asyncio HTTP/1.1 server on localhost records what arrives, per connection, so the tests
 see what GitHub would: the bodies and headers sent, the connections kept or closed.

@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from bot.github.simulator import DEMO_SCENARIO, ScenarioError, load_scenario, parse_scenario
+from simulator import DEMO_SCENARIO, ScenarioError, load_scenario, parse_scenario
 from tests.simulator_fixtures import start_simulator
 
 REPO = "acme/widgets"

@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from bot.github.simulator.errors import ApiError
+from simulator.errors import ApiError
 from tests.simulator_fixtures import WEBHOOK_SECRET, git
 
 REPO = "acme/widgets"

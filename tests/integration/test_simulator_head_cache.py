@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.github.simulator.gitstore import Author, GitStore
-from bot.github.simulator.refcache import RefCache, plain_refname
+from simulator.gitstore import Author, GitStore
+from simulator.refcache import RefCache, plain_refname
 
 from ..simulator_fixtures import git, start_simulator
 

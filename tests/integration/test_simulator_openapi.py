@@ -17,7 +17,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from bot.github.simulator import COPILOT_LOGIN, Simulator
+from simulator import COPILOT_LOGIN, Simulator
 from tests.openapi import assert_matches, operation_names, schema_for
 
 REPO = "acme/widgets"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.github.simulator import COPILOT_LOGIN, ReviewerScript, ReviewStep, ThreadSpec
+from simulator import COPILOT_LOGIN, ReviewerScript, ReviewStep, ThreadSpec
 
 REPO = "acme/widgets"
 FILE = "".join(f"line {i}\n" for i in range(1, 31))

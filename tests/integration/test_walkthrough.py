@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.github.simulator import DEMO_SCENARIO, Simulator, SimulatorServer, load_scenario
+from simulator import DEMO_SCENARIO, Simulator, SimulatorServer, load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "simulator"

@@ -4,6 +4,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import simulator
 from bot.engine.findings import (
     GROUP_SIMILARITY,
     from_threads,
@@ -15,8 +16,7 @@ from bot.engine.findings import (
 from bot.engine.model import Thread
 from bot.fixers.base import FixRequest
 from bot.fixers.prompt import render_findings, render_prompt
-from bot.github import simulator
-from bot.github.simulator import load_scenario
+from simulator import load_scenario
 
 SCENARIO = Path(simulator.__file__).parent / "scenarios" / "review_bots.toml"
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
+import simulator
 from bot.engine import severity
-from bot.github import simulator
-from bot.github.simulator import load_scenario
+from simulator import load_scenario
 
 SCENARIO = Path(simulator.__file__).parent / "scenarios" / "review_bots.toml"
 

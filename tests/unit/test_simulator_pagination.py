@@ -7,7 +7,7 @@ import re
 
 from starlette.datastructures import URL
 
-from bot.github.simulator.pagination import paginate
+from simulator.pagination import paginate
 
 
 def _links(header: str | None) -> dict[str, str]:

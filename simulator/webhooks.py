@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import structlog
 
-from ..transport import SharedPool
+from sharedio.httppool import SharedPool
+
 from .hooklog import HookLog, LogEntry
 from .ids import iso, now
 from .webhook_chaos import WebhookChaos
@@ -106,7 +107,7 @@ class WebhookDispatcher:
         # answer to the one before: at 300 PRs in flight, 30 s in the queue (bench/scale.py).
         self.senders = 1
         self._workers: list[asyncio.Task] = []
-        # Sent through aiohttp's pool, as the bot sends its requests (`bot/github/transport.py`):
+        # Sent through aiohttp's pool, as the bot sends its requests (`sharedio/httppool.py`):
         # through httpx's own transport the sending took a sixth of the simulator's CPU at 200
         # PRs. Made for the URL it sends to (its proxy is that URL's).
         self._client: tuple[str, httpx.AsyncClient, SharedPool] | None = None

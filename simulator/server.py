@@ -12,7 +12,8 @@ from pathlib import Path
 import structlog
 import uvicorn
 
-from ...fixers.process import children_watched_by_pidfd
+from sharedio.children import children_watched_by_pidfd
+
 from .scenario import load_scenario
 from .simulator import Simulator
 
