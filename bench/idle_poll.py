@@ -15,7 +15,7 @@ Set-up (not measured):
     row in round 1 with its round and an active run, as the bot's own first steps would leave
     it), not through `/api/prs`: enrolling 10,000 PRs one by one would take far longer than the
     poll being measured. The check run the bot would have published is recorded as said.
-  * `serve`'s stack runs in this process (`bot.serve.running`: HTTP server, workers, one GitHub
+  * `serve`'s stack runs in this process (`bot.runtime.serve.running`: HTTP server, workers, one GitHub
     client) except that the poller is not scheduled: the benchmark calls its `tick` itself.
   * The bot's HTTP cache is warmed by reading every PR once (3 GETs with 200 each).
   * Unless `--cold`, the repository watch marks the bot's earlier polls would have saved are
@@ -151,9 +151,9 @@ async def enroll_rows(db, rows: list[dict], *, marks: bool) -> None:
 
 def patch_serve(said: dict) -> None:
     """The bench drives the poller's ticks itself; the check runs count as already said."""
-    import bot.serve as serve
-    from bot.poller import Poller
-    from bot.runtime import Runtime
+    import bot.runtime.serve as serve
+    from bot.engine.poller import Poller
+    from bot.runtime.context import Runtime
 
     class ManualPoller(Poller):
         def schedule(self, scheduler) -> None:
@@ -170,8 +170,8 @@ def patch_serve(said: dict) -> None:
 
 async def old_tick(rt) -> None:
     """The poller's tick as it was: one `jobs.enqueue` transaction per PR."""
-    from bot import liveness
-    from bot.budget import paused
+    from bot.engine import liveness
+    from bot.engine.write_budget import paused
     from storage import deliveries, jobs, prs
     from storage.models import utcnow
 
@@ -210,7 +210,7 @@ async def sim_get(http, path: str, method: str = "GET") -> dict:
 
 
 async def cycle(rt, http, sim_pid: int, label: str, n: int, *, before: bool, poller=None) -> dict:
-    from bot.poller import Poller
+    from bot.engine.poller import Poller
 
     rt.db.read_sessions = not before
     rt.extras["skip_unchanged"] = not before
@@ -251,7 +251,7 @@ async def cycle(rt, http, sim_pid: int, label: str, n: int, *, before: bool, pol
 
 async def warm(rt, keys: list[str], concurrency: int) -> None:
     """Read every PR once, so the bot's HTTP cache holds what each poll revalidates."""
-    from bot.sync import read_observation
+    from bot.engine.refs import read_observation
 
     slots = asyncio.Semaphore(concurrency)
     done = 0
@@ -270,7 +270,7 @@ async def warm(rt, keys: list[str], concurrency: int) -> None:
 
 async def breakdown(rt, keys: list[str]) -> None:
     """CPU per PR of the parts of an idle sync, one PR at a time (no concurrency)."""
-    from bot.sync import read_tracked
+    from bot.engine.refs import read_tracked
     from storage import prs, rounds
 
     async def per_pr(what: str, fn) -> None:
@@ -331,7 +331,7 @@ async def bench(args) -> int:
         said = {f"{r['repo']}#{r['number']}": (r["head"], render("waiting_review", 1, 8, None, "review requested"))
                 for r in rows}
         patch_serve(said)
-        from bot.serve import running
+        from bot.runtime.serve import running
 
         config = make_config(
             db_url, api_url=url,
@@ -352,7 +352,7 @@ async def bench(args) -> int:
                 results.append(await cycle(rt, http, child.pid, "before", len(keys), before=True))
             # One poller for every cycle: its first tick since the start re-reads every PR (it
             # cannot know what changed before it looked), the later ones watch each repository.
-            from bot.poller import Poller
+            from bot.engine.poller import Poller
 
             poller = Poller(rt)
             for i in range(args.cycles):

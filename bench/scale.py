@@ -57,8 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.config import GitHubConfig, JobsConfig
 from bot.fixers import ScriptedFixer
+from bot.intake.scan import LAST_SCAN
 from bot.logs import configure_logging
-from bot.scan import LAST_SCAN
 from sharedio.children import children_watched_by_pidfd
 from tests.e2e.harness import FILES, bot_config, steps
 from tests.serving import WEBHOOK_SECRET, serving

@@ -21,7 +21,7 @@ from pydantic import (
     field_validator,
 )
 
-from . import reviewers as _reviewers
+from bot.rules import reviewers as _reviewers
 
 ENV_PREFIX = "CONVERGEBOT_"
 CONFIG_PATH_ENV = "CONVERGEBOT_CONFIG"
@@ -158,7 +158,7 @@ class ConvergenceConfig(_Section):
     merge: bool = True
     reviewers: list[str] = ["copilot-pull-request-reviewer[bot]"]
     # `[[convergence.reviewer]]` tables: each reviewer's kind, trigger, whether a round waits for
-    # it and for how long (bot/reviewers.py). When given, they are the list and `reviewers` is not read.
+    # it and for how long (bot/rules/reviewers.py). When given, they are the list and `reviewers` is not read.
     reviewer: list[_reviewers.ReviewerConfig] = []
     review_wait_timeout_seconds: float = Field(1800.0, gt=0)
     nudge_window_seconds: float = Field(600.0, gt=0)
@@ -170,7 +170,7 @@ class ConvergenceConfig(_Section):
     churn_rounds: int = Field(4, ge=2)
     # The least severe finding that holds convergence back (critical > major > minor > nit):
     # "nit", every finding blocks; "major", a run converges with only minor findings and nits
-    # left, which the check run lists and the fixer may still take up (bot/engine/severity.py).
+    # left, which the check run lists and the fixer may still take up (bot/rules/severity.py).
     block_on: Literal["critical", "major", "minor", "nit"] = "nit"
 
     @field_validator("reviewer")

@@ -12,16 +12,14 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func
 from sqlmodel import select
 
+from bot.github.routes import request_of
 from storage import events
 from storage.models import PullRequest
 from storage.statuses import Status
 
-from .github.routes import request_of
-
 if TYPE_CHECKING:
+    from bot.github.ratebudget import RateBudget
     from storage.database import Database
-
-    from .ratebudget import RateBudget
 
 WEBHOOKS = Counter(
     "convergebot_webhook_deliveries_total", "Webhook deliveries by event and outcome", ["event", "outcome"]

@@ -49,7 +49,7 @@ def backoff_delay(attempts: int, base: float, cap: float, rand: random.Random | 
 
 # The jobs this process asked to queue (or to bring forward), by kind, since it started; whether
 # the rows were new or not. A worker compares the counts before and after a handler, and wakes
-# only the lanes the handler gave work (bot/workers.py).
+# only the lanes the handler gave work (bot/runtime/workers.py).
 queued_by_kind: Counter[str] = Counter()
 
 

@@ -1,4 +1,4 @@
-"""Repository watch marks (see bot/repowatch.py): loaded once at start, saved with the syncs
+"""Repository watch marks (see bot/intake/repowatch.py): loaded once at start, saved with the syncs
 they led to, in the same transaction."""
 
 from __future__ import annotations

@@ -254,7 +254,7 @@ class Command(SQLModel, table=True):
 
 
 class RepoWatchMark(SQLModel, table=True):
-    """Per repository, the newest PR `updated_at` the poller has acted on (bot/repowatch.py)."""
+    """Per repository, the newest PR `updated_at` the poller has acted on (bot/intake/repowatch.py)."""
 
     __tablename__ = "repo_watch_marks"
 

@@ -138,7 +138,7 @@ async def bare_runtime(db):
     connection (PostgreSQL keeps one for the lock) is given back at the end, as `serve` does at
     shutdown; left to the garbage collector, SQLAlchemy warned of a connection never returned."""
     from bot.config import Config
-    from bot.runtime import Runtime
+    from bot.runtime.context import Runtime
 
     made = []
 

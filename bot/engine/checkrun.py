@@ -13,19 +13,19 @@ from datetime import timedelta
 
 import structlog
 
-from bot import outbox, repoconfig
+from bot.effects import outbox
+from bot.engine import repoconfig
+from bot.engine.read import CHECK_RUN_NAME, findings_of
 from bot.fixers.base import Finding
 from bot.fixers.prompt import location
 from bot.prkey import parse_pr_key
-from bot.runtime import Runtime
-from bot.workers import Reschedule
+from bot.rules.findings import normalised
+from bot.runtime.context import Runtime
+from bot.runtime.workers import Reschedule
 from storage import jobs, prs, rounds
 from storage.models import Job, Round, utcnow
 from storage.prs import PrView
 from storage.statuses import Status
-
-from .findings import normalised
-from .read import CHECK_RUN_NAME, findings_of
 
 log = structlog.get_logger(__name__)
 

@@ -9,13 +9,13 @@ from datetime import timedelta
 import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from bot import outbox, repoconfig
+from bot.effects import outbox
+from bot.engine import repoconfig
+from bot.engine.read import findings_of
 from bot.fixers.base import FixRequest
-from bot.runtime import Runtime
+from bot.runtime.context import Runtime
 from storage import jobs
 from storage.models import PullRequest, utcnow
-
-from .read import findings_of
 
 log = structlog.get_logger(__name__)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from bot import repoconfig
 from bot.config import ConvergenceConfig
-from bot.enrollment import SubmitOptions, submit_pr
+from bot.engine import repoconfig
+from bot.intake.submit import SubmitOptions, submit_pr
 from bot.prkey import parse_pr_key
-from bot.runtime import Runtime
+from bot.runtime.context import Runtime
 from storage import jobs
 from storage.models import Job
 

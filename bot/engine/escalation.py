@@ -9,14 +9,14 @@ from typing import Any
 import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from bot import outbox, repoconfig
+from bot.effects import outbox
+from bot.engine import repoconfig
 from bot.prkey import parse_pr_key
-from bot.runtime import Runtime
+from bot.rules.model import Escalate
+from bot.runtime.context import Runtime
 from storage import escalations, prs
 from storage.models import Escalation, PullRequest, utcnow
 from storage.statuses import Status
-
-from .model import Escalate
 
 log = structlog.get_logger(__name__)
 

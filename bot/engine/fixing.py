@@ -16,25 +16,25 @@ from datetime import timedelta
 import structlog
 from sqlalchemy import update
 
-from bot import metrics, outbox, repoconfig
+from bot import metrics
+from bot.effects import outbox
+from bot.engine import checkrun, repoconfig, spending
+from bot.engine.dispatch import queue_progress
+from bot.engine.escalation import escalate
+from bot.engine.read import findings_of
 from bot.fixers.base import Finding, FixRequest, ThreadAction, Verdict
 from bot.github.errors import NotFound
+from bot.intake.routing import own_pushes
 from bot.prkey import parse_pr_key
-from bot.runtime import Runtime
-from bot.webhooks.routing import own_pushes
-from bot.workers import Reschedule
+from bot.rules.findings import fingerprint, settled_json, settlements, threads_of
+from bot.rules.forks import fork_refusal
+from bot.rules.model import Escalate
+from bot.runtime.context import Runtime
+from bot.runtime.workers import Reschedule
 from storage import jobs, prs, rounds
 from storage.jobs import JobStatus
 from storage.models import Job, PullRequest, utcnow
 from storage.statuses import Status
-
-from . import checkrun, spending
-from .dispatch import queue_progress
-from .escalation import escalate
-from .findings import fingerprint, settled_json, settlements, threads_of
-from .forks import fork_refusal
-from .model import Escalate
-from .read import findings_of
 
 log = structlog.get_logger(__name__)
 
@@ -253,7 +253,7 @@ async def _record(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findi
 def answered_threads(findings, actions) -> list[tuple[Finding, ThreadAction]]:
     """Each thread the verdict answers, once, with its action (pure).
 
-    A group's thread (bot/engine/findings.py, `group`) is answered with the action stated for
+    A group's thread (bot/rules/findings.py, `group`) is answered with the action stated for
     its own id; a twin with none takes the lead's only when its text is the lead's (the same
     print): a near-duplicate may say something the fixer's answer to the lead does not cover,
     and is left for the next review to raise again."""

@@ -7,9 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from bot.github.stamps import parse_time
+from bot.rules.forks import head_repo
 from storage.statuses import RunState, Status
-
-from .forks import head_repo
 
 
 @dataclass(frozen=True)

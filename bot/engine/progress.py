@@ -6,19 +6,18 @@ import json
 
 import structlog
 
-from bot import outbox, repoconfig
+from bot.effects import outbox
+from bot.engine import checkrun, repoconfig
+from bot.engine.dispatch import queue_fixer
+from bot.engine.escalation import escalate
+from bot.engine.read import memory_of, pr_state, round_state, settings_of
 from bot.github.errors import GitHubError, NotFound, RateLimited, Unavailable
 from bot.prkey import parse_pr_key
-from bot.runtime import Runtime
+from bot.rules.decide import decide_progress
+from bot.runtime.context import Runtime
 from storage import prs, rounds
 from storage.models import Job, utcnow
 from storage.statuses import Status
-
-from . import checkrun
-from .decide import decide_progress
-from .dispatch import queue_fixer
-from .escalation import escalate
-from .read import memory_of, pr_state, round_state, settings_of
 
 log = structlog.get_logger(__name__)
 

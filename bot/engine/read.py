@@ -6,19 +6,29 @@ import json
 from dataclasses import replace
 from datetime import timedelta
 
-from bot import outbox, repoconfig, reviewers
 from bot.config import Config
+from bot.effects import outbox
+from bot.effects.replies import reply_marker
+from bot.engine import repoconfig
 from bot.fixers.base import Finding
 from bot.github.client import THREAD_COMMENTS_READ
 from bot.github.stamps import github_id, parse_time
 from bot.prkey import parse_pr_key
-from bot.runtime import Runtime
+from bot.rules import reviewers
+from bot.rules.findings import settled_of
+from bot.rules.model import (
+    Adjudication,
+    Checks,
+    PrState,
+    Review,
+    RoundState,
+    Settings,
+    Snapshot,
+    Thread,
+)
+from bot.runtime.context import Runtime
 from storage import adjudications, escalations, rounds
 from storage.models import PullRequest, Round, utcnow
-
-from .findings import settled_of
-from .model import Adjudication, Checks, PrState, Review, RoundState, Settings, Snapshot, Thread
-from .threads import reply_marker
 
 CHECK_RUN_NAME = "convergebot"
 FAILED_CONCLUSIONS = {"failure", "timed_out", "cancelled", "action_required", "startup_failure", "stale"}
@@ -144,7 +154,7 @@ async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_revi
         now=utcnow(), settings=settings,
         history=tuple(round_state(r) for r in history if r.round_no < pr.current_round),
     )
-    from .decide import fresh_review
+    from bot.rules.decide import fresh_review
 
     if head is None or pr.status != "waiting_review" or fresh_review(snap) is None:
         return snap

@@ -19,13 +19,12 @@ from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot import metrics
+from bot.engine.dispatch import DEADLINE_MARGIN
 from bot.fixers.base import FixRequest, Verdict
-from bot.runtime import Runtime
+from bot.runtime.context import Runtime
 from storage import agent_attempts
 from storage.jobs import JobStatus
 from storage.models import AgentAttempt, Escalation, Job, utcnow
-
-from .dispatch import DEADLINE_MARGIN
 
 log = structlog.get_logger(__name__)
 

@@ -6,23 +6,27 @@ import json
 
 import structlog
 
-from bot import metrics, outbox, repoconfig
-from bot.commands.recover import recover_commands
+from bot import metrics
+from bot.effects import outbox
+from bot.engine import checkrun, repoconfig
+from bot.engine.dispatch import queue_fixer, queue_progress, requeue
+from bot.engine.escalation import escalate, queue_missing
+from bot.engine.merge_stage import MERGE_STATUSES, merge_stage
+from bot.engine.observe import Observation, Observed, observe
+from bot.engine.read import (
+    findings_json,
+    pr_state,
+    read_snapshot,
+    review_of,
+    round_state,
+    settings_of,
+)
+from bot.engine.refs import read_tracked, records_nothing_new
 from bot.github.errors import NotFound
-from bot.runtime import Runtime
-from bot.sync import read_tracked, records_nothing_new
-from storage import prs, rounds, runs
-from storage.models import Job, PullRequest, utcnow
-from storage.prs import PrView
-from storage.statuses import RunState, Status
-
-from . import checkrun
-from .decide import decide_step, fresh_review
-from .dispatch import queue_fixer, queue_progress, requeue
-from .escalation import escalate, queue_missing
-from .findings import fingerprint
-from .merging import MERGE_STATUSES, merge_stage
-from .model import (
+from bot.intake.recover import recover_commands
+from bot.rules.decide import decide_step, fresh_review
+from bot.rules.findings import fingerprint
+from bot.rules.model import (
     CheckProgress,
     Checks,
     Converge,
@@ -34,8 +38,11 @@ from .model import (
     StartRound,
     Wait,
 )
-from .observe import Observation, Observed, observe
-from .read import findings_json, pr_state, read_snapshot, review_of, round_state, settings_of
+from bot.runtime.context import Runtime
+from storage import prs, rounds, runs
+from storage.models import Job, PullRequest, utcnow
+from storage.prs import PrView
+from storage.statuses import RunState, Status
 
 log = structlog.get_logger(__name__)
 

@@ -1,11 +1,11 @@
 """Fixers: whoever addresses review findings (a local agent command, a cloud agent, the author)."""
 
-from .ask import AuthorFixer, MentionFixer
-from .base import Finding, Fixer, FixRequest, ThreadAction, ThreadActionKind, Verdict
-from .command import CommandFixer
-from .registry import FIXER_KINDS, TEST_ONLY_KINDS, build_fixer
-from .scripted import ScriptedFixer
-from .verdict import normalize, parse_verdict
+from bot.fixers.ask import AuthorFixer, MentionFixer
+from bot.fixers.base import Finding, Fixer, FixRequest, ThreadAction, ThreadActionKind, Verdict
+from bot.fixers.command import CommandFixer
+from bot.fixers.registry import FIXER_KINDS, TEST_ONLY_KINDS, build_fixer
+from bot.fixers.scripted import ScriptedFixer
+from bot.fixers.verdict import normalize, parse_verdict
 
 __all__ = [
     "AuthorFixer",

@@ -6,8 +6,8 @@ own hidden dedup marker) and waits for a push to the branch.
 
 from __future__ import annotations
 
-from .base import WAITING, FixRequest, Verdict
-from .prompt import fenced, location
+from bot.fixers.base import WAITING, FixRequest, Verdict
+from bot.fixers.prompt import fenced, location
 
 BODY_CAP = 1500  # per finding, so a comment stays far below GitHub's 65536-character limit
 

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args, runtime_checkable
 
-from .usage import Usage
+from bot.fixers.usage import Usage
 
 ADDRESSED = "addressed"
 NEEDS_INPUT = "needs_input"
@@ -32,7 +32,7 @@ class Finding:
     # Whether our reply was already on its thread when it was read (None: not known). Not
     # given to fixers: it only lets the reply effect skip re-reading the threads.
     answered: bool | None = None
-    # critical | major | minor | nit: from the reviewer's own markers (bot/engine/severity.py).
+    # critical | major | minor | nit: from the reviewer's own markers (bot/rules/severity.py).
     severity: str = "major"
     # Below `convergence.block_on`: handed to the fixer to take or leave, never holding a run back.
     optional: bool = False

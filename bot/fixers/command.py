@@ -15,22 +15,21 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from bot.fixers import reports
+from bot.fixers.agent_wrapper import infer_verdict, inferred
+from bot.fixers.base import ADDRESSED, CONVERGED, FixRequest, Verdict, husk
+from bot.fixers.environment import GitIdentity, fixer_env, scrub, secret_forms
+from bot.fixers.git import GitError
+from bot.fixers.gitdir import SAFE_CONFIG
+from bot.fixers.presets import FINDING_FILES, Preset
+from bot.fixers.process import run_process
+from bot.fixers.prompt import render_findings, render_prompt
+from bot.fixers.reports import Report
+from bot.fixers.sandbox import Sandbox, ensure_writable
+from bot.fixers.usage import Usage
+from bot.fixers.verdict import TEXT_CAP, normalize, parse_verdict
+from bot.fixers.workspace import Workspace, commit_message
 from bot.logs import get_logger
-
-from . import reports
-from .agent_wrapper import infer_verdict, inferred
-from .base import ADDRESSED, CONVERGED, FixRequest, Verdict, husk
-from .environment import GitIdentity, fixer_env, scrub, secret_forms
-from .git import GitError
-from .gitdir import SAFE_CONFIG
-from .presets import FINDING_FILES, Preset
-from .process import run_process
-from .prompt import render_findings, render_prompt
-from .reports import Report
-from .sandbox import Sandbox, ensure_writable
-from .usage import Usage
-from .verdict import TEXT_CAP, normalize, parse_verdict
-from .workspace import Workspace, commit_message
 
 log = get_logger(__name__)
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .environment import scrub
-from .process import ProcessResult, run_process
+from bot.fixers.environment import scrub
+from bot.fixers.process import ProcessResult, run_process
 
 
 class GitError(Exception):

@@ -15,7 +15,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from .git import GitError
+from bot.fixers.git import GitError
 
 # Files git reads from a repository's own directory that can run a program or point it
 # elsewhere; the bot's fresh clone has none of them.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from .base import Finding, FixRequest
+from bot.fixers.base import Finding, FixRequest
 
 VERDICT_EXAMPLE = (
     '{"status": "addressed", "summary": "what you changed", "question": null, '

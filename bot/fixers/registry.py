@@ -6,11 +6,11 @@ import inspect
 import shlex
 from typing import Any
 
-from .ask import AuthorFixer, MentionFixer
-from .base import Fixer
-from .command import CommandFixer
-from .presets import resolve as resolve_preset
-from .scripted import ScriptedFixer
+from bot.fixers.ask import AuthorFixer, MentionFixer
+from bot.fixers.base import Fixer
+from bot.fixers.command import CommandFixer
+from bot.fixers.presets import resolve as resolve_preset
+from bot.fixers.scripted import ScriptedFixer
 
 FIXER_KINDS: dict[str, type] = {
     "command": CommandFixer,

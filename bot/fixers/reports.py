@@ -25,8 +25,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .usage import Usage
-from .verdict import TEXT_CAP
+from bot.fixers.usage import Usage
+from bot.fixers.verdict import TEXT_CAP
 
 TAIL_CHARS = TEXT_CAP  # of standard output, for the CLIs that print their answer as plain text
 FAILURES_KEPT = 5  # of a run's failed tool calls, the last ones, each cut to FAILURE_CHARS

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .base import (
+from bot.fixers.base import (
     ADDRESSED,
     QUESTION_STATUSES,
     THREAD_ACTIONS,

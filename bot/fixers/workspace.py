@@ -32,11 +32,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .base import FixRequest, Verdict
-from .environment import GitIdentity, check_clone_url, git_env, secret_forms
-from .git import Git, GitError
-from .gitdir import SAFE_CONFIG, copy_regular_file, reclaim, saved_config
-from .sandbox import Sandbox
+from bot.fixers.base import FixRequest, Verdict
+from bot.fixers.environment import GitIdentity, check_clone_url, git_env, secret_forms
+from bot.fixers.git import Git, GitError
+from bot.fixers.gitdir import SAFE_CONFIG, copy_regular_file, reclaim, saved_config
+from bot.fixers.sandbox import Sandbox
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _FIXED_REF = "refs/convergebot/fixed"

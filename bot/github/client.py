@@ -38,21 +38,20 @@ from graphql import FragmentDefinitionNode, GraphQLError, OperationDefinitionNod
 from graphql import parse as graphql_parse
 
 from bot import metrics
-from bot.ratebudget import InstallationBudgets, RateBudget
-from sharedio.httppool import SharedPool
-from storage.locks import KeyedLocks
-
-from .errors import Conflict, GitHubError, NotFound, RateLimited, Unavailable
-from .httpcache import NewestAnswerStorage
-from .installations import (
+from bot.github.errors import Conflict, GitHubError, NotFound, RateLimited, Unavailable
+from bot.github.httpcache import NewestAnswerStorage
+from bot.github.installations import (
     InstallationMap,
     InstallationsAuthStrategy,
     NotInstalled,
     chosen,
     repo_of_path,
 )
-from .reach import GitHubReach
-from .stamps import parse_time
+from bot.github.ratebudget import InstallationBudgets, RateBudget
+from bot.github.reach import GitHubReach
+from bot.github.stamps import parse_time
+from sharedio.httppool import SharedPool
+from storage.locks import KeyedLocks
 
 log = structlog.get_logger(__name__)
 
@@ -965,7 +964,7 @@ class GitHubClient:
         then answered 502) is seen as pending and not made again. `look=False` (a first try:
         nothing of ours can be pending) asks at once; GitHub answers a Copilot review already
         pending with a 409, and a person already requested stays requested. `pending`: who the
-        caller read as requested (it read them before the reviews, see `bot/effects.py`); then
+        caller read as requested (it read them before the reviews, see `bot/effects/runner.py`); then
         no look is made here.
         """
         async with self.mutating(f"{owner}/{repo}#{number}"):

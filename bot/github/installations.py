@@ -31,7 +31,7 @@ from githubkit import AppAuthStrategy, AppInstallationAuthStrategy
 from githubkit.auth.app import AppAuth
 from githubkit.auth.base import BaseAuthStrategy
 
-from .errors import NotFound
+from bot.github.errors import NotFound
 
 if TYPE_CHECKING:
     from githubkit import GitHubCore

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bot.config import load_config
-from bot.doctor import run_doctor
 from bot.fixers.presets import PRESETS
+from bot.surfaces.doctor import run_doctor
 
 from .cache import program, version
 

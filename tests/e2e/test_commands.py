@@ -197,7 +197,7 @@ async def test_a_late_command_job_reads_its_comment_and_a_deleted_or_edited_one_
     import json
     from datetime import timedelta
 
-    from bot.commands.handle import handle_command
+    from bot.engine.commands import handle_command
     from storage.models import Job, utcnow
 
     async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"])) as h:

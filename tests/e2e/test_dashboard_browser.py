@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot import demo
 from bot.fixers import ScriptedFixer
-from bot.serve import running
+from bot.runtime.serve import running
+from bot.surfaces import demo
 from simulator import Simulator, SimulatorServer
 from storage import escalations, prs
 from storage.database import Database

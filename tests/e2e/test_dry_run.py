@@ -12,9 +12,10 @@ import httpx
 import pytest
 from sqlmodel import select
 
-from bot import metrics, outbox
+from bot import metrics
+from bot.effects import outbox
+from bot.effects.outbox import DRY_RUN
 from bot.engine.read import findings_of
-from bot.outbox import DRY_RUN
 from simulator import Simulator, SimulatorServer, ThreadSpec
 from storage import jobs, prs
 from storage.database import Database
@@ -287,7 +288,7 @@ async def test_serve_for_real_refuses_a_database_a_dry_run_decided_in(db_url):
     from sqlalchemy import update
 
     from bot.config import ConfigError
-    from bot.serve import running
+    from bot.runtime.serve import running
     from storage.migrate import migrate
 
     from ..serving import make_config

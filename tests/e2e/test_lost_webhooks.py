@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlmodel import select
 
 from bot.fixers import ScriptedFixer
-from bot.scan import scan
+from bot.intake.scan import scan
 from simulator import signature
 from storage import commands, runs
 from storage.models import Job

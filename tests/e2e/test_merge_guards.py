@@ -93,7 +93,7 @@ async def test_a_merge_whose_answer_was_lost_is_not_tried_again(tmp_path, db_url
 async def test_two_steps_deciding_a_conflict_round_from_one_read_dispatch_one_fixer(tmp_path, db_url):
     from sqlmodel import select
 
-    from bot.engine import merging
+    from bot.engine import merge_stage as merging
     from storage.models import Job
 
     # Approval required: the converged PR waits in `waiting_merge` while main moves under it.

@@ -190,7 +190,7 @@ async def test_unknown_mergeability_is_re_read_with_backoff_then_escalated_once(
 
 
 async def test_merges_github_keeps_refusing_are_tried_a_bounded_number_of_times(tmp_path, db_url):
-    from bot.engine.merging import MERGE_TRIES
+    from bot.engine.merge_stage import MERGE_TRIES
 
     async with bot_on_simulator(tmp_path, db_url) as h:
         h.sim.set_reviewer(REPO, steps(0))

@@ -165,7 +165,7 @@ async def test_a_retried_review_request_does_not_ask_a_reviewer_who_answered_sin
     retry reads the review and asks nobody (order fixed by the test, not by timing)."""
     from datetime import timedelta
 
-    from bot.effects import run_effect
+    from bot.effects.runner import run_effect
     from storage.models import utcnow
 
     async with bot_on_simulator(tmp_path, db_url) as h:
@@ -193,7 +193,7 @@ async def test_a_first_review_request_asks_without_looking_only_while_its_decisi
     off), and a try after a cancelled one all look first."""
     from datetime import timedelta
 
-    from bot.effects import REVIEW_LOOK_AFTER, run_effect
+    from bot.effects.runner import REVIEW_LOOK_AFTER, run_effect
     from storage.models import utcnow
 
     def review_reads(what: str = "reviews") -> int:
@@ -264,9 +264,9 @@ async def _reply_effect(h, key: str, pk: str, threads, tag: str, *, attempts: in
     """Queue this round's reply effect for `threads` as the fixer would, and run it once."""
     from datetime import timedelta
 
-    from bot import outbox
-    from bot.effects import run_effect
-    from bot.engine.findings import from_threads
+    from bot.effects import outbox
+    from bot.effects.runner import run_effect
+    from bot.rules.findings import from_threads
     from storage import jobs
     from storage.models import utcnow
 
@@ -286,7 +286,7 @@ def _graphql(h) -> int:
 
 
 def _ours_on(h, thread_id: str) -> int:
-    from bot.engine.threads import reply_marker
+    from bot.effects.replies import reply_marker
 
     return sum(1 for e in h.sim.effects("review_reply") if reply_marker(thread_id) in (e.get("body") or ""))
 
@@ -295,7 +295,7 @@ async def test_a_round_s_first_reply_writes_from_the_round_s_read_without_readin
     """The round read the threads after our last replies were done: its reply effect writes
     from that read (one GraphQL request, the write). A thread it saw our reply on is only
     resolved. A retry reads first."""
-    from bot.engine.threads import reply_marker
+    from bot.effects.replies import reply_marker
     from bot.github.client import ThreadWrite
 
     async with bot_on_simulator(tmp_path, db_url, fixer=ASKS, poller={"interval_seconds": 3600}) as h:
@@ -483,9 +483,9 @@ async def _running_elsewhere(h, *ids: int) -> None:
 async def test_two_updates_of_one_check_run_do_not_hold_each_other(tmp_path, db_url):
     """An update queued while another ran (a publish finds none queued) is not the PR's other
     work: each renders the same row, and holding each other they waited out the whole hold."""
-    from bot import outbox
+    from bot.effects import outbox
     from bot.engine import checkrun
-    from bot.workers import Reschedule
+    from bot.runtime.workers import Reschedule
     from storage import jobs
 
     # No poll ticks (every 2 s here): each would queue the PR's sync.
@@ -522,7 +522,7 @@ async def test_an_update_that_finds_the_merge_ended_renders_the_row_the_merge_le
     other work in hand. The merge wrote "merged" before its job ended, so the update reads the
     row again after the look and says merged: the row it read first would have said "merging",
     a write more, and the last one until the next update came."""
-    from bot import outbox
+    from bot.effects import outbox
     from bot.engine import checkrun
     from storage import jobs
     from storage.models import utcnow

@@ -21,11 +21,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bot.engine.poller import Poller
 from bot.github.errors import GitHubError, NotFound
-from bot.leadership import Leadership
-from bot.poller import Poller
-from bot.redelivery import APP_LOG, CURSOR, Log, covers, redeliver_missed
-from bot.scan import scan
+from bot.intake.redelivery import APP_LOG, CURSOR, Log, covers, redeliver_missed
+from bot.intake.scan import scan
+from bot.runtime.leadership import Leadership
 from simulator import AsgiServer
 from storage import commands, cursors, runs
 from storage.models import Job
@@ -459,7 +459,7 @@ async def test_a_late_first_review_request_looks_unless_a_review_since_would_hav
     a read recorded, or no cover, and it looks first; finding the head reviewed, it asks nobody."""
     import json
 
-    from bot.effects import REVIEW_LOOK_AFTER, run_effect
+    from bot.effects.runner import REVIEW_LOOK_AFTER, run_effect
     from storage import jobs
     from storage.models import utcnow
 

@@ -9,9 +9,9 @@ import pytest
 from sqlmodel import select
 
 from bot.engine import step as step_module
-from bot.engine.decide import decide_step
-from bot.engine.model import Escalate
-from bot.workers import Reschedule
+from bot.rules.decide import decide_step
+from bot.rules.model import Escalate
+from bot.runtime.workers import Reschedule
 from storage.database import Database
 from storage.models import Job, utcnow
 

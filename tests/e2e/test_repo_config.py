@@ -7,10 +7,10 @@ import json
 import pytest
 from structlog.testing import capture_logs
 
-from bot import repoconfig
-from bot.cli import _check_pr_exists
+from bot.engine import repoconfig
 from bot.github.errors import Unavailable
 from bot.prkey import parse_pr_key
+from bot.surfaces.cli import _check_pr_exists
 
 from .harness import FILES, REPO, bot_on_simulator, quiesce, steps
 

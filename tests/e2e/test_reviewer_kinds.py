@@ -7,7 +7,7 @@ import json
 import sys
 
 from bot.fixers import ScriptedFixer
-from bot.reviewers import normalise
+from bot.rules.reviewers import normalise
 from simulator import ReviewerScript, ReviewStep, ThreadSpec
 from storage import jobs
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from bot.engine import step as step_module
-from bot.engine.decide import decide_step
-from bot.engine.model import Heal
 from bot.fixers import ScriptedFixer
+from bot.rules.decide import decide_step
+from bot.rules.model import Heal
 from storage import commands, runs
 
 from .harness import REPO, HeldFixer, bot_on_simulator, open_and_enroll, quiesce, steps
@@ -90,7 +90,7 @@ async def test_a_pr_closed_outside_ends_its_run_and_can_be_enrolled_again(tmp_pa
 
 
 async def test_a_pr_merged_outside_ends_its_run_and_a_resubmit_starts_a_new_one(tmp_path, db_url):
-    from bot.enrollment import Outcome, submit_pr
+    from bot.intake.submit import Outcome, submit_pr
     from bot.prkey import parse_pr_key
 
     async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"])) as h:

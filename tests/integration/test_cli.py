@@ -79,7 +79,7 @@ def test_submit_status_abandon_round_trip(db_url):
     assert convergebot(db_url, "status", "other/repo#1").returncode == 1
 
 
-# Run `convergebot submit` through bot.cli.main after a common start signal, with run creation
+# Run `convergebot submit` through bot.surfaces.cli.main after a common start signal, with run creation
 # slowed so that all eight are inside submit_pr at once.
 _RACER = """
 import asyncio, os, sys, time
@@ -98,7 +98,7 @@ storage.prs.insert_new = slow_insert
 go = float(sys.argv[1])
 while time.time() < go:
     time.sleep(0.005)
-from bot.cli import main
+from bot.surfaces.cli import main
 raise SystemExit(main(["submit", sys.argv[2]]))
 """
 

@@ -3,7 +3,7 @@ delivery log the token reads, or the redelivery of its lost deliveries cannot wo
 
 from __future__ import annotations
 
-from bot.doctor import run_doctor
+from bot.surfaces.doctor import run_doctor
 from tests.serving import make_config
 
 from ..simulator_fixtures import sim, simulator  # noqa: F401

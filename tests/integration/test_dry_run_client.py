@@ -94,7 +94,7 @@ async def test_without_dry_run_the_same_write_reaches_github(client, sim):  # no
 
 @pytest.mark.parametrize("dry_run", [True, False])
 async def test_doctor_says_when_the_dry_run_is_on(tmp_path, simulator, dry_run):  # noqa: F811
-    from bot.doctor import run_doctor
+    from bot.surfaces.doctor import run_doctor
     from tests.serving import make_config
 
     lines: list[str] = []

@@ -20,7 +20,7 @@ from bot.config import ConfigError, load_config
 from bot.fixers.base import ThreadAction
 from bot.fixers.registry import build_fixer
 from bot.fixers.sandbox import PRIVATE_DIRS, sandbox_for
-from bot.serve import build_fixer as serve_build_fixer
+from bot.runtime.serve import build_fixer as serve_build_fixer
 
 from .test_fixer_sandbox import botdir, needs_bwrap  # noqa: F401  (a fixture)
 from .test_fixer_support import BRANCH, Remote, git, make_remote, make_request
@@ -282,7 +282,7 @@ async def test_a_preset_runs_inside_the_bubblewrap_sandbox(name, remote, record,
 
 
 async def test_doctor_checks_the_presets_program_is_on_path(tmp_path, monkeypatch):
-    from bot.doctor import run_doctor
+    from bot.surfaces.doctor import run_doctor
 
     async def doctor(path: str) -> list[str]:
         monkeypatch.setenv("PATH", path)

@@ -159,7 +159,7 @@ async def test_two_replies_to_one_thread_at_once_post_one(client, sim):  # noqa:
     import contextlib
     from types import SimpleNamespace
 
-    from bot.engine.threads import Reply, reply_and_resolve
+    from bot.effects.replies import Reply, reply_and_resolve
 
     n = await _pr(sim)
     await sim.submit_review(REPO, n, user=COPILOT_REVIEWER, threads=[{"path": "a.txt", "line": 1, "body": "x?"}])
@@ -202,7 +202,7 @@ async def test_a_thread_s_first_comment_id_is_read_from_its_full_database_id(cli
 async def test_a_round_s_replies_are_one_read_and_one_write_and_a_retry_writes_only_what_is_missing(client, sim):  # noqa: F811
     from types import SimpleNamespace
 
-    from bot.engine.threads import Reply, reply_and_resolve, reply_marker
+    from bot.effects.replies import Reply, reply_and_resolve, reply_marker
     from bot.github.client import ThreadWrite
 
     n = await _pr(sim)

@@ -13,17 +13,17 @@ from datetime import timedelta
 
 import pytest
 
-from bot.cli import NoSuchPr, _check_pr_exists
 from bot.config import Config
-from bot.doctor import run_doctor
 from bot.engine.progress import _head
 from bot.github import installations as installations_module
 from bot.github.client import GitHubClient, open_github
 from bot.github.errors import RateLimited, Unavailable
 from bot.github.installations import NotInstalled, learn_from_payload
+from bot.intake.scan import repositories
 from bot.prkey import parse_pr_key
-from bot.runtime import Runtime
-from bot.scan import repositories
+from bot.runtime.context import Runtime
+from bot.surfaces.cli import NoSuchPr, _check_pr_exists
+from bot.surfaces.doctor import run_doctor
 from storage.models import PullRequest
 
 from ..helpers import app_private_key

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from bot.leadership import LEADER_LOCK, Leadership
-from bot.poller import Poller
-from bot.runtime import Runtime
+from bot.engine.poller import Poller
+from bot.runtime.context import Runtime
+from bot.runtime.leadership import LEADER_LOCK, Leadership
 from storage.database import Database
 from tests.helpers import until
 from tests.serving import make_config

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from openapi_spec_validator import validate
 
-from bot.web.app import build_app
+from bot.surfaces.web.app import build_app
 
 from ..serving import make_config, serving
 from .test_cli import convergebot

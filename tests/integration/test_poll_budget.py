@@ -1,4 +1,4 @@
-"""The poller paces idle re-reads by the rate limit left (bot/ratebudget.py)."""
+"""The poller paces idle re-reads by the rate limit left (bot/github/ratebudget.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from datetime import timedelta
 from sqlalchemy import update
 
 from bot import metrics
-from bot.poller import Poller
-from bot.runtime import Runtime
+from bot.engine.poller import Poller
+from bot.runtime.context import Runtime
 from storage import jobs
 from storage.models import PullRequest, utcnow
 

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from bot.cli import main
+from bot.surfaces.cli import main
 
 from ..serving import make_config, serving
 

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
+from bot.engine.refs import read_observation
 from bot.github.client import GitHubClient, open_github
 from bot.github.errors import GitHubError, RateLimited
-from bot.ratebudget import IDLE, NEWS
-from bot.sync import read_observation
+from bot.github.ratebudget import IDLE, NEWS
 
 from ..serving import make_config, serving
 from ..simulator_fixtures import start_simulator
@@ -165,9 +165,9 @@ async def test_a_progress_check_out_of_rate_limit_waits_for_the_reset_and_spends
     from datetime import timedelta
 
     from bot.config import Config
-    from bot.runtime import Runtime
-    from bot.serve import job_handlers
-    from bot.workers import Reschedule
+    from bot.runtime.context import Runtime
+    from bot.runtime.serve import job_handlers
+    from bot.runtime.workers import Reschedule
     from storage import prs, rounds
     from storage.models import Job, utcnow
 

@@ -11,9 +11,9 @@ import httpx
 from bot.config import Config
 from bot.fixers import ScriptedFixer
 from bot.github.client import GitHubClient, open_github
-from bot.leadership import Leadership
-from bot.runtime import Runtime
-from bot.scan import CURSOR_PREFIX, repositories, scan
+from bot.intake.scan import CURSOR_PREFIX, repositories, scan
+from bot.runtime.context import Runtime
+from bot.runtime.leadership import Leadership
 from storage import cursors
 from storage.models import Job
 

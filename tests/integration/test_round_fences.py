@@ -43,9 +43,9 @@ async def test_a_retry_that_read_a_round_the_progress_check_ended_restarts_nothi
     """`/converge retry` reads round 1; the progress check then opens round 2 (waiting for its
     review, a status a retry takes). The retry must lose, not restart round 2 as round 1 and
     wipe round 1's result."""
-    import bot.commands.handle as handle
-    from bot.commands.parse import Command
+    import bot.engine.commands as handle
     from bot.prkey import parse_pr_key
+    from bot.rules.commands import Command
     from storage import prs
 
     rt = bare_runtime()
@@ -77,10 +77,10 @@ async def test_declines_decided_from_a_round_the_row_has_left_post_nothing(bare_
     commit with the fence on the round, or not at all."""
     import structlog
 
-    from bot import outbox
-    from bot.engine.model import Fix
+    from bot.effects import outbox
     from bot.engine.step import _apply
     from bot.fixers.base import Finding
+    from bot.rules.model import Fix
     from storage import prs
 
     rt = bare_runtime()
@@ -106,8 +106,8 @@ async def test_an_answer_and_a_retry_at_once_take_the_rows_in_one_order(bare_run
     it waits for the retry and then loses to it."""
     import asyncio
 
-    import bot.commands.handle as handle
-    from bot.commands.parse import Command
+    import bot.engine.commands as handle
+    from bot.rules.commands import Command
     from storage import escalations, prs
 
     from ..helpers import lock_waiter, until

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from bot import budget
-from bot.budget import RUNAWAY, pause_runaway
 from bot.config import Config
-from bot.runtime import Runtime
+from bot.engine import write_budget as budget
+from bot.engine.write_budget import RUNAWAY, pause_runaway
+from bot.runtime.context import Runtime
 from storage import escalations, jobs, prs
 
 from ..helpers import enroll

@@ -9,7 +9,7 @@ from sqlmodel import select
 import storage.escalations
 import storage.prs
 import storage.runs
-from bot.enrollment import PR_LOCKS, SubmitOptions, abandon_pr, submit_pr
+from bot.intake.submit import PR_LOCKS, SubmitOptions, abandon_pr, submit_pr
 from bot.prkey import parse_pr_key
 from storage import prs, runs
 from storage.models import Adjudication, Escalation, PullRequest, utcnow

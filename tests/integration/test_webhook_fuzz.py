@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlmodel import select
 
-from bot.webhooks.routing import storable
+from bot.intake.routing import storable
 from storage import deliveries
 from storage.models import Job, WebhookDelivery
 

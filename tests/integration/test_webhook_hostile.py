@@ -13,7 +13,7 @@ import uuid
 import structlog
 from sqlmodel import select
 
-from bot.web.webhook import intake
+from bot.intake.webhook import intake
 from storage import jobs
 from storage.models import Job, WebhookDelivery
 
@@ -161,7 +161,7 @@ async def test_a_webhook_log_line_names_its_github_event(db_url):
 
 
 async def test_an_integer_of_5000_digits_in_a_field_no_reader_uses_is_skipped_and_the_delivery_routed(db_url):
-    """Only the fields some reader uses are parsed (`bot/web/webhook.py` `parse_read`): a huge
+    """Only the fields some reader uses are parsed (`bot/intake/webhook.py` `parse_read`): a huge
     integer elsewhere is skipped with the rest of what is not read, and the PR is synced."""
     body = (b'{"action": "opened", "repository": {"full_name": "octo/repo"}, "pull_request": '
             b'{"number": 7, "n": ' + b"9" * 5000 + b"}}")

@@ -1,4 +1,4 @@
-"""Group commit of /webhook (bot/web/intake.py), over real HTTP, on both backends.
+"""Group commit of /webhook (bot/intake/batch.py), over real HTTP, on both backends.
 
 Deliveries arriving together are recorded in one transaction and each is answered only after
 that transaction committed: all or none of a batch is recorded, a failed batch answers every
@@ -13,8 +13,8 @@ import json
 import pytest
 from sqlmodel import select
 
-from bot.web.webhook import intake, receive_webhook
-from bot.webhooks.routing import SYNC_DEBOUNCE_SECONDS
+from bot.intake.routing import SYNC_DEBOUNCE_SECONDS
+from bot.intake.webhook import intake, receive_webhook
 from storage import jobs
 from storage.models import WebhookDelivery
 

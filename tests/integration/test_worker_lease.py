@@ -6,7 +6,7 @@ import asyncio
 
 from sqlalchemy import update
 
-from bot.workers import PoolSettings, WorkerPool
+from bot.runtime.workers import PoolSettings, WorkerPool
 from storage import jobs
 from storage.models import Job, utcnow
 

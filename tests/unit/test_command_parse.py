@@ -1,6 +1,6 @@
 import pytest
 
-from bot.commands.parse import Command, Refusal, parse_command
+from bot.rules.commands import Command, Refusal, parse_command
 
 
 @pytest.mark.parametrize("body,expected", [

@@ -5,9 +5,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.engine.decide import decide_progress, decide_step, fresh_review
-from bot.engine.findings import fingerprint
-from bot.engine.model import (
+from bot.fixers.base import Finding
+from bot.rules.decide import decide_progress, decide_step, fresh_review
+from bot.rules.findings import fingerprint
+from bot.rules.model import (
     Adjudication,
     Checks,
     Converge,
@@ -24,7 +25,6 @@ from bot.engine.model import (
     Thread,
     Wait,
 )
-from bot.fixers.base import Finding
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 H1, H2 = "1" * 40, "2" * 40
@@ -237,7 +237,7 @@ class TestProgress:
 
 
 def test_an_asked_fixer_s_push_checks_progress_at_once():
-    from bot.engine.model import CheckProgress
+    from bot.rules.model import CheckProgress
 
     asked = replace(SETTINGS, fixer_kind="author")
     working = replace(ROUND, fixer_started_at=T0, attempt=1)

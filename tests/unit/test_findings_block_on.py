@@ -7,11 +7,11 @@ import pytest
 
 from bot.config import Config
 from bot.engine.checkrun import render
-from bot.engine.decide import decide_step
-from bot.engine.findings import from_threads, thread_fingerprint
-from bot.engine.model import Checks, Converge, Fix, Settled, Thread
-from bot.repoconfig import RepoConfigError, parse
-from bot.reviewers import Reviewer
+from bot.engine.repoconfig import RepoConfigError, parse
+from bot.rules.decide import decide_step
+from bot.rules.findings import from_threads, thread_fingerprint
+from bot.rules.model import Checks, Converge, Fix, Settled, Thread
+from bot.rules.reviewers import Reviewer
 
 from .test_decide import ROUND, SETTINGS, review, snap
 

@@ -2,14 +2,14 @@
 
 from dataclasses import replace
 
-from bot.engine.findings import (
+from bot.rules.findings import (
     carried_over,
     from_threads,
     settled_index,
     settlements,
     thread_fingerprint,
 )
-from bot.engine.model import Settled, Thread
+from bot.rules.model import Settled, Thread
 
 CODEX = ("**<sub><sub>![P2 Badge](https://img.shields.io/badge/P2-yellow?style=flat)</sub></sub>  "
          "Cache the parsed config**\n\nThe config is parsed on every call.\n\nUseful? React with 👍 / 👎.")

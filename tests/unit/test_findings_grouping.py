@@ -5,7 +5,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import simulator
-from bot.engine.findings import (
+from bot.fixers.base import FixRequest
+from bot.fixers.prompt import render_findings, render_prompt
+from bot.rules.findings import (
     GROUP_SIMILARITY,
     from_threads,
     group,
@@ -13,9 +15,7 @@ from bot.engine.findings import (
     similarity,
     threads_of,
 )
-from bot.engine.model import Thread
-from bot.fixers.base import FixRequest
-from bot.fixers.prompt import render_findings, render_prompt
+from bot.rules.model import Thread
 from simulator import load_scenario
 
 SCENARIO = Path(simulator.__file__).parent / "scenarios" / "review_bots.toml"

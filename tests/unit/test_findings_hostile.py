@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from bot.engine import severity
-from bot.engine.findings import (
+from bot.rules import severity
+from bot.rules.findings import (
     GROUP_SIMILARITY,
     from_threads,
     group,
@@ -14,7 +14,7 @@ from bot.engine.findings import (
     similarity,
     thread_fingerprint,
 )
-from bot.engine.model import Thread
+from bot.rules.model import Thread
 
 # 64 KB each. Before `[ \t]*` replaced `\s*` after `^`, 2,000 newlines alone took 22 s.
 HOSTILE = {

@@ -86,8 +86,8 @@ def test_an_empty_findings_list_still_renders():
 
 # --- a group of twins: every member's own text reaches the fixer
 
-from bot.engine.findings import from_threads, group  # noqa: E402
-from bot.engine.model import Thread  # noqa: E402
+from bot.rules.findings import from_threads, group  # noqa: E402
+from bot.rules.model import Thread  # noqa: E402
 
 NULL = "Missing null check before dereferencing `user` in `load()`; it crashes on a guest."
 NULL_TWIN = "Missing null check before dereferencing `user` in `load()`; it crashes on a guest session."

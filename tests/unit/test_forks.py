@@ -1,4 +1,4 @@
-from bot.engine.forks import fork_refusal, head_repo, is_fork
+from bot.rules.forks import fork_refusal, head_repo, is_fork
 
 
 def pr(head_repo: str | None = "acme/app", *, can_modify: bool = False) -> dict:

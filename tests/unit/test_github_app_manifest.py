@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.webhooks.routing import SUBSCRIBED_EVENTS, UNSUBSCRIBED_EVENTS, route
+from bot.intake.routing import SUBSCRIBED_EVENTS, UNSUBSCRIBED_EVENTS, route
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = json.loads((ROOT / "docs" / "github-app-manifest.json").read_text())

@@ -1,10 +1,9 @@
-"""The merge queue's rules (bot/engine/mergequeue.py): what the merge effect and a `merging`
+"""The merge queue's rules (bot/engine/merge_queue.py): what the merge effect and a `merging`
 PR's step do with what GitHub says of the queue."""
 
 import pytest
 
-from bot.engine.merge import FailedCheck
-from bot.engine.mergequeue import (
+from bot.engine.merge_queue import (
     Queue,
     decide_effect,
     decide_settle,
@@ -12,6 +11,7 @@ from bot.engine.mergequeue import (
     read_queue,
     removal_reason,
 )
+from bot.rules.merge import FailedCheck
 
 GROUP = "c" * 40
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.ratebudget import ASSUMED_LIMIT, IDLE, NEWS, UNMETERED, RateBudget
+from bot.github.ratebudget import ASSUMED_LIMIT, IDLE, NEWS, UNMETERED, RateBudget
 
 T0 = 1_800_000_000.0  # epoch seconds
 RESET = T0 + 3600

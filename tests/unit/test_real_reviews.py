@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.engine import severity
-from bot.engine.decide import sort_findings
-from bot.engine.findings import (
+from bot.rules import severity
+from bot.rules.decide import sort_findings
+from bot.rules.findings import (
     carried_over,
     from_review_body,
     from_threads,
@@ -28,8 +28,8 @@ from bot.engine.findings import (
     settled_index,
     thread_fingerprint,
 )
-from bot.engine.model import Review, Settled, Snapshot, Thread
-from bot.reviewers import Reviewer
+from bot.rules.model import Review, Settled, Snapshot, Thread
+from bot.rules.reviewers import Reviewer
 
 from .test_decide import H1, SETTINGS, T0, snap
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from bot.github.errors import GitHubError
-from bot.redelivery import APP_LOG, SETTLE_MARGIN, _read, decide, group
+from bot.intake.redelivery import APP_LOG, SETTLE_MARGIN, _read, decide, group
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SINCE = T0 - timedelta(hours=1)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bot.config import MAX_ROUNDS, Config
+from bot.engine.repoconfig import PATH, RepoConfigError, load, parse, touched
 from bot.fixers.base import FixRequest
 from bot.fixers.prompt import render_prompt
-from bot.repoconfig import PATH, RepoConfigError, load, parse, touched
 
 BASE = Config.model_validate({"convergence": {"max_rounds": 8, "reviewers": ["copilot"], "maintainers": ["ops"],
                                               "label": "converge", "churn_rounds": 4},

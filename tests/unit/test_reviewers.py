@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot import reviewers
 from bot.config import Config, ConfigError, load_config
-from bot.engine.decide import decide_step, fresh_review, missing_reviewers, review_wait_deadlines
-from bot.engine.model import (
+from bot.engine.repoconfig import RepoConfigError, parse
+from bot.rules import reviewers
+from bot.rules.decide import decide_step, fresh_review, missing_reviewers, review_wait_deadlines
+from bot.rules.model import (
     Checks,
     Converge,
     Escalate,
@@ -24,7 +25,6 @@ from bot.engine.model import (
     Thread,
     Wait,
 )
-from bot.repoconfig import RepoConfigError, parse
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 H1 = "1" * 40

@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from bot.webhooks.routing import EnrollRules, OwnPushes, Wake, route
+from bot.intake.routing import EnrollRules, OwnPushes, Wake, route
 
 from ..openapi import webhook_examples
 
@@ -43,7 +43,7 @@ def test_edited_deleted_bot_and_plain_comments_are_not_commands(change):
 
 
 def test_label_and_listed_author_enroll():
-    from bot.webhooks.routing import EnrollRules
+    from bot.intake.routing import EnrollRules
 
     rules = EnrollRules("converge", frozenset({"agent[bot]"}))
     labeled = {"action": "labeled", "label": {"name": "converge"}, "pull_request": {"number": 4},

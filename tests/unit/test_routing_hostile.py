@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.intake.routing import EnrollRules, route, storable
 from bot.prkey import parse_pr_key
-from bot.webhooks.routing import EnrollRules, route, storable
 
 from ..hostile import EVENTS, FUZZ, payloads
 

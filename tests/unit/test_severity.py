@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 import simulator
-from bot.engine import severity
+from bot.rules import severity
 from simulator import load_scenario
 
 SCENARIO = Path(simulator.__file__).parent / "scenarios" / "review_bots.toml"

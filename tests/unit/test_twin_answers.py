@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from bot.engine.findings import from_threads, group, settlements
 from bot.engine.fixing import answered_threads
-from bot.engine.model import Thread
 from bot.fixers.base import ThreadAction
+from bot.rules.findings import from_threads, group, settlements
+from bot.rules.model import Thread
 
 TEXT = "Missing null check before dereferencing `user` in `load()`; it crashes on a guest."
 NEAR = "Missing null check before dereferencing `user` in `load()`; it crashes on a guest session."

@@ -1,6 +1,6 @@
 """Links the dashboard and the API draw from stored text."""
 
-from bot.views import comment_url
+from bot.surfaces.views import comment_url
 
 
 def test_a_comment_link_is_drawn_only_from_an_http_pr_url():

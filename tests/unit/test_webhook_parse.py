@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot import repoconfig
+from bot.engine import repoconfig
 from bot.github.installations import learn_from_payload
-from bot.web.webhook import parse, parse_read
-from bot.webhooks.routing import PAYLOAD_READ, EnrollRules, route
+from bot.intake.routing import PAYLOAD_READ, EnrollRules, route
+from bot.intake.webhook import parse, parse_read
 
 from ..hostile import ENCODINGS, EVENTS, FUZZ, encode, nested, payloads, raw_bodies
 from ..openapi import webhook_examples

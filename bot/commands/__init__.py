@@ -1,1 +1,0 @@
-"""Maintainer commands given as PR comments."""

@@ -1,0 +1,376 @@
+"""The merge-stage shell: read dependencies and mergeability, decide, act."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from dataclasses import replace
+from datetime import timedelta
+
+import structlog
+
+from bot import metrics
+from bot.effects import outbox
+from bot.engine import merge_queue as mergequeue
+from bot.engine import repoconfig
+from bot.engine.dispatch import queue_fixer, requeue
+from bot.engine.escalation import escalate
+from bot.engine.read import CHECK_RUN_NAME, FAILED_CONCLUSIONS, findings_json
+from bot.fixers.base import Finding
+from bot.github.errors import Conflict, GitHubError, NotFound, RateLimited
+from bot.prkey import parse_pr_key
+from bot.rules.findings import fingerprint
+from bot.rules.merge import (
+    MERGEABLE_NOW,
+    FailedCheck,
+    MergeStep,
+    MergeView,
+    ci_step,
+    code,
+    decide_merge,
+    find_cycle,
+    parse_dependencies,
+)
+from bot.rules.model import Escalate
+from bot.runtime.context import Runtime
+from storage import dependencies, prs, rounds, runs
+from storage.models import PullRequest, utcnow
+from storage.statuses import RoundKind, RunState, Status
+
+log = structlog.get_logger(__name__)
+
+MERGE_STATUSES = (Status.WAITING_DEPS, Status.WAITING_MERGE, Status.MERGING)
+# "unknown" mergeability is looked at again after the time it has lasted, within these bounds.
+UNKNOWN_MIN_DELAY, UNKNOWN_MAX_DELAY = 2.0, 60.0
+CHECK_SUMMARY_CHARS = 2000  # of a failed check's output summary, handed to the fixer
+ANNOTATIONS_SHOWN = 10  # of a failed check run's annotations
+# Merges (or merge-queue entries) a run makes before it escalates instead of trying again: each
+# was refused, or left the queue with nothing the fixer could be given.
+MERGE_TRIES = 5
+PROTECTED_CACHE, PROTECTED_CACHE_SIZE = "protected_checks", 10_000  # rt.extras: (pr_key, head) -> names
+
+
+async def _unmerged(rt: Runtime, deps: list[str]) -> tuple[str, ...]:
+    out = []
+    for dep in deps:
+        view = await prs.get(rt.db, dep)
+        if view is not None and view.pr.status == Status.MERGED:
+            continue
+        key = parse_pr_key(dep)
+        try:
+            if (await rt.github.pull(key.owner, key.repo, key.number)).get("merged"):
+                continue
+        except NotFound:
+            pass
+        out.append(dep)
+    return tuple(out)
+
+
+async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
+    """The merge stage's step from `gh_pr`, the PR as just read. A PR whose dependencies are all
+    merged goes on at once, in this job and from the same read, to its decision as `waiting
+    merge`: another sync would only read the same PR again a moment later. A crash between the
+    two leaves the job unfinished, so it runs again."""
+    moved = await _merge_stage(rt, pr, gh_pr, bound)
+    if moved is not None:
+        await _merge_stage(rt, moved, gh_pr, bound)
+
+
+async def _merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> PullRequest | None:
+    """One decision of the merge stage; the row as written when it moved on to `waiting merge`
+    from `waiting deps`, else None."""
+    key = parse_pr_key(pr.pr_key)
+    deps = parse_dependencies(gh_pr.get("body"), key.full_repo)
+    await dependencies.replace_for(rt.db, pr.pr_key, deps)
+    cycle = find_cycle(pr.pr_key, await dependencies.edges(rt.db)) if deps else None
+    state = gh_pr.get("mergeable_state") or "unknown"
+    now = utcnow()
+    view = MergeView(
+        status=pr.status, head=pr.head_sha, converged_head=pr.converged_head,
+        mergeable_state=state,
+        unmerged_deps=await _unmerged(rt, deps) if pr.status == Status.WAITING_DEPS else (),
+        cycle=tuple(cycle) if cycle else None,
+        require_approval=rt.config.merge.require_approval, approved=pr.merge_approved,
+        conflict_attempts=rt.config.merge.conflict_attempts, ci_fix_attempts=rt.config.merge.ci_fix_attempts,
+        unknown_for=now - (pr.mergeability_unknown_since or now),
+        unknown_timeout=timedelta(seconds=rt.config.merge.mergeability_timeout_seconds),
+    )
+    if (pr.status == Status.WAITING_MERGE and pr.head_sha == pr.converged_head
+            and (pr.merge_approved or not rt.config.merge.require_approval)):
+        view = await _merge_blockers(rt, pr, gh_pr, view)
+    step = decide_merge(view)
+    if step.kind == "fix_round" and step.round_kind == RoundKind.CI:
+        # Where the failures point, read only for the fixer.
+        view = replace(view, failing_checks=tuple(await asyncio.gather(
+            *(_annotated(rt, key, c) for c in view.failing_checks))))
+    pk = pr.process_key
+    if step.kind == "back_to_waiting" and await outbox.pending(rt.db, pr.pr_key, "merge", dry_run=rt.config.github.dry_run):
+        return None  # the merge effect is still trying: it alone settles `merging`
+    if (step.kind == "back_to_waiting" and mergequeue.queue_known(rt, pr.pr_key)
+            and await mergequeue.settle(rt, pr, bound)):
+        return None  # a merge-queue branch: still queued, or sent back with the queue's reason
+    fence = dict(expect_status=pr.status, expect_round=pr.current_round)
+    # Since when GitHub has said "unknown": kept while it does, cleared once it says anything.
+    unknown = {"mergeability_unknown_since": (pr.mergeability_unknown_since or now)
+               if step.kind == "wait_unknown" else None}
+    async with rt.db.session() as s:
+        if step.kind in ("wait", "wait_unknown"):
+            won = await prs.fenced_update(None, pr.pr_key, pk, {"last_action": step.reason, **unknown},
+                                          **fence, session=s)
+            if won and step.kind == "wait_unknown":
+                # GitHub computes mergeability after a read asks for it: look again soon, then
+                # less often (the delay grows with the wait), until the stall escalates.
+                delay = min(max(view.unknown_for.total_seconds(), UNKNOWN_MIN_DELAY), UNKNOWN_MAX_DELAY)
+                await requeue(s, pr.pr_key, "mergeability_unknown", delay_seconds=delay)
+        elif step.kind == "new_round":
+            if await prs.fenced_update(None, pr.pr_key, pk, {
+                    "status": Status.CONVERGING, "current_round": pr.current_round + 1, "husk_retries": 0,
+                    "converged_head": None, "converged_at": None, "last_action": step.reason, **unknown},
+                    **fence, session=s):
+                await requeue(s, pr.pr_key, "new_round")  # the stage changed: its next step now
+        elif step.kind == "fix_round":
+            await fix_round(s, rt, pr, step, view, (gh_pr.get("base") or {}).get("ref") or "", bound)
+        elif step.kind in ("to_merge", "back_to_waiting"):
+            moved = {"status": Status.WAITING_MERGE, "last_action": step.reason, **unknown}
+            if await prs.fenced_update(None, pr.pr_key, pk, moved, **fence, session=s):
+                if step.kind == "to_merge":
+                    return pr.model_copy(update=moved)  # the caller decides on at once
+                await requeue(s, pr.pr_key, "waiting_merge")
+        elif step.kind == "escalate":
+            await escalate(s, rt, pr, Escalate(step.escalation, f"convergebot cannot merge: {step.reason}.",
+                                               fingerprint(step.escalation, step.reason)),
+                           expect_status=pr.status, extra=unknown)
+        elif step.kind == "update_branch":
+            won = await prs.fenced_update(None, pr.pr_key, pk, {"last_action": "updating the branch from its base",
+                                                                **unknown}, **fence, session=s)
+            if won and rt.config.merge.update_branch:
+                await outbox.update_branch(s, pr.pr_key, pk, pr.head_sha or "")
+        elif step.kind == "merge":
+            # `merging` and the merge effect commit together; the effect re-reads the PR before
+            # every try, so a merge whose answer was lost is never made blind a second time.
+            if await prs.fenced_update(None, pr.pr_key, pk, {"status": Status.MERGING, "last_action": "merging",
+                                                             **unknown},
+                                       expect_status=Status.WAITING_MERGE, expect_round=pr.current_round, session=s):
+                await outbox.merge(s, pr.pr_key, pk, pr.converged_head, pr.current_round)
+                bound.info("merge.queued", head=pr.converged_head)
+    return None
+
+
+async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: MergeView) -> MergeView:
+    """What the decision needs beyond the PR, read only when its state calls for it: the failing
+    checks of a blocked (or, with `required_checks`, unstable) PR, the files of a dirty one, and
+    the fix rounds the run already spent on either."""
+    key = parse_pr_key(pr.pr_key)
+    state, head = view.mergeable_state, pr.head_sha or ""
+    required = (await repoconfig.effective_config(rt, pr.repo)).convergence.required_checks
+    since = pr.merge_budget_since
+    if state == "blocked" or (state == "unstable" and required):
+        runs_, status = await asyncio.gather(rt.github.check_runs(key.owner, key.repo, head),
+                                             rt.github.combined_status(key.owner, key.repo, head))
+        failing, pending = failed_checks(runs_, status, required)
+        if not required and (failing or pending):
+            # No `required_checks` configured: branch protection says which of them block (a
+            # failing check it does not require is not what keeps the PR `blocked`).
+            protected = await _protected(rt, key, pr.pr_key, head)
+            if protected is not None:
+                failing = tuple(c for c in failing if c.name in protected)
+                pending = tuple(n for n in pending if n in protected)
+        view = replace(view, failing_checks=failing, pending_checks=pending)
+        if failing:
+            view = replace(view, ci_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI,
+                                                                   since))
+    elif state == "dirty":
+        base = (gh_pr.get("base") or {}).get("ref") or ""
+        try:
+            files = await rt.github.conflicting_files(key.owner, key.repo, base, head)
+        except RateLimited:
+            raise
+        except GitHubError as e:  # a compare GitHub cannot answer: the round still goes ahead
+            log.warning("merge.conflicting_files_unread", pr_key=pr.pr_key, error=str(e))
+            files = []
+        view = replace(view, conflict_files=tuple(files),
+                       conflict_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CONFLICT,
+                                                               since))
+    if state in MERGEABLE_NOW:
+        view = replace(view, merge_tries=await outbox.count(rt.db, pr.pr_key, "merge", pr.process_key, since),
+                       merge_attempts=MERGE_TRIES, last_action=pr.last_action)
+    return view
+
+
+async def _protected(rt: Runtime, key, pr_key: str, head: str) -> frozenset[str] | None:
+    """The checks branch protection requires of the PR at `head` (kept per PR and head: they
+    change with the repository's rules, not with every read), None when GitHub cannot say."""
+    cache = rt.extras.setdefault(PROTECTED_CACHE, OrderedDict())
+    if (pr_key, head) in cache:
+        cache.move_to_end((pr_key, head))
+        return cache[(pr_key, head)]
+    try:
+        names = frozenset(await rt.github.required_checks(key.owner, key.repo, key.number, head))
+    except RateLimited:
+        raise
+    except GitHubError as e:  # e.g. a GitHub Enterprise Server without `isRequired`: all count
+        log.warning("merge.required_checks_unread", pr_key=pr_key, error=str(e))
+        return None
+    cache[(pr_key, head)] = names
+    while len(cache) > PROTECTED_CACHE_SIZE:
+        cache.popitem(last=False)
+    return names
+
+
+async def _annotated(rt: Runtime, key, check: FailedCheck) -> FailedCheck:
+    """The check with its first annotations (where the failure points in the code), when it has
+    any: one read per failing check run, only when a CI round is being decided."""
+    if not check.run_id or not check.annotation_count:
+        return check
+    try:
+        found = await rt.github.check_run_annotations(key.owner, key.repo, check.run_id, limit=ANNOTATIONS_SHOWN)
+    except RateLimited:
+        raise
+    except GitHubError as e:  # the fixer still gets the check without them
+        log.warning("merge.annotations_unread", check=check.name, error=str(e))
+        return check
+    lines = tuple(f"{a.get('path')}:{a.get('start_line')}: {a.get('annotation_level')}: {a.get('message')}"
+                  for a in found[:ANNOTATIONS_SHOWN] if isinstance(a, dict))
+    return replace(check, annotations=lines)
+
+
+def failed_checks(runs_: list[dict], status: dict, required: list[str]) -> tuple[tuple[FailedCheck, ...], tuple[str, ...]]:
+    """The failed and the still-running checks of the head (ours left out): those `required`
+    names when it names any, else all of them (GitHub said the PR is blocked; a failing check is
+    what a fixer can act on)."""
+    failing: dict[str, FailedCheck] = {}
+    pending: set[str] = set()
+    for run in runs_ or ():
+        name = run.get("name")
+        if not isinstance(name, str) or name == CHECK_RUN_NAME:
+            continue
+        if run.get("status") != "completed":
+            pending.add(name)
+        elif run.get("conclusion") in FAILED_CONCLUSIONS:
+            output = run.get("output") or {}
+            count = output.get("annotations_count")
+            failing[name] = FailedCheck(name, run["conclusion"], output.get("title"), output.get("summary"),
+                                        run.get("details_url") or run.get("html_url"), run.get("id"),
+                                        count if isinstance(count, int) else 0)
+    for st in (status or {}).get("statuses") or ():
+        name, state = st.get("context"), st.get("state")
+        if not isinstance(name, str):
+            continue
+        if state == "pending":
+            pending.add(name)
+        elif state in ("failure", "error"):
+            failing[name] = FailedCheck(name, state, None, st.get("description"), st.get("target_url"))
+    if required:
+        failing = {n: c for n, c in failing.items() if n in required}
+        pending &= set(required)
+    return tuple(failing[n] for n in sorted(failing)), tuple(sorted(pending - set(failing)))
+
+
+def fix_findings(step: MergeStep, view: MergeView, base: str) -> tuple[Finding, ...]:
+    """What a conflict or CI round hands the fixer, one finding per file or check."""
+    head = (view.head or "")[:7]
+    if step.round_kind == RoundKind.CONFLICT:
+        ask = f"Merge {code('origin/' + base)} into the branch and resolve the conflicts."
+        if not view.conflict_files:
+            return (Finding(None, None, None, None, f"GitHub reports that this branch conflicts with {code(base)}. {ask}",
+                            None, fingerprint("conflict", base)),)
+        return tuple(Finding(None, None, path, None,
+                             f"{code(path)} was changed both on this branch and on {code(base)} since they parted, and "
+                             f"GitHub reports conflicts. {ask}", None, fingerprint("conflict", path))
+                     for path in view.conflict_files)
+    out = []
+    for c in view.failing_checks:
+        parts = [f"The check {code(c.name)} failed on {head} (conclusion: {c.conclusion}). Make it pass."]
+        if c.title:
+            parts.append(f"**{c.title[:300]}**")
+        if c.summary:
+            parts.append(c.summary[:CHECK_SUMMARY_CHARS])
+        if c.annotations:
+            parts.append("Annotations:\n" + "\n".join(f"- {a[:500]}" for a in c.annotations))
+        if c.url:
+            parts.append(f"Details: {c.url}")
+        out.append(Finding(None, None, None, None, "\n\n".join(parts), None, fingerprint("check", c.name)))
+    return tuple(out)
+
+
+async def queue_removed(rt: Runtime, pr: PullRequest, failing: tuple[FailedCheck, ...], group: str,
+                        bound) -> bool:
+    """A PR the merge queue took out for checks that failed on its merge group: queueing the same
+    head again would fail the same way, so the checks go to the fixer in a CI round (within the
+    budget), then escalate. False when the fence lost (the run or the stage moved on)."""
+    used = await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI, pr.merge_budget_since)
+    step = ci_step(failing, used, rt.config.merge.ci_fix_attempts, f" on merge group {group[:7]}")
+    view = MergeView(status=pr.status, head=pr.head_sha, converged_head=pr.converged_head, mergeable_state=None,
+                     unmerged_deps=(), cycle=None, require_approval=False, approved=True, failing_checks=failing)
+    async with rt.db.session() as s:
+        if step.kind == "fix_round":
+            return await fix_round(s, rt, pr, step, view, "", bound)
+        return await escalate(s, rt, pr, Escalate("ci", f"convergebot cannot merge: {step.reason}.",
+                                                  fingerprint("ci", step.reason)),
+                              expect_status=pr.status) is not None
+
+
+async def fix_round(s, rt: Runtime, pr: PullRequest, step: MergeStep, view: MergeView, base: str, bound) -> bool:
+    """A conflict or CI round: the next round, handed straight to the fixer with what blocks the
+    merge as its findings; the fresh review of what it pushes is the round after. Fenced on the
+    status the caller read (`waiting_merge`, or `merging` for a PR the merge queue took out)."""
+    now, n, head = utcnow(), pr.current_round + 1, pr.head_sha or ""
+    findings = fix_findings(step, view, base)
+    text = findings_json(findings)
+    if not await prs.fenced_update(None, pr.pr_key, pr.process_key, {
+            "status": Status.CONVERGING, "current_round": n, "husk_retries": 0, "converged_head": None,
+            "converged_at": None, "last_round_head": head, "mergeability_unknown_since": None,
+            "last_action": f"{step.round_kind} round: {step.reason}"},
+            expect_status=pr.status, expect_round=pr.current_round, session=s):
+        return False
+    await rounds.start(s, pr.pr_key, pr.process_key, n, head, kind=step.round_kind)
+    attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
+        "findings": text, "fixer": rt.config.fixer.kind, "fixer_started_at": now, "instructions": "[]"})
+    moved = pr.model_copy(update={"current_round": n, "last_round_head": head, "status": Status.CONVERGING})
+    await queue_fixer(s, rt, moved, n, attempt, text, [], kind=step.round_kind, base_branch=base)
+    bound.info("merge.fix_round", kind=step.round_kind, round=n, reason=step.reason)
+    return True
+
+
+async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> str | None:
+    """The merge effect: re-read, then merge with `sha` as the precondition, and record it.
+    "merge_queue" when GitHub refused because the base takes changes only through its merge
+    queue (the caller queues the PR instead)."""
+    key = parse_pr_key(pr_key)
+    bound = log.bind(pr_key=pr_key, process_key=pk)
+    method = (await repoconfig.effective_config(rt, key.full_repo)).merge.method
+    # Re-read before every try: a try whose answer was lost (GitHub merged, then answered 502)
+    # is retried, and a blind second PUT would be refused (405) and taken for a refusal.
+    gh_pr = await rt.github.pull(key.owner, key.repo, key.number)
+    if not gh_pr.get("merged"):
+        if gh_pr.get("state") != "open":
+            return  # closed meanwhile: the next step ends the run
+        try:
+            # The converged head is the precondition: GitHub refuses (409) if anything else landed.
+            await rt.github.merge(key.owner, key.repo, key.number, sha, method)
+        except Conflict as e:
+            if mergequeue.refused_for_queue(str(e)):
+                mergequeue.learn_queue(rt, pr_key)
+                return "merge_queue"
+            # Refused (the head moved): the push's own webhook came while we were `merging`, so
+            # the next step is queued here, or the new head would wait for the next poll.
+            async with rt.db.session() as s:
+                if await prs.fenced_update(None, pr_key, pk, {"status": Status.WAITING_MERGE,
+                                                              "last_action": f"merge refused: {e}"},
+                                           expect_status=Status.MERGING, session=s):
+                    await requeue(s, pr_key, "merge_refused")
+            bound.info("merge.refused", error=str(e))
+            return
+        # Unavailable propagates: the job retries, and its next try re-reads before merging.
+    async with rt.db.session() as s:
+        won = await prs.fenced_update(None, pr_key, pk, {
+            "status": Status.MERGED, "merged_at": utcnow(), "outcome": "merged",
+            "last_action": f"merged ({method})"}, expect_status=Status.MERGING, session=s)
+        if won:
+            await runs.end_run(None, pk, RunState.COMPLETED, "merged", session=s)
+            await outbox.check_run(s, pr_key)
+            # PRs waiting on this one move now, not at the next poll.
+            for dependent in await dependencies.dependents(s, pr_key):
+                await requeue(s, dependent, "dependency_merged")
+    metrics.merged("merge", won)
+    bound.info("pr.merged", head=sha)

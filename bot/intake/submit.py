@@ -1,0 +1,153 @@
+"""submit_pr: the one door every enrollment path goes through."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import structlog
+
+from bot.prkey import PrKey
+from storage import adjudications, escalations, prs, runs
+from storage.database import Database
+from storage.locks import KeyedLocks
+from storage.models import PullRequest, utcnow
+from storage.statuses import RunState, Status
+
+log = structlog.get_logger(__name__)
+
+# In-process: serializes submit_pr per pr_key inside this process. Across processes the
+# compare-and-set insert and reopen decide, so a CLI beside `serve` cannot start a second run.
+PR_LOCKS = KeyedLocks()
+
+
+class Outcome(StrEnum):
+    STARTED = "started"
+    ALREADY_RUNNING = "already_running"
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    outcome: Outcome
+    pr_key: str
+    process_key: str | None
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    max_rounds: int = 8
+    converge_only: bool = False
+    submitted_by: str | None = None
+    title: str | None = None
+    url: str | None = None
+    head_branch: str | None = None
+    author: str | None = None
+    # Enroll only a PR the bot has never had a row for (the repository scan's intent: a PR it
+    # knows may have been stopped on purpose). Decided under the PR's lock, and across
+    # processes by the insert's compare-and-set.
+    only_if_new: bool = False
+
+
+def _new_row(key: PrKey, process_key: str, opts: SubmitOptions) -> PullRequest:
+    now = utcnow()
+    return PullRequest(
+        pr_key=str(key),
+        repo=key.full_repo,
+        number=key.number,
+        url=opts.url or f"https://github.com/{key.full_repo}/pull/{key.number}",
+        # Title falls back to the key when GitHub was not reachable; the engine fills it later.
+        title=opts.title or str(key),
+        status=Status.CONVERGING,
+        current_round=1,
+        process_key=process_key,
+        max_rounds=opts.max_rounds,
+        converge_only=opts.converge_only,
+        head_branch=opts.head_branch,
+        author=opts.author,
+        submitted_by=opts.submitted_by,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _reopen_options(opts: SubmitOptions) -> dict:
+    values = {
+        "max_rounds": opts.max_rounds,
+        "converge_only": opts.converge_only,
+        "submitted_by": opts.submitted_by,
+    }
+    for field in ("title", "url", "head_branch", "author"):
+        if getattr(opts, field):
+            values[field] = getattr(opts, field)
+    return values
+
+
+async def submit_pr(
+    db: Database, key: PrKey, opts: SubmitOptions = SubmitOptions(), *, locks: KeyedLocks = PR_LOCKS
+) -> SubmitResult:
+    """Enroll or resubmit a PR; idempotent while its run is active."""
+    pr_key = str(key)
+    bound = log.bind(pr_key=pr_key)
+    async with locks.hold(pr_key):
+        current = await prs.get(db, pr_key)
+        if current is not None and (not current.resubmittable or opts.only_if_new):
+            return SubmitResult(Outcome.ALREADY_RUNNING, pr_key, current.pr.process_key)
+
+        if current is None:
+            run = runs.new_run(pr_key)
+            if await prs.insert_new(db, _new_row(key, run.process_key, opts), run):
+                bound.info("pr.enrolled", process_key=run.process_key)
+                return SubmitResult(Outcome.STARTED, pr_key, run.process_key)
+            return await _lost_race(db, pr_key)
+
+        run = await runs.create_run(db, pr_key)
+        old_key = current.pr.process_key
+        try:
+            async with db.session() as s:
+                won = await prs.reopen(
+                    s,
+                    pr_key,
+                    old_process_key=old_key,
+                    new_process_key=run.process_key,
+                    options=_reopen_options(opts),
+                )
+                if won:
+                    await escalations.mark_open_stale(s, pr_key)
+                    await adjudications.invalidate_all(s, pr_key)
+                    if old_key is not None:
+                        await runs.end_run(
+                            None, old_key, RunState.TERMINATED, f"superseded by {run.process_key}", session=s
+                        )
+        except BaseException:
+            # The reopen transaction rolled back, so the row keeps its old terminal shape; the
+            # new run must not stay active or the PR would read as running with nobody driving it.
+            await runs.terminate_run(db, run.process_key, "reopen failed")
+            bound.exception("pr.reopen_failed", process_key=run.process_key)
+            raise
+        if not won:
+            await runs.terminate_run(db, run.process_key, "lost submit race")
+            return await _lost_race(db, pr_key)
+        bound.info("pr.resubmitted", process_key=run.process_key, previous=old_key)
+        return SubmitResult(Outcome.STARTED, pr_key, run.process_key)
+
+
+async def _lost_race(db: Database, pr_key: str) -> SubmitResult:
+    now = await prs.get(db, pr_key)
+    return SubmitResult(Outcome.ALREADY_RUNNING, pr_key, now.pr.process_key if now else None)
+
+
+async def abandon_pr(db: Database, pr_key: str, reason: str) -> bool:
+    """Abandon the PR's active run: the row `abandoned` (fenced on its key) and the run
+    terminated in one transaction, so no reader sees one without the other."""
+    from bot.effects import outbox
+
+    current = await prs.get(db, pr_key)
+    if current is None or current.resubmittable or current.pr.process_key is None:
+        return False
+    key = current.pr.process_key
+    async with db.session() as s:
+        won = await prs.fenced_update(None, pr_key, key, {"status": Status.ABANDONED, "outcome": reason}, session=s)
+        if won:
+            await runs.end_run(None, key, RunState.TERMINATED, reason, session=s)
+            await outbox.check_run(s, pr_key)
+    return won

@@ -1,0 +1,209 @@
+"""Plain data the engine decides over: a snapshot in, actions out. No I/O here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from bot.fixers.base import Finding
+from bot.rules.reviewers import Reviewer, from_config
+
+
+@dataclass(frozen=True)
+class Review:
+    id: int
+    user: str
+    state: str  # APPROVED | CHANGES_REQUESTED | COMMENTED | DISMISSED | PENDING
+    commit_id: str | None
+    submitted_at: datetime | None
+    body: str = ""
+
+
+@dataclass(frozen=True)
+class Thread:
+    id: str
+    is_resolved: bool
+    is_outdated: bool
+    path: str | None
+    line: int | None
+    comment_id: int | None
+    body: str
+    author: str | None
+    # Our reply is among its comments: True or False, None when the read did not show them all.
+    replied: bool | None = False
+
+
+@dataclass(frozen=True)
+class Checks:
+    """Required checks on the head: all green, still running, or some failed."""
+
+    state: str  # success | pending | failure
+    failing: tuple[str, ...] = ()
+    pending: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Settings:
+    reviewers: tuple[str, ...]
+    review_wait_timeout: timedelta
+    nudge_window: timedelta
+    heal_grace: timedelta
+    fixer_kind: str
+    bot_login: str
+    churn_rounds: int = 4
+    max_husk_retries: int = 2
+    # The least severe finding that still holds convergence back (`convergence.block_on`):
+    # "nit", every finding blocks; "major", a run converges with only minor findings and nits left.
+    block_on: str = "nit"
+    # Each reviewer's kind, whether it is waited for and for how long (bot/rules/reviewers.py); empty:
+    # every login in `reviewers`, as `reviewers = [...]` means.
+    reviewer_specs: tuple[Reviewer, ...] = ()
+
+    @property
+    def roster(self) -> tuple[Reviewer, ...]:
+        return self.reviewer_specs or from_config(self.reviewers)
+
+
+@dataclass(frozen=True)
+class PrState:
+    pr_key: str
+    status: str
+    current_round: int
+    max_rounds: int
+    waiting_since: datetime | None
+    last_review_id: int | None
+    last_nudge_at: datetime | None
+    last_round_head: str | None
+    husk_retries: int
+    escalated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A finding settled in a round of this run: how (fixed, declined), on which thread, and the
+    link a repeat of it is answered with (the commit that fixed it, the thread that declined it)."""
+
+    fingerprint: str
+    action: str  # fixed | declined
+    round_no: int
+    url: str
+    thread_id: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RoundState:
+    round_no: int
+    entry_head: str | None
+    review_id: int | None
+    findings: tuple[Finding, ...] | None
+    fixer_started_at: datetime | None
+    fixer_finished_at: datetime | None
+    verdict: str | None
+    summary: str | None
+    question: str | None
+    status: str | None
+    attempt: int = 0
+    kind: str = "review"  # review | conflict | ci (storage.statuses.RoundKind)
+    settled: tuple[Settled, ...] = ()  # findings its fixer fixed or declined
+
+
+@dataclass(frozen=True)
+class Adjudication:
+    fingerprint: str
+    answer: str
+    by: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    pr: PrState
+    round: RoundState | None
+    head: str | None  # from the branch ref; None if unreadable
+    reviews: tuple[Review, ...]
+    threads: tuple[Thread, ...] | None  # None: not read (no fresh review to evaluate)
+    checks: Checks
+    open_escalations: int
+    adjudications: dict[str, Adjudication]
+    now: datetime
+    settings: Settings
+    history: tuple[RoundState, ...] = ()
+    # When our replies/resolves still queued in the outbox are next due (None: none are).
+    replies_due: datetime | None = None
+
+    @property
+    def threads_settling(self) -> bool:
+        return self.replies_due is not None
+
+
+# -- actions ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Action:
+    pass
+
+
+@dataclass(frozen=True)
+class Wait(Action):
+    reason: str
+
+
+@dataclass(frozen=True)
+class StartRound(Action):
+    """Capture `entry_head` and wait for a fresh review of it (requesting one)."""
+
+    entry_head: str
+    reason: str
+    review_baseline: int | None = None
+
+
+@dataclass(frozen=True)
+class Nudge(Action):
+    """Re-request the review: at most once per nudge window."""
+
+
+@dataclass(frozen=True)
+class Converge(Action):
+    """Converged: `optional` are the findings left below `block_on`, listed on the check run."""
+
+    review_id: int
+    head: str
+    optional: tuple[Finding, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fix(Action):
+    """Hand `findings` to the fixer; `declines` are answered from memory and resolved."""
+
+    review_id: int | None
+    findings: tuple[Finding, ...]
+    instructions: tuple[str, ...]
+    declines: tuple[tuple[Finding, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Escalate(Action):
+    kind: str
+    question: str
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckProgress(Action):
+    """An asked fixer (a cloud agent, the author) pushed: check progress now, not at the deadline."""
+
+    attempt: int
+    why: str = "push"
+
+
+@dataclass(frozen=True)
+class Heal(Action):
+    """An escalated PR with nothing open (its answer write was lost): resume the round."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    actions: tuple[Action, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)

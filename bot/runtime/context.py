@@ -1,0 +1,90 @@
+"""The process's shared parts, wired once in `serve` (and the demo) and handed to handlers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot import metrics
+from bot.config import Config
+from bot.github.client import GitHubClient
+from bot.github.ratebudget import RateBudget
+from bot.runtime.leadership import Leadership
+from bot.runtime.workers import Reschedule
+from storage.database import Database
+from storage.locks import KeyedLocks
+from storage.models import utcnow
+
+# How soon a step put off because another replica is stepping the same PR runs again.
+TURN_RETRY_SECONDS = 0.5
+
+
+@dataclass
+class Health:
+    started_at: datetime | None = None
+    last_poll_at: datetime | None = None
+    last_poll_error: str | None = None
+    scheduler_running: bool = False
+    runaway: list[str] = field(default_factory=list)  # PRs paused at their write budget
+    leader: bool | None = None  # whether this replica ran the last poll itself (None: not asked yet)
+
+
+@dataclass
+class Runtime:
+    config: Config
+    db: Database
+    github: GitHubClient
+    health: Health = field(default_factory=Health)
+    wake: Callable[[float], None] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+    step_locks: KeyedLocks = field(default_factory=KeyedLocks)
+    # The GitHub client's rate-limit budget (one per client: one installation or token), paced
+    # by `[github] reserve_fraction` over poll intervals. The poller reads it as `rt.rate_budget`.
+    rate_budget: RateBudget = None  # type: ignore[assignment]  # set in __post_init__
+    # Whether this replica runs the periodic duties (poller, scans, redelivery) right now.
+    leadership: Leadership = None  # type: ignore[assignment]  # set in __post_init__
+    # When a step last read each PR from GitHub in full (time.monotonic()): the poller leaves
+    # out a PR read within `[poller] fresh_read_seconds`.
+    read_at: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.config.github.dry_run:
+            # The client's own refusal of writes: a write path the dry run missed fails loudly.
+            self.github.dry_run = True
+        if self.rate_budget is None:
+            self.rate_budget = getattr(self.github, "rate_budget", None) or RateBudget()
+        self.rate_budget.configure(reserve_fraction=self.config.github.reserve_fraction,
+                                   slice_seconds=self.config.poller.interval_seconds)
+        metrics.track_rate_budget(self.rate_budget)
+        if self.leadership is None:
+            self.leadership = Leadership(self.db)
+
+    @property
+    def webhook_secret(self) -> str:
+        return self.config.github.webhook_secret.get_secret_value()
+
+    @asynccontextmanager
+    async def pr_turn(self, pr_key: str) -> AsyncIterator[None]:
+        """The PR's turn: its step or progress check runs alone, across replicas too.
+
+        In this process the per-PR asyncio lock orders them; across processes the PR's
+        advisory lock on PostgreSQL (`Database.exclusive`). A replica that finds another one
+        holding it puts its job off by `TURN_RETRY_SECONDS` instead of waiting with a worker
+        and a connection: the other's step is reading the same PR.
+        """
+        async with self.step_locks.hold(pr_key), self.db.exclusive(f"pr:{pr_key}") as mine:
+            if not mine:
+                raise Reschedule(utcnow() + timedelta(seconds=TURN_RETRY_SECONDS),
+                                 "another replica is stepping this PR")
+            yield
+
+    def wake_workers(self, delay_seconds: float = 0.0) -> None:
+        """Tell the job workers that work was queued, due in `delay_seconds`."""
+        if self.wake is not None:
+            self.wake(delay_seconds)
+
+
+JobHandler = Callable[[Any], Awaitable[None]]

@@ -1,0 +1,301 @@
+"""The `convergebot` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+
+from bot import __version__
+from bot.config import MAX_ROUNDS, Config, ConfigError, load_config
+from bot.intake.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
+from bot.logs import configure_logging
+from bot.prkey import PrKey, PrKeyError, parse_pr_key
+from bot.surfaces.views import dependencies_text, pr_detail, prs_json
+from storage import prs
+from storage.database import Database, NoDatabase, UnsupportedURL, connect_failure, normalize_url
+from storage.migrate import current_revision, head_revision, migrate
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+# Commands that only read: they never create a database (nor migrate one).
+READ_ONLY = ("status", "doctor")
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+class DatabaseUnreachable(Exception):
+    """The configured database refused or did not answer the first connection: one line, exit 1."""
+
+
+class NoSuchPr(Exception):
+    """GitHub answered 404 for the PR given to `submit`: one line, exit 1."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="convergebot", description=__doc__)
+    p.add_argument("--version", action="version", version=f"convergebot {__version__}")
+    p.add_argument("--config", help="TOML config file (default: $CONVERGEBOT_CONFIG or ./convergebot.toml)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # --config after the command as well as before it; SUPPRESS keeps one given before it.
+    config_too = argparse.ArgumentParser(add_help=False)
+    config_too.add_argument("--config", default=argparse.SUPPRESS, help="TOML config file (as before the command)")
+
+    sub.add_parser("migrate", parents=[config_too], help="apply database migrations")
+
+    s = sub.add_parser("submit", parents=[config_too], help="enroll or resubmit a PR")
+    s.add_argument("pr", metavar="OWNER/REPO#N")
+    s.add_argument("--max-rounds", type=int, help="round cap for this run")
+    s.add_argument("--no-merge", action="store_true", help="stop at converged; do not merge")
+
+    st = sub.add_parser("status", parents=[config_too], help="show enrolled PRs")
+    st.add_argument("pr", nargs="?", metavar="OWNER/REPO#N")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+
+    sv = sub.add_parser("serve", parents=[config_too], help="run the bot: webhooks, poller, job workers")
+    sv.add_argument("--insecure-no-webhook-secret", action="store_true",
+                    help="start without github.webhook_secret (every webhook is refused; "
+                         "polling alone finds the work)")
+    sv.add_argument("--dry-run", action="store_true",
+                    help="read and decide everything, write nothing to GitHub (sets github.dry_run)")
+
+    an = sub.add_parser("answer", parents=[config_too], help="answer a PR's open escalation, as a maintainer comment would")
+    an.add_argument("pr", metavar="OWNER/REPO#N")
+    an.add_argument("text", help="the answer (start with 'decline' to decline the finding)")
+    an.add_argument("--by", default="cli", help="who answers (recorded and attributed)")
+
+    sub.add_parser("doctor", parents=[config_too], help="check the database, GitHub access and the fixer set-up")
+
+    demo = sub.add_parser("demo", parents=[config_too], help="run the bot against the built-in simulator, scripted")
+    demo.add_argument("--json", action="store_true", help="print one JSON array of the PRs at the end")
+
+    sim = sub.add_parser("simulator", parents=[config_too], help="run the built-in GitHub simulator alone")
+    sim.add_argument("--port", type=int, default=8765)
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--scenario", help="scenario TOML file (see docs/simulator.md)")
+    sim.add_argument("--webhook-url", help="deliver signed webhooks here")
+    sim.add_argument("--webhook-secret", help="secret for X-Hub-Signature-256")
+
+    a = sub.add_parser("abandon", parents=[config_too], help="abandon a PR's active run")
+    a.add_argument("pr", metavar="OWNER/REPO#N")
+    a.add_argument("--reason", default="abandoned from the command line")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        # Validate input before touching the config or the database.
+        args.key = str(parse_pr_key(args.pr)) if getattr(args, "pr", None) else None
+        rounds = getattr(args, "max_rounds", None)
+        if rounds is not None and not 1 <= rounds <= MAX_ROUNDS:
+            raise UsageError(f"--max-rounds must be from 1 to {MAX_ROUNDS}")
+        config = load_config(getattr(args, "config", None))
+        if args.command not in ("demo", "simulator"):
+            normalize_url(config.database.url)
+        configure_logging(config.logging.level, config.logging.format)
+        return asyncio.run(_dispatch(args, config))
+    except (ConfigError, UsageError, PrKeyError, UnsupportedURL) as e:
+        print(f"convergebot: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (NoDatabase, DatabaseUnreachable, NoSuchPr) as e:
+        print(f"convergebot: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _dispatch(args: argparse.Namespace, config: Config) -> int:
+    if args.command == "serve":
+        from bot.runtime.serve import serve
+
+        if args.dry_run:
+            config = config.model_copy(update={"github": config.github.model_copy(update={"dry_run": True})})
+        return await serve(config, insecure_no_webhook_secret=args.insecure_no_webhook_secret)
+    if args.command == "doctor":
+        from bot.surfaces.doctor import run_doctor
+
+        return await run_doctor(config)
+    if args.command == "demo":
+        from bot.surfaces.demo import run_demo
+
+        return await run_demo(as_json=args.json)
+    if args.command == "simulator":
+        from pathlib import Path
+
+        from simulator import ScenarioError, run_simulator
+
+        try:
+            await run_simulator(args.port, Path(args.scenario) if args.scenario else None,
+                                args.webhook_url, args.webhook_secret, host=args.host)
+        except (ScenarioError, FileNotFoundError) as e:
+            raise UsageError(str(e)) from None
+        return 0
+    if args.command == "submit":
+        args.repo_config = await _check_pr_exists(config, parse_pr_key(args.key), args.max_rounds is None)
+    read_only = args.command in READ_ONLY
+    db, revision = await _open(config, create=not read_only)
+    try:
+        if read_only:
+            _require_schema(db, revision)
+        else:
+            await migrate(db)
+        handler = {"migrate": _migrate, "submit": _submit, "status": _status, "abandon": _abandon,
+                   "answer": _answer}
+        return await handler[args.command](args, config, db)
+    finally:
+        await db.dispose()
+
+
+async def _open(config: Config, *, create: bool) -> tuple[Database, str | None]:
+    """The configured database and its schema revision; reaching it is the operator's concern, so
+    a refusal is one line (`DatabaseUnreachable`), not the driver's traceback."""
+    db = Database(config.database.url, create=create)
+    try:
+        return db, await current_revision(db)
+    except (OSError, DBAPIError) as e:
+        await db.dispose()
+        raise DatabaseUnreachable(f"database {_where(db)}: cannot connect: {connect_failure(e)}") from None
+
+
+def _require_schema(db: Database, revision: str | None) -> None:
+    """A read-only command reads the schema it finds; it neither creates nor migrates one."""
+    head = head_revision()
+    if revision != head:
+        found = f"is at schema {revision}" if revision else "has no schema"
+        raise NoDatabase(f"database {_where(db)} {found}, newest is {head}: run `convergebot migrate`")
+
+
+def _where(db: Database) -> str:
+    return str(db.sqlite_file) if db.sqlite_file else make_url(db.url).render_as_string(hide_password=True)
+
+
+async def _check_pr_exists(config: Config, key: PrKey, repo_settings: bool = False) -> Config:
+    """One GET of the PR before enrolling it. A 404 is a typo to report now; when GitHub cannot
+    be asked, the PR is enrolled unchecked and the run's first step ends it if it is not there.
+
+    `repo_settings`: also read the repository's `.github/convergebot.toml` (for its max_rounds)
+    and return the settings for its PRs; otherwise, or when it cannot be read, `config`."""
+    from bot.engine import repoconfig
+    from bot.github.client import connect
+    from bot.github.errors import GitHubError, NotFound
+    from bot.github.installations import NotInstalled
+
+    try:
+        async with connect(config) as github:
+            await github.pull(key.owner, key.repo, key.number)
+            if not repo_settings:
+                return config
+            try:
+                found = repoconfig.load(await github.file_text(key.owner, key.repo, repoconfig.PATH), config)
+            except GitHubError as e:
+                print(f"convergebot: could not read {repoconfig.PATH} of {key.full_repo} ({e}); "
+                      "the global settings apply", file=sys.stderr)
+                return config
+            if found.problem:
+                print(f"convergebot: {key.full_repo}: {found.problem}; the global settings apply", file=sys.stderr)
+            return found.config
+    except NotInstalled as e:
+        raise NoSuchPr(f"{key}: {e} (install it there, or check the repository's name)") from None
+    except NotFound:
+        raise NoSuchPr(f"{key}: GitHub at {config.github.api_url} has no such pull request "
+                       "(or the credentials cannot see it)") from None
+    except (GitHubError, OSError) as e:
+        print(f"convergebot: could not check {key} on GitHub ({e}); submitting it unchecked: "
+              "the run's first step ends it if it does not exist", file=sys.stderr)
+    return config
+
+
+async def _migrate(args, config: Config, db: Database) -> int:
+    print(f"database at revision {await current_revision(db)}")
+    return 0
+
+
+async def _submit(args, config: Config, db: Database) -> int:
+    # Without --max-rounds, the repository's (`.github/convergebot.toml`), else the global one.
+    max_rounds = args.max_rounds if args.max_rounds is not None else args.repo_config.convergence.max_rounds
+    opts = SubmitOptions(
+        max_rounds=max_rounds,
+        converge_only=args.no_merge or not config.convergence.merge,
+        submitted_by="cli",
+    )
+    result = await submit_pr(db, parse_pr_key(args.key), opts)
+    if result.outcome is Outcome.STARTED:
+        print(f"started {result.pr_key} ({result.process_key})")
+    else:
+        print(f"already running {result.pr_key} ({result.process_key})")
+    return 0
+
+
+async def _status(args, config: Config, db: Database) -> int:
+    if args.key:
+        key = args.key
+        view = await prs.get(db, key)
+        if view is None:
+            print(f"convergebot: {key} is not enrolled", file=sys.stderr)
+            return 1
+        views = [view]
+    else:
+        views = await prs.list_all(db)
+    if args.json and args.key:
+        # One PR: its full detail, the shape GET /api/prs/{owner}/{repo}/{number} answers.
+        print(json.dumps(await pr_detail(db, views[0], config.budget), indent=2))
+        return 0
+    rows = await prs_json(db, views)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no PRs enrolled")
+        return 0
+    header = ("PR", "STATUS", "ROUND", "RUN", "UPDATED", "DEPENDS ON")
+    table = [header] + [
+        (r["pr_key"], r["status"], f"{r['round']}/{r['max_rounds']}", r["process_key"] or "-",
+         r["updated_at"][:19], dependencies_text(r))
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+async def _answer(args, config: Config, db: Database) -> int:
+    """The same answer path as `/converge answer`; the running `serve` picks up the work."""
+    from bot.engine.commands import answer
+    from bot.github.client import connect
+    from bot.rules.commands import Command
+    from bot.runtime.context import Runtime
+    from bot.runtime.serve import build_fixer
+
+    view = await prs.get(db, args.key)
+    if view is None or view.resubmittable:
+        print(f"convergebot: {args.key} has no active run", file=sys.stderr)
+        return 1
+    if not args.text.strip():
+        raise UsageError("the answer is empty")
+    async with connect(config) as github:
+        rt = Runtime(config, db, github)
+        rt.extras["fixer"] = build_fixer(config)
+        accepted, message = await answer(rt, view.pr, Command("answer", text=args.text.strip()), args.by)
+    if not accepted:
+        print(f"convergebot: {message}", file=sys.stderr)
+        return 1
+    print(f"answered {args.key}; the run resumes")
+    return 0
+
+
+async def _abandon(args, config: Config, db: Database) -> int:
+    key = args.key
+    if await abandon_pr(db, key, args.reason):
+        print(f"abandoned {key}")
+        return 0
+    print(f"convergebot: {key} has no active run", file=sys.stderr)
+    return 1

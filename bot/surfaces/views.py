@@ -1,0 +1,323 @@
+"""How a PR is shown to people and programs: one JSON shape for the CLI, the API, the dashboard
+and the demo (`pr_json`, a summary), one for a PR's full detail (`pr_detail`), and the few
+whole-list reads the dashboard's list makes. All of it reads the database only."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import and_
+from sqlmodel import select
+
+from bot.effects import outbox
+from bot.prkey import try_parse_pr_key
+from storage import agent_attempts, commands, dependencies, escalations, jobs, rounds, runs
+from storage.database import Database
+from storage.models import AgentAttempt, Command, Escalation, Job, PullRequest, Round, utcnow
+from storage.prs import PrView
+from storage.statuses import ACTIVE, Status
+
+if TYPE_CHECKING:
+    from bot.config import BudgetConfig
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """A PR's `Depends-on:` PRs as the merge stage last read them from its body, and those of
+    them the bot has not seen merged (a dependency it has no row for counts as not merged
+    here; the merge stage itself asks GitHub about it)."""
+
+    depends_on: tuple[str, ...] = ()
+    unmerged: tuple[str, ...] = ()
+
+
+NONE = Dependencies()
+
+
+def _order(key: str):
+    parsed = try_parse_pr_key(key)
+    return (parsed.full_repo, parsed.number) if parsed else (key, 0)
+
+
+async def dependencies_of(db: Database, pr_keys: Collection[str] | None = None) -> dict[str, Dependencies]:
+    """The dependency view of every PR (or of those in `pr_keys`) that has dependencies."""
+    out = {}
+    for pr_key, deps in (await dependencies.with_status(db, pr_keys)).items():
+        deps = sorted(deps, key=lambda d: _order(d[0]))
+        out[pr_key] = Dependencies(tuple(k for k, _ in deps),
+                                   tuple(k for k, status in deps if status != Status.MERGED))
+    return out
+
+
+async def prs_json(db: Database, views: Sequence[PrView]) -> list[dict]:
+    """`pr_json` of each view, with its dependencies."""
+    # One PR reads its own edges; a list (every PR, from `list_all`) reads them all at once.
+    deps = await dependencies_of(db, [views[0].pr.pr_key] if len(views) == 1 else None)
+    return [pr_json(v, deps.get(v.pr.pr_key, NONE)) for v in views]
+
+
+def pr_json(view: PrView, deps: Dependencies) -> dict:
+    pr = view.pr
+    iso = lambda t: t.isoformat() if t else None  # noqa: E731
+    return {
+        "pr_key": pr.pr_key,
+        "title": pr.title,
+        "url": pr.url,
+        "status": view.derived_status,
+        "stored_status": pr.status,
+        "round": pr.current_round,
+        "max_rounds": pr.max_rounds,
+        "process_key": pr.process_key,
+        "run_state": view.run_state,
+        "converge_only": pr.converge_only,
+        "head_sha": pr.head_sha,
+        "latest_review_id": pr.latest_review_id,
+        "gh_state": pr.gh_state,
+        "outcome": pr.outcome,
+        "depends_on": list(deps.depends_on),
+        "unmerged_deps": list(deps.unmerged),
+        "synced_at": iso(pr.synced_at),
+        "updated_at": iso(pr.updated_at),
+        "converged_at": iso(pr.converged_at),
+        "merged_at": iso(pr.merged_at),
+    }
+
+
+async def fixer_runs(db: Database) -> dict[str, tuple[int, int]]:
+    """Per PR, the fixer's dispatches and reruns over the rounds of its current run, in one
+    read for the whole list (a read per PR made the list cost a query per row every 15 s)."""
+    stmt = (select(Round.pr_key, Round.attempt)
+            .join(PullRequest, and_(PullRequest.pr_key == Round.pr_key, PullRequest.process_key == Round.process_key)))
+    out: dict[str, tuple[int, int]] = {}
+    async with db.read_session() as s:
+        for pr_key, attempt in (await s.exec(stmt)).all():
+            runs_, reruns = out.get(pr_key, (0, 0))
+            out[pr_key] = (runs_ + max(0, attempt + 1), reruns + max(0, attempt))
+    return out
+
+
+async def open_escalations(db: Database) -> dict[str, list[Escalation]]:
+    """Every PR's open escalations, in one read for the list."""
+    out: dict[str, list[Escalation]] = {}
+    async with db.read_session() as s:
+        for e in await s.exec(select(Escalation).where(Escalation.status == "open").order_by(Escalation.id)):
+            out.setdefault(e.pr_key, []).append(e)
+    return out
+
+
+def needs_attention(row: dict) -> bool:
+    """Whether a `pr_json` row waits on a person: escalated (a question is open), or its run
+    ended out of band while the row still reads active (a crash clean-up, a lost race: stuck,
+    with nobody told). A PR abandoned on purpose, merged or converged needs no one; one
+    waiting for a review, its dependencies or the merge is the bot's to wait for."""
+    if row["status"] == Status.ESCALATED:
+        return True
+    return row["status"] == Status.ABANDONED and row["stored_status"] in ACTIVE
+
+
+def dependencies_text(row: dict) -> str:
+    """A `pr_json` row's dependencies in one line for people, those not merged yet marked."""
+    if not row["depends_on"]:
+        return "-"
+    return ", ".join(k + (" (not merged)" if k in row["unmerged_deps"] else "") for k in row["depends_on"])
+
+
+# -- a PR's full detail: its run's rounds, escalations, jobs and effects, as stored -----------
+
+EFFECT_DONE = "done"
+DETAIL_JOBS = 200  # newest jobs and effects shown; a long-lived PR may have thousands
+
+
+def is_dry_run_state(state: str) -> bool:
+    """Whether a job's state says it was recorded in a dry run and not performed (any other
+    state, one added later included, is shown as it is stored)."""
+    return state == outbox.DRY_RUN
+
+
+def comment_url(pr_url: str | None, comment_id: int | None) -> str | None:
+    """Where an issue comment of the PR is on GitHub (the PR page's anchor for it); None unless
+    the PR's URL is http(s), as every link the dashboard draws from stored text."""
+    if not pr_url or not comment_id or not pr_url.lower().startswith(("https://", "http://")):
+        return None
+    return f"{pr_url}#issuecomment-{comment_id}"
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.isoformat() if t else None
+
+
+def findings_list(text: str | None) -> list[dict]:
+    """A round's stored findings as `{body, path, line, author}` (what a person reads of them)."""
+    try:
+        items = json.loads(text or "[]")
+    except ValueError:
+        return [{"body": text, "path": None, "line": None, "author": None}]
+    out = []
+    for item in items if isinstance(items, list) else [items]:
+        if isinstance(item, dict):
+            out.append({"body": str(item.get("body") or ""), "path": item.get("path"),
+                        "line": item.get("line") if isinstance(item.get("line"), int) else None,
+                        "author": item.get("author")})
+        else:
+            out.append({"body": str(item), "path": None, "line": None, "author": None})
+    return out
+
+
+def _payload(job: Job) -> dict:
+    try:
+        p = json.loads(job.payload)
+    except ValueError:
+        return {}
+    return p if isinstance(p, dict) else {}
+
+
+def _replies_of(effects: list[Job], process_key: str | None, round_no: int) -> dict:
+    """The reply effects the run queued in this round: how many replies, and their states."""
+    posted, states = 0, []
+    for job in effects:
+        p = _payload(job)
+        if p.get("effect") == "reply" and job.process_key == process_key and p.get("round") == round_no:
+            posted += len(p.get("replies") or [p])
+            states.append(job.status)
+    return {"count": posted, "states": states}
+
+
+def agent_json(attempts: Sequence[AgentAttempt]) -> dict:
+    """What the agent spent over `attempts`: dollars (None when no attempt's cost is known),
+    tokens, seconds, and what its CLI said went wrong, last first."""
+    costs = [a.cost_usd for a in attempts if a.cost_usd is not None]
+    return {
+        "attempts": len(attempts),
+        "cost_usd": round(sum(costs), 4) if costs else None,
+        "cost_known": len(costs) == len(attempts),
+        "input_tokens": sum(a.input_tokens for a in attempts),
+        "output_tokens": sum(a.output_tokens for a in attempts),
+        "seconds": round(sum(a.seconds for a in attempts), 1),
+        "failures": [a.failure for a in reversed(attempts) if a.failure],
+    }
+
+
+def round_json(r: Round, effects: list[Job], spent: Sequence[AgentAttempt] = ()) -> dict:
+    findings = findings_list(r.findings)
+    return {
+        "round": r.round_no,
+        "kind": r.kind,
+        "status": r.status or "in progress",
+        "in_progress": r.status is None,
+        "entry_head": r.entry_head,
+        "exit_head": r.exit_head,
+        "review_id": r.review_id,
+        "findings_count": len(findings),
+        "findings": findings,
+        "summary": r.summary,
+        "fixer": r.fixer,
+        "verdict": r.verdict,
+        "question": r.question,
+        # `attempt` numbers the fixer dispatches of the round from 0 (-1: none yet).
+        "attempts": max(0, r.attempt + 1),
+        "reruns": max(0, r.attempt),
+        "replies": _replies_of(effects, r.process_key, r.round_no),
+        "started_at": _iso(r.started_at),
+        "ended_at": _iso(r.ended_at),
+        "fixer_started_at": _iso(r.fixer_started_at),
+        "fixer_finished_at": _iso(r.fixer_finished_at),
+        "agent": agent_json([a for a in spent if a.process_key == r.process_key and a.round_no == r.round_no]),
+    }
+
+
+def escalation_json(e: Escalation, pr_url: str | None, answer_comment_id: int | None) -> dict:
+    return {
+        "id": e.id,
+        "kind": e.kind,
+        "round": e.round_no,
+        "status": e.status,
+        "question": e.question,
+        "asked_at": _iso(e.asked_at),
+        "answered": e.status == "answered",
+        "answer": e.answer,
+        "answered_by": e.answered_by,
+        "answered_at": _iso(e.answered_at),
+        "comment_id": e.comment_id,
+        "comment_url": comment_url(pr_url, e.comment_id),
+        "answer_comment_id": answer_comment_id,
+        "answer_url": comment_url(pr_url, answer_comment_id),
+    }
+
+
+def _answer_comment(e: Escalation, answers: list[Command]) -> int | None:
+    """The maintainer comment that answered `e`: the latest accepted `answer` command by its
+    author made before the answer was written (None: answered from the CLI, or not answered)."""
+    if e.answered_at is None:
+        return None
+    fitting = [c for c in answers if c.author == e.answered_by and c.created_at <= e.answered_at]
+    return fitting[-1].comment_id if fitting else None
+
+
+def job_json(job: Job) -> dict:
+    return {"id": job.id, "kind": job.kind, "status": job.status, "round": job.round_no,
+            "attempts": job.attempts, "max_attempts": job.max_attempts, "created_at": _iso(job.created_at),
+            "run_at": _iso(job.run_at), "finished_at": _iso(job.finished_at), "last_error": job.last_error}
+
+
+def effect_json(job: Job) -> dict:
+    p = _payload(job)
+    return {**job_json(job), "effect": str(p.get("effect") or "?"),
+            "dry_run": is_dry_run_state(job.status), "escalation_id": p.get("escalation_id")}
+
+
+def effect_budget(effects: list[Job], escalation_rows: list[Escalation], cfg: BudgetConfig | None) -> dict:
+    """The PR's writes and comments within the budget's window, counted as bot/engine/write_budget.py counts
+    them: the runs' done effects of the last hour, or since a maintainer answered a runaway pause."""
+    # Imported here: bot.engine.write_budget imports the engine, which imports these views.
+    from bot.engine import write_budget as budget
+    since = max([utcnow() - budget.WINDOW, *[e.answered_at for e in escalation_rows
+                                             if e.kind == budget.RUNAWAY and e.answered_at is not None]])
+    done = [j for j in effects if j.process_key is not None and j.status == EFFECT_DONE
+            and j.finished_at is not None and j.finished_at >= since]
+    comments = sum(budget._comments(j.payload) for j in done
+                   if _payload(j).get("effect") in outbox.COMMENT_EFFECTS)
+    return {"since": _iso(since), "writes": len(done), "comments": comments,
+            "writes_per_hour": cfg.writes_per_hour if cfg else None,
+            "comments_per_hour": cfg.comments_per_hour if cfg else None,
+            "paused": any(e.kind == budget.RUNAWAY and e.status == "open" for e in escalation_rows)}
+
+
+async def pr_detail(db: Database, view: PrView, budget_cfg: BudgetConfig | None = None) -> dict:
+    """Everything stored about one PR, for people (the dashboard's PR page) and programs (the
+    API, `status --json`): `pr_json`, its run's rounds as a timeline, its escalations with
+    links to their comments, its runs, its job history and its effects with the write budget.
+    Only the database is read: showing a PR costs no GitHub request."""
+    pr = view.pr
+    deps = (await dependencies_of(db, [pr.pr_key])).get(pr.pr_key, NONE)
+    all_jobs = await jobs.list_jobs(db, pr.pr_key)
+    effects = [j for j in all_jobs if j.kind == outbox.KIND]
+    other = [j for j in all_jobs if j.kind != outbox.KIND]
+    history = [r for r in await rounds.for_pr(db, pr.pr_key) if r.process_key == pr.process_key]
+    spent = [a for a in await agent_attempts.for_pr(db, pr.pr_key) if a.process_key == pr.process_key]
+    esc = await escalations.for_pr(db, pr.pr_key)
+    answers = [c for c in await commands.for_pr(db, pr.pr_key) if c.verb == "answer" and c.accepted]
+    run_rows = await runs.runs_for(db, pr.pr_key)
+    current = next((r for r in run_rows if r.process_key == pr.process_key), None)
+    return {
+        **pr_json(view, deps),
+        "author": pr.author,
+        "head_branch": pr.head_branch,
+        "last_action": pr.last_action,
+        "escalated_at": _iso(pr.escalated_at),
+        "abandon_reason": current.reason if current and view.derived_status == Status.ABANDONED else None,
+        "run_reason": current.reason if current else None,
+        "rounds": sorted((round_json(r, effects, spent) for r in history), key=lambda r: r["round"]),
+        "agent": agent_json(spent),
+        "escalations": [escalation_json(e, pr.url, _answer_comment(e, answers)) for e in esc],
+        "runs": [{"process_key": r.process_key, "kind": r.kind, "state": r.state, "reason": r.reason,
+                  "started_at": _iso(r.started_at), "ended_at": _iso(r.ended_at)} for r in run_rows],
+        "jobs": [job_json(j) for j in other[-DETAIL_JOBS:]],
+        "jobs_total": len(other),
+        "effects": [effect_json(j) for j in effects[-DETAIL_JOBS:]],
+        "effects_total": len(effects),
+        "effect_budget": effect_budget(effects, esc, budget_cfg),
+    }

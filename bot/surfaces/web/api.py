@@ -1,0 +1,107 @@
+"""/api/prs: read the enrolled PRs; POST enrolls one (bearer server.api_token)."""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+from dataclasses import replace
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from bot.config import MAX_ROUNDS, ConvergenceConfig
+from bot.engine import repoconfig
+from bot.github.errors import GitHubError
+from bot.intake.submit import SubmitOptions, submit_pr
+from bot.prkey import PrKey, PrKeyError, parse_pr_key
+from bot.surfaces.views import pr_detail, prs_json
+from storage import jobs, prs
+
+SUBMISSION_FIELDS = frozenset({"pr", "max_rounds", "no_merge"})
+EXPECTED = ('expected JSON {"pr": "owner/repo#N"}, optionally with "max_rounds" (a number) and '
+            '"no_merge" (true or false)')
+
+
+async def list_prs(request: Request) -> JSONResponse:
+    db = request.app.state.runtime.db
+    return JSONResponse(await prs_json(db, await prs.list_all(db)))
+
+
+def path_key(request: Request) -> PrKey:
+    """The PR a `/{owner}/{repo}/{number}` path names; PrKeyError says why it names none. The
+    number is matched as text, so `x` or `0` get this one-line error rather than the router's."""
+    p = request.path_params
+    if not p["number"].isdigit():
+        raise PrKeyError(f"malformed PR number {p['number']!r}: expected a number from 1")
+    return parse_pr_key(f"{p['owner']}/{p['repo']}#{p['number']}")
+
+
+async def get_pr(request: Request) -> JSONResponse:
+    """The PR's full detail (`pr_detail`); the list keeps the summary shape."""
+    try:
+        key = path_key(request)
+    except PrKeyError as e:
+        return JSONResponse({"error": str(e)}, status_code=400)
+    rt = request.app.state.runtime
+    view = await prs.get(rt.db, str(key))
+    if view is None:
+        return JSONResponse({"error": f"{key} is not enrolled"}, status_code=404)
+    return JSONResponse(await pr_detail(rt.db, view, rt.config.budget))
+
+
+async def post_pr(request: Request) -> JSONResponse:
+    rt = request.app.state.runtime
+    token = rt.config.server.api_token.get_secret_value()
+    given = request.headers.get("authorization", "")
+    if not token or not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
+    try:
+        body = json.loads(await request.body())
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, a 4,300-digit integer, too deep
+        body = None
+    try:
+        key, opts = submission(body, rt.config.convergence)
+    except SubmissionError as e:
+        return JSONResponse({"error": str(e)}, status_code=400)
+    if "max_rounds" not in body:
+        # No count given: the repository's (`.github/convergebot.toml`), as `/converge` takes it;
+        # the global one when GitHub cannot be asked now.
+        with contextlib.suppress(GitHubError):
+            repo = await repoconfig.effective_config(rt, key.full_repo)
+            opts = replace(opts, max_rounds=repo.convergence.max_rounds)
+    result = await submit_pr(rt.db, key, opts)
+    if result.outcome == "started":
+        await jobs.enqueue(rt.db, "sync", f"sync:{key}:api:{result.process_key}", pr_key=str(key))
+        rt.wake_workers()
+    status = 201 if result.outcome == "started" else 200
+    return JSONResponse({"pr_key": result.pr_key, "outcome": result.outcome,
+                         "process_key": result.process_key}, status_code=status)
+
+
+class SubmissionError(ValueError):
+    """A POST /api/prs body the CLI's `submit` would refuse too; the message says why."""
+
+
+def submission(body: Any, convergence: ConvergenceConfig) -> tuple[PrKey, SubmitOptions]:
+    """The PR and options of a POST /api/prs body, checked as `convergebot submit` checks its
+    arguments: a well-formed key, max_rounds from 1 to MAX_ROUNDS, a boolean no_merge, no
+    other field."""
+    if not isinstance(body, dict) or not isinstance(body.get("pr"), str):
+        raise SubmissionError(EXPECTED)
+    unknown = sorted(set(body) - SUBMISSION_FIELDS)
+    if unknown:
+        raise SubmissionError(f"unknown field(s) {', '.join(unknown)}: {EXPECTED}")
+    try:
+        key = parse_pr_key(body["pr"])
+    except PrKeyError as e:
+        raise SubmissionError(str(e)) from None
+    max_rounds = body.get("max_rounds", convergence.max_rounds)
+    if type(max_rounds) is not int or not 1 <= max_rounds <= MAX_ROUNDS:
+        raise SubmissionError(f"max_rounds must be an integer from 1 to {MAX_ROUNDS}")
+    no_merge = body.get("no_merge", False)
+    if not isinstance(no_merge, bool):
+        raise SubmissionError("no_merge must be true or false")
+    return key, SubmitOptions(max_rounds=max_rounds, converge_only=no_merge or not convergence.merge,
+                              submitted_by="api")

@@ -1,1 +1,0 @@
-"""HTTP surfaces: /webhook, health, metrics, the API."""

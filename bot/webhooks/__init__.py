@@ -1,1 +1,0 @@
-"""Webhook intake: routing raw GitHub events to jobs."""
