@@ -22,12 +22,12 @@ from pydantic import (
 )
 
 from bot.rules import reviewers as _reviewers
+from bot.rules.model import MAX_ROUNDS
 
 ENV_PREFIX = "CONVERGEBOT_"
 CONFIG_PATH_ENV = "CONVERGEBOT_CONFIG"
 DEFAULT_CONFIG_FILE = "convergebot.toml"
 FILE_SUFFIX = "_file"  # `<key>_file` names a file that holds the secret `<key>`
-MAX_ROUNDS = 100  # the most rounds a run may be given, by the config, the CLI or the API
 
 
 class ConfigError(Exception):

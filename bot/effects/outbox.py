@@ -19,7 +19,7 @@ from sqlalchemy import bindparam, func, update
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from bot.fixers.base import Finding
+from bot.rules.model import Finding
 from storage import jobs
 from storage.models import Job, utcnow
 

@@ -15,11 +15,11 @@ import structlog
 
 from bot.effects import outbox
 from bot.engine import repoconfig
-from bot.engine.read import CHECK_RUN_NAME, findings_of
-from bot.fixers.base import Finding
+from bot.engine.read import findings_of
 from bot.fixers.prompt import location
 from bot.prkey import parse_pr_key
 from bot.rules.findings import normalised
+from bot.rules.model import CHECK_RUN_NAME, Finding
 from bot.runtime.context import Runtime
 from bot.runtime.workers import Reschedule
 from storage import jobs, prs, rounds

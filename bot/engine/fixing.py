@@ -22,13 +22,13 @@ from bot.engine import checkrun, repoconfig, spending
 from bot.engine.dispatch import queue_progress
 from bot.engine.escalation import escalate
 from bot.engine.read import findings_of
-from bot.fixers.base import Finding, FixRequest, ThreadAction, Verdict
+from bot.fixers.base import FixRequest, ThreadAction, Verdict
 from bot.github.errors import NotFound
 from bot.intake.routing import own_pushes
 from bot.prkey import parse_pr_key
 from bot.rules.findings import fingerprint, settled_json, settlements, threads_of
 from bot.rules.forks import fork_refusal
-from bot.rules.model import Escalate
+from bot.rules.model import Escalate, Finding
 from bot.runtime.context import Runtime
 from bot.runtime.workers import Reschedule
 from storage import jobs, prs, rounds

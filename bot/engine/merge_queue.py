@@ -20,9 +20,10 @@ from dataclasses import dataclass
 import structlog
 
 from bot.engine.dispatch import requeue
+from bot.engine.merge_rounds import queue_removed
 from bot.github.errors import Conflict, GitHubError, RateLimited
 from bot.prkey import parse_pr_key
-from bot.rules.merge import FailedCheck, code
+from bot.rules.merge import FailedCheck, code, failed_checks
 from bot.runtime.context import Runtime
 from storage import prs
 from storage.models import PullRequest
@@ -171,10 +172,6 @@ async def settle(rt: Runtime, pr: PullRequest, bound) -> bool:
         reason = removal_reason(group, failing)
         if failing:
             # Queued again, the same head would fail the same way: the fixer gets the checks.
-            from bot.engine.merge_stage import (
-                queue_removed,  # merging hands `merging` PRs to this module
-            )
-
             if await queue_removed(rt, pr, failing, group, bound):
                 bound.info("merge.dequeued", reason=reason, group=group, then="ci round")
         elif await _back(rt, pr.pr_key, pr.process_key, reason, "dequeued"):
@@ -184,8 +181,6 @@ async def settle(rt: Runtime, pr: PullRequest, bound) -> bool:
 
 async def _failing(rt: Runtime, key, group: str) -> tuple[FailedCheck, ...]:
     """The failed checks (runs and statuses) of the merge group, whichever the queue required."""
-    from bot.engine.merge_stage import failed_checks  # merging hands `merging` PRs to this module
-
     try:
         runs, status = await asyncio.gather(rt.github.check_runs(key.owner, key.repo, group),
                                             rt.github.combined_status(key.owner, key.repo, group))

@@ -13,21 +13,18 @@ from bot import metrics
 from bot.effects import outbox
 from bot.engine import merge_queue as mergequeue
 from bot.engine import repoconfig
-from bot.engine.dispatch import queue_fixer, requeue
+from bot.engine.dispatch import requeue
 from bot.engine.escalation import escalate
-from bot.engine.read import CHECK_RUN_NAME, FAILED_CONCLUSIONS, findings_json
-from bot.fixers.base import Finding
+from bot.engine.merge_rounds import fix_round
 from bot.github.errors import Conflict, GitHubError, NotFound, RateLimited
 from bot.prkey import parse_pr_key
 from bot.rules.findings import fingerprint
 from bot.rules.merge import (
     MERGEABLE_NOW,
     FailedCheck,
-    MergeStep,
     MergeView,
-    ci_step,
-    code,
     decide_merge,
+    failed_checks,
     find_cycle,
     parse_dependencies,
 )
@@ -42,7 +39,6 @@ log = structlog.get_logger(__name__)
 MERGE_STATUSES = (Status.WAITING_DEPS, Status.WAITING_MERGE, Status.MERGING)
 # "unknown" mergeability is looked at again after the time it has lasted, within these bounds.
 UNKNOWN_MIN_DELAY, UNKNOWN_MAX_DELAY = 2.0, 60.0
-CHECK_SUMMARY_CHARS = 2000  # of a failed check's output summary, handed to the fixer
 ANNOTATIONS_SHOWN = 10  # of a failed check run's annotations
 # Merges (or merge-queue entries) a run makes before it escalates instead of trying again: each
 # was refused, or left the queue with nothing the fixer could be given.
@@ -232,104 +228,6 @@ async def _annotated(rt: Runtime, key, check: FailedCheck) -> FailedCheck:
     lines = tuple(f"{a.get('path')}:{a.get('start_line')}: {a.get('annotation_level')}: {a.get('message')}"
                   for a in found[:ANNOTATIONS_SHOWN] if isinstance(a, dict))
     return replace(check, annotations=lines)
-
-
-def failed_checks(runs_: list[dict], status: dict, required: list[str]) -> tuple[tuple[FailedCheck, ...], tuple[str, ...]]:
-    """The failed and the still-running checks of the head (ours left out): those `required`
-    names when it names any, else all of them (GitHub said the PR is blocked; a failing check is
-    what a fixer can act on)."""
-    failing: dict[str, FailedCheck] = {}
-    pending: set[str] = set()
-    for run in runs_ or ():
-        name = run.get("name")
-        if not isinstance(name, str) or name == CHECK_RUN_NAME:
-            continue
-        if run.get("status") != "completed":
-            pending.add(name)
-        elif run.get("conclusion") in FAILED_CONCLUSIONS:
-            output = run.get("output") or {}
-            count = output.get("annotations_count")
-            failing[name] = FailedCheck(name, run["conclusion"], output.get("title"), output.get("summary"),
-                                        run.get("details_url") or run.get("html_url"), run.get("id"),
-                                        count if isinstance(count, int) else 0)
-    for st in (status or {}).get("statuses") or ():
-        name, state = st.get("context"), st.get("state")
-        if not isinstance(name, str):
-            continue
-        if state == "pending":
-            pending.add(name)
-        elif state in ("failure", "error"):
-            failing[name] = FailedCheck(name, state, None, st.get("description"), st.get("target_url"))
-    if required:
-        failing = {n: c for n, c in failing.items() if n in required}
-        pending &= set(required)
-    return tuple(failing[n] for n in sorted(failing)), tuple(sorted(pending - set(failing)))
-
-
-def fix_findings(step: MergeStep, view: MergeView, base: str) -> tuple[Finding, ...]:
-    """What a conflict or CI round hands the fixer, one finding per file or check."""
-    head = (view.head or "")[:7]
-    if step.round_kind == RoundKind.CONFLICT:
-        ask = f"Merge {code('origin/' + base)} into the branch and resolve the conflicts."
-        if not view.conflict_files:
-            return (Finding(None, None, None, None, f"GitHub reports that this branch conflicts with {code(base)}. {ask}",
-                            None, fingerprint("conflict", base)),)
-        return tuple(Finding(None, None, path, None,
-                             f"{code(path)} was changed both on this branch and on {code(base)} since they parted, and "
-                             f"GitHub reports conflicts. {ask}", None, fingerprint("conflict", path))
-                     for path in view.conflict_files)
-    out = []
-    for c in view.failing_checks:
-        parts = [f"The check {code(c.name)} failed on {head} (conclusion: {c.conclusion}). Make it pass."]
-        if c.title:
-            parts.append(f"**{c.title[:300]}**")
-        if c.summary:
-            parts.append(c.summary[:CHECK_SUMMARY_CHARS])
-        if c.annotations:
-            parts.append("Annotations:\n" + "\n".join(f"- {a[:500]}" for a in c.annotations))
-        if c.url:
-            parts.append(f"Details: {c.url}")
-        out.append(Finding(None, None, None, None, "\n\n".join(parts), None, fingerprint("check", c.name)))
-    return tuple(out)
-
-
-async def queue_removed(rt: Runtime, pr: PullRequest, failing: tuple[FailedCheck, ...], group: str,
-                        bound) -> bool:
-    """A PR the merge queue took out for checks that failed on its merge group: queueing the same
-    head again would fail the same way, so the checks go to the fixer in a CI round (within the
-    budget), then escalate. False when the fence lost (the run or the stage moved on)."""
-    used = await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI, pr.merge_budget_since)
-    step = ci_step(failing, used, rt.config.merge.ci_fix_attempts, f" on merge group {group[:7]}")
-    view = MergeView(status=pr.status, head=pr.head_sha, converged_head=pr.converged_head, mergeable_state=None,
-                     unmerged_deps=(), cycle=None, require_approval=False, approved=True, failing_checks=failing)
-    async with rt.db.session() as s:
-        if step.kind == "fix_round":
-            return await fix_round(s, rt, pr, step, view, "", bound)
-        return await escalate(s, rt, pr, Escalate("ci", f"convergebot cannot merge: {step.reason}.",
-                                                  fingerprint("ci", step.reason)),
-                              expect_status=pr.status) is not None
-
-
-async def fix_round(s, rt: Runtime, pr: PullRequest, step: MergeStep, view: MergeView, base: str, bound) -> bool:
-    """A conflict or CI round: the next round, handed straight to the fixer with what blocks the
-    merge as its findings; the fresh review of what it pushes is the round after. Fenced on the
-    status the caller read (`waiting_merge`, or `merging` for a PR the merge queue took out)."""
-    now, n, head = utcnow(), pr.current_round + 1, pr.head_sha or ""
-    findings = fix_findings(step, view, base)
-    text = findings_json(findings)
-    if not await prs.fenced_update(None, pr.pr_key, pr.process_key, {
-            "status": Status.CONVERGING, "current_round": n, "husk_retries": 0, "converged_head": None,
-            "converged_at": None, "last_round_head": head, "mergeability_unknown_since": None,
-            "last_action": f"{step.round_kind} round: {step.reason}"},
-            expect_status=pr.status, expect_round=pr.current_round, session=s):
-        return False
-    await rounds.start(s, pr.pr_key, pr.process_key, n, head, kind=step.round_kind)
-    attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
-        "findings": text, "fixer": rt.config.fixer.kind, "fixer_started_at": now, "instructions": "[]"})
-    moved = pr.model_copy(update={"current_round": n, "last_round_head": head, "status": Status.CONVERGING})
-    await queue_fixer(s, rt, moved, n, attempt, text, [], kind=step.round_kind, base_branch=base)
-    bound.info("merge.fix_round", kind=step.round_kind, round=n, reason=step.reason)
-    return True
 
 
 async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> str | None:

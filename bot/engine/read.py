@@ -10,15 +10,17 @@ from bot.config import Config
 from bot.effects import outbox
 from bot.effects.replies import reply_marker
 from bot.engine import repoconfig
-from bot.fixers.base import Finding
 from bot.github.client import THREAD_COMMENTS_READ
 from bot.github.stamps import github_id, parse_time
 from bot.prkey import parse_pr_key
 from bot.rules import reviewers
 from bot.rules.findings import settled_of
 from bot.rules.model import (
+    CHECK_RUN_NAME,
+    FAILED_CONCLUSIONS,
     Adjudication,
     Checks,
+    Finding,
     PrState,
     Review,
     RoundState,
@@ -29,9 +31,6 @@ from bot.rules.model import (
 from bot.runtime.context import Runtime
 from storage import adjudications, escalations, rounds
 from storage.models import PullRequest, Round, utcnow
-
-CHECK_RUN_NAME = "convergebot"
-FAILED_CONCLUSIONS = {"failure", "timed_out", "cancelled", "action_required", "startup_failure", "stale"}
 
 
 def settings_of(rt: Runtime, config: Config | None = None) -> Settings:

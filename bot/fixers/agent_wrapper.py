@@ -20,8 +20,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from bot.fixers.base import ADDRESSED, CONVERGED, NEEDS_INPUT, Finding, Verdict
+from bot.fixers.base import ADDRESSED, CONVERGED, NEEDS_INPUT, Verdict
 from bot.fixers.reports import tail as _tail
+from bot.rules.model import Finding
 
 # "Nothing needed changing", said in the ways agents say it.
 _NOTHING_NEEDED = re.compile(

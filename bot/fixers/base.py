@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args, runtime_checkable
 
 from bot.fixers.usage import Usage
+from bot.rules.model import Finding
 
 ADDRESSED = "addressed"
 NEEDS_INPUT = "needs_input"
@@ -18,38 +19,6 @@ QUESTION_STATUSES = frozenset({NEEDS_INPUT, BLOCKED})
 
 ThreadActionKind = Literal["fixed", "declined", "needs_human"]
 THREAD_ACTIONS: frozenset[str] = frozenset(get_args(ThreadActionKind))
-
-
-@dataclass(frozen=True)
-class Finding:
-    thread_id: str | None  # GraphQL review thread node id (None for review-body items)
-    comment_id: int | None  # id of the thread's first comment (None: GitHub sent none)
-    path: str | None
-    line: int | None
-    body: str
-    author: str | None
-    fingerprint: str  # stable id of this finding's question (given by the engine)
-    # Whether our reply was already on its thread when it was read (None: not known). Not
-    # given to fixers: it only lets the reply effect skip re-reading the threads.
-    answered: bool | None = None
-    # critical | major | minor | nit: from the reviewer's own markers (bot/rules/severity.py).
-    severity: str = "major"
-    # Below `convergence.block_on`: handed to the fixer to take or leave, never holding a run back.
-    optional: bool = False
-    # The same finding raised by other reviewers on their own threads: (thread_id, author,
-    # answered, fingerprint) each. The fixer reads it once; replies reach every one of these
-    # threads too.
-    twins: tuple[tuple[str, str | None, bool | None, str], ...] = ()
-    # What each twin says, (thread_id, path, line, body): the fixer reads every member's own text
-    # (two reviewers' near-duplicates may differ in what matters), not only this finding's.
-    twin_texts: tuple[tuple[str, str | None, int | None, str], ...] = ()
-
-    def __post_init__(self) -> None:
-        # Read back from JSON, the twins are lists: keep the finding hashable and comparable.
-        for name in ("twins", "twin_texts"):
-            value = getattr(self, name)
-            if value and not all(isinstance(t, tuple) for t in value):
-                object.__setattr__(self, name, tuple(tuple(t) for t in value))
 
 
 @dataclass(frozen=True)

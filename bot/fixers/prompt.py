@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from bot.fixers.base import Finding, FixRequest
+from bot.fixers.base import FixRequest
+from bot.rules.model import Finding
 
 VERDICT_EXAMPLE = (
     '{"status": "addressed", "summary": "what you changed", "question": null, '

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from bot.fixers.base import Finding, FixRequest, Verdict, husk
+from bot.fixers.base import FixRequest, Verdict, husk
 from bot.fixers.environment import GitIdentity
 from bot.fixers.git import GitError
 from bot.fixers.verdict import normalize
 from bot.fixers.workspace import Workspace, base_to_fetch, commit_message
+from bot.rules.model import Finding
 
 BEHAVIOURS = (
     "push", "husk", "noop", "ask:<question>", "blocked:<question>", "decline", "converged"

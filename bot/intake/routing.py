@@ -22,6 +22,7 @@ from typing import Any
 
 from bot.github.stamps import github_id
 from bot.prkey import MAX_NUMBER, PrKey, try_parse_pr_key
+from bot.rules.model import CHECK_RUN_NAME
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A merge group's branch names its PR: gh-readonly-queue/<base>/pr-<number>-<head sha>.
@@ -42,7 +43,6 @@ KNOWN_EVENTS = SUBSCRIBED_EVENTS | UNSUBSCRIBED_EVENTS
 # A PR's webhooks come in bursts (a review, then each of its comments; a push, then its checks):
 # its sync waits this long so the burst coalesces into the one queued sync (storage/jobs.py).
 SYNC_DEBOUNCE_SECONDS = 0.2
-CHECK_RUN_NAME = "convergebot"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 
-from bot.config import MAX_ROUNDS
+from bot.rules.model import MAX_ROUNDS
 
 VERBS = ("start", "answer", "stop", "retry", "merge", "forget", "status")
 ESCALATION_TAG = re.compile(r"convergebot escalation #(\d+)", re.IGNORECASE)

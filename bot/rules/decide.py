@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from bot.fixers.base import Finding
 from bot.rules import reviewers, severity
 from bot.rules.findings import (
     apply_adjudications,
@@ -27,6 +26,7 @@ from bot.rules.model import (
     Converge,
     Decision,
     Escalate,
+    Finding,
     Fix,
     Heal,
     Nudge,

@@ -15,9 +15,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from bot.fixers.base import Finding
 from bot.rules import severity as sev
-from bot.rules.model import Adjudication, Review, Settled, Thread
+from bot.rules.model import Adjudication, Finding, Review, Settled, Thread
 
 _SPACE = re.compile(r"\s+")
 DECLINE_WORDS = ("decline", "declined", "won't fix", "wont fix", "wontfix", "ignore", "not applicable")

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.prkey import try_parse_pr_key
-from storage.statuses import Status
+from bot.rules.findings import fingerprint
+from bot.rules.model import CHECK_RUN_NAME, FAILED_CONCLUSIONS, Finding
+from storage.statuses import RoundKind, Status
 
 DEPENDS_ON = re.compile(r"^\s*depends[- ]on\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
 MERGEABLE_NOW = {"clean", "unstable", "has_hooks"}
@@ -154,3 +156,65 @@ def decide_merge(v: MergeView) -> MergeStep:
                                      f"for {int(v.unknown_for.total_seconds() // 60)} minutes",
                          escalation="mergeability")
     return MergeStep("wait_unknown", f"mergeability {state}: re-polling")
+
+
+CHECK_SUMMARY_CHARS = 2000  # of a failed check's output summary, handed to the fixer
+
+
+def failed_checks(runs_: list[dict], status: dict, required: list[str]) -> tuple[tuple[FailedCheck, ...], tuple[str, ...]]:
+    """The failed and the still-running checks of the head (ours left out): those `required`
+    names when it names any, else all of them (GitHub said the PR is blocked; a failing check is
+    what a fixer can act on)."""
+    failing: dict[str, FailedCheck] = {}
+    pending: set[str] = set()
+    for run in runs_ or ():
+        name = run.get("name")
+        if not isinstance(name, str) or name == CHECK_RUN_NAME:
+            continue
+        if run.get("status") != "completed":
+            pending.add(name)
+        elif run.get("conclusion") in FAILED_CONCLUSIONS:
+            output = run.get("output") or {}
+            count = output.get("annotations_count")
+            failing[name] = FailedCheck(name, run["conclusion"], output.get("title"), output.get("summary"),
+                                        run.get("details_url") or run.get("html_url"), run.get("id"),
+                                        count if isinstance(count, int) else 0)
+    for st in (status or {}).get("statuses") or ():
+        name, state = st.get("context"), st.get("state")
+        if not isinstance(name, str):
+            continue
+        if state == "pending":
+            pending.add(name)
+        elif state in ("failure", "error"):
+            failing[name] = FailedCheck(name, state, None, st.get("description"), st.get("target_url"))
+    if required:
+        failing = {n: c for n, c in failing.items() if n in required}
+        pending &= set(required)
+    return tuple(failing[n] for n in sorted(failing)), tuple(sorted(pending - set(failing)))
+
+
+def fix_findings(step: MergeStep, view: MergeView, base: str) -> tuple[Finding, ...]:
+    """What a conflict or CI round hands the fixer, one finding per file or check."""
+    head = (view.head or "")[:7]
+    if step.round_kind == RoundKind.CONFLICT:
+        ask = f"Merge {code('origin/' + base)} into the branch and resolve the conflicts."
+        if not view.conflict_files:
+            return (Finding(None, None, None, None, f"GitHub reports that this branch conflicts with {code(base)}. {ask}",
+                            None, fingerprint("conflict", base)),)
+        return tuple(Finding(None, None, path, None,
+                             f"{code(path)} was changed both on this branch and on {code(base)} since they parted, and "
+                             f"GitHub reports conflicts. {ask}", None, fingerprint("conflict", path))
+                     for path in view.conflict_files)
+    out = []
+    for c in view.failing_checks:
+        parts = [f"The check {code(c.name)} failed on {head} (conclusion: {c.conclusion}). Make it pass."]
+        if c.title:
+            parts.append(f"**{c.title[:300]}**")
+        if c.summary:
+            parts.append(c.summary[:CHECK_SUMMARY_CHARS])
+        if c.annotations:
+            parts.append("Annotations:\n" + "\n".join(f"- {a[:500]}" for a in c.annotations))
+        if c.url:
+            parts.append(f"Details: {c.url}")
+        out.append(Finding(None, None, None, None, "\n\n".join(parts), None, fingerprint("check", c.name)))
+    return tuple(out)

@@ -12,10 +12,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from bot import __version__
-from bot.config import MAX_ROUNDS, Config, ConfigError, load_config
+from bot.config import Config, ConfigError, load_config
 from bot.intake.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
 from bot.logs import configure_logging
 from bot.prkey import PrKey, PrKeyError, parse_pr_key
+from bot.rules.model import MAX_ROUNDS
 from bot.surfaces.views import dependencies_text, pr_detail, prs_json
 from storage import prs
 from storage.database import Database, NoDatabase, UnsupportedURL, connect_failure, normalize_url

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from bot.fixers.base import Finding, FixRequest
+from bot.fixers.base import FixRequest
 from bot.fixers.command import CommandFixer
 from bot.fixers.environment import GitIdentity
 from bot.fixers.scripted import ScriptedFixer
 from bot.fixers.workspace import Workspace
+from bot.rules.model import Finding
 from tests.simulator_fixtures import git
 
 from .test_fixer_support import fixer_script

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.fixers.base import Finding, ThreadAction
+from bot.fixers.base import ThreadAction
 from bot.fixers.scripted import ScriptedFixer
+from bot.rules.model import Finding
 
 from .test_fixer_support import FINDINGS, Remote, make_remote, make_request
 

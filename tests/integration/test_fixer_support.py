@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.fixers.base import Finding, FixRequest
+from bot.fixers.base import FixRequest
+from bot.rules.model import Finding
 
 BRANCH = "feature/fix-me"
 HUMAN = {"GIT_AUTHOR_NAME": "Hu Man", "GIT_AUTHOR_EMAIL": "human@example.com",

@@ -79,8 +79,7 @@ async def test_declines_decided_from_a_round_the_row_has_left_post_nothing(bare_
 
     from bot.effects import outbox
     from bot.engine.step import _apply
-    from bot.fixers.base import Finding
-    from bot.rules.model import Fix
+    from bot.rules.model import Finding, Fix
     from storage import prs
 
     rt = bare_runtime()

@@ -5,7 +5,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.fixers.base import Finding
 from bot.rules.decide import decide_progress, decide_step, fresh_review
 from bot.rules.findings import fingerprint
 from bot.rules.model import (
@@ -13,6 +12,7 @@ from bot.rules.model import (
     Checks,
     Converge,
     Escalate,
+    Finding,
     Fix,
     Heal,
     Nudge,

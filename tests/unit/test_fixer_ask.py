@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from bot.fixers.ask import AuthorFixer, MentionFixer
-from bot.fixers.base import Finding, FixRequest
+from bot.fixers.base import FixRequest
+from bot.rules.model import Finding
 
 FINDINGS = (
     Finding("PRRT_a", 11, "src/app.py", 12, "Off-by-one in the loop bound.", "copilot", "fp-a"),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from bot.fixers.base import Finding, FixRequest
+from bot.fixers.base import FixRequest
 from bot.fixers.prompt import fenced, render_findings, render_prompt
 from bot.fixers.verdict import normalize, parse_verdict
+from bot.rules.model import Finding
 
 FINDINGS = (
     Finding("PRRT_a", 11, "src/app.py", 12, "Off-by-one in the loop bound.", "copilot", "fp-a"),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from bot.fixers.base import Finding, FixRequest
+from bot.fixers.base import FixRequest
 from bot.fixers.prompt import render_findings, render_prompt
 from bot.fixers.workspace import commit_message
+from bot.rules.model import Finding
 
 CONFLICT = (Finding(None, None, "src/app.py", None, "src/app.py changed on both sides", None,
                     "conflict:src/app.py"),)

@@ -2,8 +2,15 @@ from datetime import timedelta
 
 import pytest
 
-from bot.engine.merge_stage import failed_checks, fix_findings
-from bot.rules.merge import FailedCheck, MergeView, decide_merge, find_cycle, parse_dependencies
+from bot.rules.merge import (
+    FailedCheck,
+    MergeView,
+    decide_merge,
+    failed_checks,
+    find_cycle,
+    fix_findings,
+    parse_dependencies,
+)
 
 H1, H2 = "1" * 40, "2" * 40
 

@@ -12,10 +12,10 @@ from bot.fixers.agent_wrapper import (
     says_nothing_needed,
     singled_out,
 )
-from bot.fixers.base import Finding
 from bot.fixers.presets import PRESETS, resolve
 from bot.fixers.reports import read
 from bot.fixers.verdict import TEXT_CAP, normalize
+from bot.rules.model import Finding
 
 APP = Finding("PRRT_1", 1, "src/app.py", 2, "add() subtracts", "copilot", "fp-1")
 UTIL = Finding("PRRT_2", 2, "src/util.py", 1, "X needs a docstring", "alice", "fp-2")

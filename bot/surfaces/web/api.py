@@ -11,11 +11,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from bot.config import MAX_ROUNDS, ConvergenceConfig
+from bot.config import ConvergenceConfig
 from bot.engine import repoconfig
 from bot.github.errors import GitHubError
 from bot.intake.submit import SubmitOptions, submit_pr
 from bot.prkey import PrKey, PrKeyError, parse_pr_key
+from bot.rules.model import MAX_ROUNDS
 from bot.surfaces.views import pr_detail, prs_json
 from storage import jobs, prs
 

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from bot import __version__
-from bot.config import MAX_ROUNDS
+from bot.rules.model import MAX_ROUNDS
 
 
 def _nullable(type_: str, **kw: Any) -> dict:
