@@ -226,7 +226,7 @@ async def check_run(session: AsyncSession, pr_key: str, settle_seconds: float = 
     follow each other within it (converged, waiting for dependencies, for the merge, merging,
     merged; a fixer that pushes within seconds) then cost one update instead of one each.
 
-    A waiting update that a hold put off (`checkrun.hold`: for as long again as it had waited)
+    A waiting update that a hold put off (`check_run.hold`: for as long again as it had waited)
     is brought forward to the settle window: the PR's stage changed, and the hold may be over
     (a fixer pushed: the new head's run is due now, not when the hold would have looked again).
     """
@@ -239,3 +239,9 @@ async def check_run(session: AsyncSession, pr_key: str, settle_seconds: float = 
         return False
     return await add(session, "check_run", f"{pr_key}:{utcnow().isoformat()}", pr_key=pr_key,
                      delay_seconds=settle_seconds)
+
+
+def first_try(job: Job) -> bool:
+    """Whether no earlier try of this job can have written anything: its first claim, never
+    failed, cancelled or put off (a reschedule gives the attempt back but records why)."""
+    return job.attempts <= 1 and job.last_error is None

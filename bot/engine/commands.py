@@ -9,7 +9,7 @@ from datetime import timedelta
 import structlog
 
 from bot.effects import outbox
-from bot.effects.runner import first_try
+from bot.effects.outbox import first_try
 from bot.engine import repoconfig
 from bot.engine.dispatch import queue_fixer, requeue
 from bot.github.errors import NotFound

@@ -21,7 +21,7 @@ import structlog
 
 from bot.engine.dispatch import requeue
 from bot.engine.merge_rounds import queue_removed
-from bot.github.errors import Conflict, GitHubError, RateLimited
+from bot.github.errors import GitHubError, RateLimited
 from bot.prkey import parse_pr_key
 from bot.rules.merge import FailedCheck, code, failed_checks
 from bot.runtime.context import Runtime
@@ -32,7 +32,6 @@ from storage.statuses import Status
 log = structlog.get_logger(__name__)
 
 QUEUE_REPOS = "merge_queue_repos"  # rt.extras: repositories whose merges go through a queue
-
 
 
 @dataclass(frozen=True)
@@ -121,37 +120,6 @@ def refused_for_queue(message: str) -> bool:
     return "merge queue" in message.lower()
 
 
-async def run_enqueue(rt: Runtime, pr_key: str, pk: str, sha: str, *, first_try: bool) -> bool:
-    """The merge effect where the base requires a merge queue: queue the PR with `sha` as its
-    expected head, and record where it stands. False when there is no queue to go through (or
-    the PR merged or closed): `run_merge` carries on."""
-    key = parse_pr_key(pr_key)
-    q = read_queue(await rt.github.merge_queue(key.owner, key.repo, key.number))
-    step = decide_effect(q, first_try)
-    if step.kind == "merge":
-        return False
-    if step.kind == "enqueue":
-        try:
-            entry = await rt.github.enqueue(key.owner, key.repo, key.number, q.node_id, sha)
-        except Conflict as e:
-            # Refused (the head moved since the convergence, the PR cannot be queued): the
-            # merge stage decides again on a fresh read.
-            await _back(rt, pr_key, pk, f"enqueue refused: {e}", "enqueue_refused")
-            log.info("merge.enqueue_refused", pr_key=pr_key, error=str(e))
-            return True
-        if entry is None:
-            return True  # out of the queue already: the step that follows its webhooks reads how
-        q = read_queue({"id": q.node_id, "state": q.state, "isMergeQueueEnabled": True,
-                        "isInMergeQueue": True, "mergeQueueEntry": entry})
-        step = QueueStep("queued", queued_text(q))
-        log.info("merge.enqueued", pr_key=pr_key, head=sha, position=q.position, group=q.group)
-    if step.kind == "queued":
-        await _say(rt, pr_key, pk, step.reason, q.group)
-    else:
-        await _back(rt, pr_key, pk, step.reason, "enqueue_unconfirmed")
-    return True
-
-
 async def settle(rt: Runtime, pr: PullRequest, bound) -> bool:
     """A `merging` PR whose merge effect is done, on a base that requires a merge queue: say its
     position while it is queued, and send it back to `waiting_merge` once it left unmerged.
@@ -162,7 +130,7 @@ async def settle(rt: Runtime, pr: PullRequest, bound) -> bool:
     if step.kind == "merge":
         return False
     if step.kind == "queued" and (step.reason, q.group) != (pr.last_action, pr.merge_group):
-        await _say(rt, pr.pr_key, pr.process_key, step.reason, q.group)
+        await say(rt, pr.pr_key, pr.process_key, step.reason, q.group)
     elif step.kind == "back":
         # The group the row kept (GitHub deletes its branch once it is done with it), read now:
         # the merge effect may have recorded it after this step read the row.
@@ -174,7 +142,7 @@ async def settle(rt: Runtime, pr: PullRequest, bound) -> bool:
             # Queued again, the same head would fail the same way: the fixer gets the checks.
             if await queue_removed(rt, pr, failing, group, bound):
                 bound.info("merge.dequeued", reason=reason, group=group, then="ci round")
-        elif await _back(rt, pr.pr_key, pr.process_key, reason, "dequeued"):
+        elif await back(rt, pr.pr_key, pr.process_key, reason, "dequeued"):
             bound.info("merge.dequeued", reason=reason, group=group)
     return True
 
@@ -195,12 +163,12 @@ async def _failing(rt: Runtime, key, group: str) -> tuple[FailedCheck, ...]:
     return tuple(c for c in failed_checks(runs, status, [])[0] if c.conclusion != "cancelled")
 
 
-async def _say(rt: Runtime, pr_key: str, pk: str, text: str, group: str | None) -> bool:
+async def say(rt: Runtime, pr_key: str, pk: str, text: str, group: str | None) -> bool:
     return await prs.fenced_update(rt.db, pr_key, pk, {"last_action": text, "merge_group": group},
                                    expect_status=Status.MERGING)
 
 
-async def _back(rt: Runtime, pr_key: str, pk: str, reason: str, why: str) -> bool:
+async def back(rt: Runtime, pr_key: str, pk: str, reason: str, why: str) -> bool:
     """Back to `waiting_merge` with `reason`, and the next step now: the merge stage decides
     again on a fresh read (a moved head is a new round there)."""
     async with rt.db.session() as s:

@@ -9,14 +9,13 @@ from datetime import timedelta
 
 import structlog
 
-from bot import metrics
 from bot.effects import outbox
 from bot.engine import merge_queue as mergequeue
 from bot.engine import repoconfig
 from bot.engine.dispatch import requeue
 from bot.engine.escalation import escalate
 from bot.engine.merge_rounds import fix_round
-from bot.github.errors import Conflict, GitHubError, NotFound, RateLimited
+from bot.github.errors import GitHubError, NotFound, RateLimited
 from bot.prkey import parse_pr_key
 from bot.rules.findings import fingerprint
 from bot.rules.merge import (
@@ -30,9 +29,9 @@ from bot.rules.merge import (
 )
 from bot.rules.model import Escalate
 from bot.runtime.context import Runtime
-from storage import dependencies, prs, rounds, runs
+from storage import dependencies, prs, rounds
 from storage.models import PullRequest, utcnow
-from storage.statuses import RoundKind, RunState, Status
+from storage.statuses import RoundKind, Status
 
 log = structlog.get_logger(__name__)
 
@@ -230,45 +229,3 @@ async def _annotated(rt: Runtime, key, check: FailedCheck) -> FailedCheck:
     return replace(check, annotations=lines)
 
 
-async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> str | None:
-    """The merge effect: re-read, then merge with `sha` as the precondition, and record it.
-    "merge_queue" when GitHub refused because the base takes changes only through its merge
-    queue (the caller queues the PR instead)."""
-    key = parse_pr_key(pr_key)
-    bound = log.bind(pr_key=pr_key, process_key=pk)
-    method = (await repoconfig.effective_config(rt, key.full_repo)).merge.method
-    # Re-read before every try: a try whose answer was lost (GitHub merged, then answered 502)
-    # is retried, and a blind second PUT would be refused (405) and taken for a refusal.
-    gh_pr = await rt.github.pull(key.owner, key.repo, key.number)
-    if not gh_pr.get("merged"):
-        if gh_pr.get("state") != "open":
-            return  # closed meanwhile: the next step ends the run
-        try:
-            # The converged head is the precondition: GitHub refuses (409) if anything else landed.
-            await rt.github.merge(key.owner, key.repo, key.number, sha, method)
-        except Conflict as e:
-            if mergequeue.refused_for_queue(str(e)):
-                mergequeue.learn_queue(rt, pr_key)
-                return "merge_queue"
-            # Refused (the head moved): the push's own webhook came while we were `merging`, so
-            # the next step is queued here, or the new head would wait for the next poll.
-            async with rt.db.session() as s:
-                if await prs.fenced_update(None, pr_key, pk, {"status": Status.WAITING_MERGE,
-                                                              "last_action": f"merge refused: {e}"},
-                                           expect_status=Status.MERGING, session=s):
-                    await requeue(s, pr_key, "merge_refused")
-            bound.info("merge.refused", error=str(e))
-            return
-        # Unavailable propagates: the job retries, and its next try re-reads before merging.
-    async with rt.db.session() as s:
-        won = await prs.fenced_update(None, pr_key, pk, {
-            "status": Status.MERGED, "merged_at": utcnow(), "outcome": "merged",
-            "last_action": f"merged ({method})"}, expect_status=Status.MERGING, session=s)
-        if won:
-            await runs.end_run(None, pk, RunState.COMPLETED, "merged", session=s)
-            await outbox.check_run(s, pr_key)
-            # PRs waiting on this one move now, not at the next poll.
-            for dependent in await dependencies.dependents(s, pr_key):
-                await requeue(s, dependent, "dependency_merged")
-    metrics.merged("merge", won)
-    bound.info("pr.merged", head=sha)

@@ -139,7 +139,7 @@ async def test_the_watchdog_heals_a_round_whose_every_job_gave_up(tmp_path, db_u
 
 
 async def test_two_check_run_updates_at_once_make_one_run(tmp_path, db_url):
-    from bot.engine import checkrun
+    from bot.effects import check_run
 
     async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"]),
                                 poller={"interval_seconds": 3600}) as h:
@@ -155,7 +155,7 @@ async def test_two_check_run_updates_at_once_make_one_run(tmp_path, db_url):
         h.rt.extras["check_runs"] = {}
         # Slow creates, so both are in flight together unless something serializes them.
         h.sim.inject_fault(r"/check-runs$", method="POST", delay=0.5, count=2)
-        await asyncio.gather(checkrun.sync(h.rt, key), checkrun.sync(h.rt, key))
+        await asyncio.gather(check_run.sync(h.rt, key), check_run.sync(h.rt, key))
         created = [e for e in _ours(h.sim, "check_run_created") if e["head_sha"] == head]
         assert len(created) == 1, created
 
@@ -193,7 +193,8 @@ async def test_a_first_review_request_asks_without_looking_only_while_its_decisi
     off), and a try after a cancelled one all look first."""
     from datetime import timedelta
 
-    from bot.effects.runner import REVIEW_LOOK_AFTER, run_effect
+    from bot.effects.review_request import REVIEW_LOOK_AFTER
+    from bot.effects.runner import run_effect
     from storage.models import utcnow
 
     def review_reads(what: str = "reviews") -> int:
@@ -483,8 +484,7 @@ async def _running_elsewhere(h, *ids: int) -> None:
 async def test_two_updates_of_one_check_run_do_not_hold_each_other(tmp_path, db_url):
     """An update queued while another ran (a publish finds none queued) is not the PR's other
     work: each renders the same row, and holding each other they waited out the whole hold."""
-    from bot.effects import outbox
-    from bot.engine import checkrun
+    from bot.effects import check_run, outbox
     from bot.runtime.workers import Reschedule
     from storage import jobs
 
@@ -504,17 +504,17 @@ async def test_two_updates_of_one_check_run_do_not_hold_each_other(tmp_path, db_
         updates = {j.key: j for j in await jobs.list_jobs(h.rt.db, key) if j.key.startswith("fx:check_run:")}
         await _running_elsewhere(h, *(j.id for j in updates.values()))
         mine = updates[f"fx:check_run:{key}:mine"]
-        assert await checkrun.hold(h.rt, mine, await h.view(key))  # looked; not held by the other update
+        assert await check_run.hold(h.rt, mine, await h.view(key))  # looked; not held by the other update
         # Another kind of work of the PR, under way, holds it. (A sync queued for the PR, put off
         # above, takes this one in: the id is the one queued.)
         sync_id, _ = await jobs.enqueue(h.rt.db, "sync", f"sync:{key}:test", pr_key=key, delay_seconds=3600)
         await _running_elsewhere(h, sync_id)
         with pytest.raises(Reschedule):
-            await checkrun.hold(h.rt, mine, await h.view(key))
+            await check_run.hold(h.rt, mine, await h.view(key))
         # A round's stages are not held.
         async with h.rt.db.session() as s:
             await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(status="waiting_review"))
-        assert not await checkrun.hold(h.rt, mine, await h.view(key))
+        assert not await check_run.hold(h.rt, mine, await h.view(key))
 
 
 async def test_an_update_that_finds_the_merge_ended_renders_the_row_the_merge_left(tmp_path, db_url, monkeypatch):
@@ -522,8 +522,7 @@ async def test_an_update_that_finds_the_merge_ended_renders_the_row_the_merge_le
     other work in hand. The merge wrote "merged" before its job ended, so the update reads the
     row again after the look and says merged: the row it read first would have said "merging",
     a write more, and the last one until the next update came."""
-    from bot.effects import outbox
-    from bot.engine import checkrun
+    from bot.effects import check_run, outbox
     from storage import jobs
     from storage.models import utcnow
 
@@ -544,7 +543,7 @@ async def test_an_update_that_finds_the_merge_ended_renders_the_row_the_merge_le
 
         async def the_merge_ends_first(*args, **kwargs):
             # Between the update's read of the row and its look: the merge records the merge
-            # and then ends, as `merging.run_merge` and its job do.
+            # and then ends, as `merge.run_merge` and its job do.
             async with h.rt.db.session() as s:
                 await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(
                     status="merged", merged_at=utcnow()))
@@ -553,7 +552,7 @@ async def test_an_update_that_finds_the_merge_ended_renders_the_row_the_merge_le
             return await look(*args, **kwargs)
 
         monkeypatch.setattr(jobs, "in_hand", the_merge_ends_first)
-        await checkrun.sync(h.rt, key, mine)
+        await check_run.sync(h.rt, key, mine)
         said = [e["output"]["title"].split(" · ")[0]
                 for e in _ours(h.sim, "check_run_created") + _ours(h.sim, "check_run_updated")
                 if e["head_sha"] == view.pr.head_sha]

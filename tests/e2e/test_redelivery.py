@@ -459,7 +459,8 @@ async def test_a_late_first_review_request_looks_unless_a_review_since_would_hav
     a read recorded, or no cover, and it looks first; finding the head reviewed, it asks nobody."""
     import json
 
-    from bot.effects.runner import REVIEW_LOOK_AFTER, run_effect
+    from bot.effects.review_request import REVIEW_LOOK_AFTER
+    from bot.effects.runner import run_effect
     from storage import jobs
     from storage.models import utcnow
 
