@@ -29,6 +29,7 @@ demo: $(STAMP)
 # two workers and the default scheduling, 10 min with three and worksteal.
 TEST_WORKERS ?= 3
 test: $(STAMP)
+	$(PY) -m ruff check .
 	scripts/ensure-postgres.sh
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 

@@ -1,1 +1,2 @@
-"""Everything that crosses GitHub: the client wrapper and the simulator."""
+"""Everything that crosses GitHub: the one client wrapper (transport policy, endpoints, HTTP
+cache, installations, rate budget) and its errors."""
