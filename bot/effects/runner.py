@@ -17,6 +17,7 @@ import structlog
 from bot import metrics
 from bot.effects import check_run, comment, merge, outbox, review_request
 from bot.engine import repoconfig
+from bot.engine.fixing import hold_round_checks
 from bot.engine.write_budget import over_budget, pause_runaway
 from bot.prkey import parse_pr_key
 from bot.rules import reviewers
@@ -76,8 +77,6 @@ FIX_MARKER = "convergebot:fix:"
 async def _asked_no_one(rt: Runtime, job: Job, marker: str) -> None:
     """An asking fixer's comment (mention, author) not posted: nobody was asked, so the round's
     deadline check is held as for a fixer not run, and the PR says what it would have asked."""
-    from bot.engine.fixing import hold_round_checks
-
     round_no = marker.removeprefix(FIX_MARKER).split(":")[1]
     if not round_no.isdigit():
         return

@@ -12,6 +12,7 @@ from bot.effects import outbox
 from bot.effects.outbox import first_try
 from bot.engine import repoconfig
 from bot.engine.dispatch import queue_fixer, requeue
+from bot.engine.read import Dependencies, dependencies_of
 from bot.github.errors import NotFound
 from bot.github.stamps import parse_time
 from bot.intake.routing import edited
@@ -22,7 +23,6 @@ from bot.rules.findings import attribution
 from bot.rules.model import Adjudication
 from bot.rules.resume import ROUND_CAP_EXTENSION, resume_plan
 from bot.runtime.context import Runtime
-from bot.surfaces.views import Dependencies, dependencies_of
 from storage import adjudications, commands, escalations, jobs, prs, rounds
 from storage.models import Job, utcnow
 from storage.statuses import RoundKind, Status

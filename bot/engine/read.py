@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from bot.config import Config
@@ -12,8 +13,9 @@ from bot.effects.replies import reply_marker
 from bot.engine import repoconfig
 from bot.github.client import THREAD_COMMENTS_READ
 from bot.github.stamps import github_id, parse_time
-from bot.prkey import parse_pr_key
+from bot.prkey import parse_pr_key, try_parse_pr_key
 from bot.rules import reviewers
+from bot.rules.decide import fresh_review
 from bot.rules.findings import settled_of
 from bot.rules.model import (
     CHECK_RUN_NAME,
@@ -29,8 +31,10 @@ from bot.rules.model import (
     Thread,
 )
 from bot.runtime.context import Runtime
-from storage import adjudications, escalations, rounds
+from storage import adjudications, dependencies, escalations, rounds
+from storage.database import Database
 from storage.models import PullRequest, Round, utcnow
+from storage.statuses import Status
 
 
 def settings_of(rt: Runtime, config: Config | None = None) -> Settings:
@@ -153,7 +157,6 @@ async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_revi
         now=utcnow(), settings=settings,
         history=tuple(round_state(r) for r in history if r.round_no < pr.current_round),
     )
-    from bot.rules.decide import fresh_review
 
     if head is None or pr.status != "waiting_review" or fresh_review(snap) is None:
         return snap
@@ -163,3 +166,31 @@ async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_revi
     raw_threads, runs, status = await rt.github.review_state(key.owner, key.repo, key.number, head)
     checks = checks_of(runs, status, config.convergence.required_checks)
     return replace(snap, threads=tuple(thread_of(t) for t in raw_threads), checks=checks)
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """A PR's `Depends-on:` PRs as the merge stage last read them from its body, and those of
+    them the bot has not seen merged (a dependency it has no row for counts as not merged
+    here; the merge stage itself asks GitHub about it)."""
+
+    depends_on: tuple[str, ...] = ()
+    unmerged: tuple[str, ...] = ()
+
+
+NONE = Dependencies()
+
+
+def _order(key: str):
+    parsed = try_parse_pr_key(key)
+    return (parsed.full_repo, parsed.number) if parsed else (key, 0)
+
+
+async def dependencies_of(db: Database, pr_keys: Collection[str] | None = None) -> dict[str, Dependencies]:
+    """The dependency view of every PR (or of those in `pr_keys`) that has dependencies."""
+    out = {}
+    for pr_key, deps in (await dependencies.with_status(db, pr_keys)).items():
+        deps = sorted(deps, key=lambda d: _order(d[0]))
+        out[pr_key] = Dependencies(tuple(k for k, _ in deps),
+                                   tuple(k for k, status in deps if status != Status.MERGED))
+    return out

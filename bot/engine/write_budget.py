@@ -47,7 +47,7 @@ async def over_budget(rt: Runtime, pr_key: str, effect: str) -> str | None:
         params = {"pr_key": pr_key, "since": max([utcnow() - WINDOW, *answered])}
         writes = (await s.exec(_WRITES, params=params)).one()
         posted = (await s.exec(_POSTED, params=params)).all()
-    comments = sum(_comments(p) for p in posted)
+    comments = sum(comments_of(p) for p in posted)
     if writes >= cfg.writes_per_hour:
         return f"{writes} GitHub writes within the hour (budget {cfg.writes_per_hour})"
     if effect in ("comment", "reply") and comments >= cfg.comments_per_hour:
@@ -55,7 +55,7 @@ async def over_budget(rt: Runtime, pr_key: str, effect: str) -> str | None:
     return None
 
 
-def _comments(payload: str) -> int:
+def comments_of(payload: str) -> int:
     """The comments an effect posted: one, or one per thread of a round's replies."""
     return max(1, len(json.loads(payload).get("replies") or ()))
 

@@ -7,6 +7,7 @@ from enum import StrEnum
 
 import structlog
 
+from bot.effects import outbox
 from bot.prkey import PrKey
 from storage import adjudications, escalations, prs, runs
 from storage.database import Database
@@ -139,8 +140,6 @@ async def _lost_race(db: Database, pr_key: str) -> SubmitResult:
 async def abandon_pr(db: Database, pr_key: str, reason: str) -> bool:
     """Abandon the PR's active run: the row `abandoned` (fenced on its key) and the run
     terminated in one transaction, so no reader sees one without the other."""
-    from bot.effects import outbox
-
     current = await prs.get(db, pr_key)
     if current is None or current.resubmittable or current.pr.process_key is None:
         return False

@@ -16,11 +16,22 @@ import structlog
 import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy import make_url
+from sqlmodel import select
 
 from bot import metrics
 from bot.config import Config, ConfigError
+from bot.effects.outbox import DRY_RUN
+from bot.effects.runner import run_effect
+from bot.engine.commands import handle_command
+from bot.engine.enroll import enroll
+from bot.engine.fixing import fix
 from bot.engine.poller import Poller
+from bot.engine.progress import progress_check
 from bot.engine.refs import sync_ref
+from bot.engine.step import step
+from bot.fixers.presets import PRESETS
+from bot.fixers.registry import build_fixer as build
+from bot.fixers.sandbox import SandboxUnavailable, sandbox_for
 from bot.github.client import connect
 from bot.github.errors import RateLimited
 from bot.intake import redelivery, scan
@@ -30,7 +41,7 @@ from bot.surfaces.web.app import build_app
 from sharedio.children import children_watched_by_pidfd
 from storage.database import Database
 from storage.migrate import migrate
-from storage.models import utcnow
+from storage.models import Job, utcnow
 
 log = structlog.get_logger(__name__)
 
@@ -67,13 +78,6 @@ def job_handlers(rt: Runtime) -> dict[str, Callable]:
 
         return handler
 
-    from bot.effects.runner import run_effect
-    from bot.engine.commands import handle_command
-    from bot.engine.enroll import enroll
-    from bot.engine.fixing import fix
-    from bot.engine.progress import progress_check
-    from bot.engine.step import step
-
     return {
         "sync": wrap("sync", step),
         "sync_ref": wrap("sync_ref", sync_ref),
@@ -86,10 +90,6 @@ def job_handlers(rt: Runtime) -> dict[str, Callable]:
 
 
 def build_fixer(config: Config):
-    from bot.fixers.presets import PRESETS
-    from bot.fixers.registry import build_fixer as build
-    from bot.fixers.sandbox import SandboxUnavailable, sandbox_for
-
     f = config.fixer
     if (f.preset or f.preset_args) and f.kind != "command":
         raise ConfigError(f'config: fixer.preset is for kind = "command", not {f.kind!r}')
@@ -243,10 +243,6 @@ async def _say_dry_run(config: Config, db: Database) -> None:
     if config.github.dry_run:
         log.warning("server.dry_run", consequence="reads and decides everything; no GitHub write is made")
         return
-    from sqlmodel import select
-
-    from bot.effects.outbox import DRY_RUN
-    from storage.models import Job
 
     async with db.read_session() as s:
         left = (await s.exec(select(Job.id).where(Job.status == DRY_RUN).limit(1))).first()

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.config import Config
+from bot.engine.read import NONE, dependencies_of
 from bot.fixers import ScriptedFixer
-from bot.surfaces.views import NONE, dependencies_of
+from bot.logs import configure_logging
+from bot.runtime.serve import running
 from simulator import ReviewerScript, ReviewStep, Simulator, SimulatorServer, ThreadSpec
 from storage import escalations, prs, rounds
 
@@ -104,9 +106,6 @@ async def _summary(rt, keys: list[str]) -> list[dict]:
 
 
 async def run_demo(as_json: bool = False, timeout: float = 110.0) -> int:
-    from bot.logs import configure_logging
-    from bot.runtime.serve import running
-
     configure_logging("warning", "json")
     say = (lambda *a: print(*a, file=sys.stderr, flush=True)) if as_json else (lambda *a: print(*a, flush=True))
     with tempfile.TemporaryDirectory(prefix="convergebot-demo-") as tmp:

@@ -5,8 +5,7 @@ whole-list reads the dashboard's list makes. All of it reads the database only."
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -14,8 +13,9 @@ from sqlalchemy import and_
 from sqlmodel import select
 
 from bot.effects import outbox
-from bot.prkey import try_parse_pr_key
-from storage import agent_attempts, commands, dependencies, escalations, jobs, rounds, runs
+from bot.engine import write_budget as budget
+from bot.engine.read import NONE, Dependencies, dependencies_of
+from storage import agent_attempts, commands, escalations, jobs, rounds, runs
 from storage.database import Database
 from storage.models import AgentAttempt, Command, Escalation, Job, PullRequest, Round, utcnow
 from storage.prs import PrView
@@ -23,34 +23,6 @@ from storage.statuses import ACTIVE, Status
 
 if TYPE_CHECKING:
     from bot.config import BudgetConfig
-
-
-@dataclass(frozen=True)
-class Dependencies:
-    """A PR's `Depends-on:` PRs as the merge stage last read them from its body, and those of
-    them the bot has not seen merged (a dependency it has no row for counts as not merged
-    here; the merge stage itself asks GitHub about it)."""
-
-    depends_on: tuple[str, ...] = ()
-    unmerged: tuple[str, ...] = ()
-
-
-NONE = Dependencies()
-
-
-def _order(key: str):
-    parsed = try_parse_pr_key(key)
-    return (parsed.full_repo, parsed.number) if parsed else (key, 0)
-
-
-async def dependencies_of(db: Database, pr_keys: Collection[str] | None = None) -> dict[str, Dependencies]:
-    """The dependency view of every PR (or of those in `pr_keys`) that has dependencies."""
-    out = {}
-    for pr_key, deps in (await dependencies.with_status(db, pr_keys)).items():
-        deps = sorted(deps, key=lambda d: _order(d[0]))
-        out[pr_key] = Dependencies(tuple(k for k, _ in deps),
-                                   tuple(k for k, status in deps if status != Status.MERGED))
-    return out
 
 
 async def prs_json(db: Database, views: Sequence[PrView]) -> list[dict]:
@@ -273,12 +245,11 @@ def effect_budget(effects: list[Job], escalation_rows: list[Escalation], cfg: Bu
     """The PR's writes and comments within the budget's window, counted as bot/engine/write_budget.py counts
     them: the runs' done effects of the last hour, or since a maintainer answered a runaway pause."""
     # Imported here: bot.engine.write_budget imports the engine, which imports these views.
-    from bot.engine import write_budget as budget
     since = max([utcnow() - budget.WINDOW, *[e.answered_at for e in escalation_rows
                                              if e.kind == budget.RUNAWAY and e.answered_at is not None]])
     done = [j for j in effects if j.process_key is not None and j.status == EFFECT_DONE
             and j.finished_at is not None and j.finished_at >= since]
-    comments = sum(budget._comments(j.payload) for j in done
+    comments = sum(budget.comments_of(j.payload) for j in done
                    if _payload(j).get("effect") in outbox.COMMENT_EFFECTS)
     return {"since": _iso(since), "writes": len(done), "comments": comments,
             "writes_per_hour": cfg.writes_per_hour if cfg else None,
