@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sqlalchemy import bindparam, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .database import Database
+from .database import Database, on_postgres
 from .models import Adjudication, utcnow
 
 
@@ -15,7 +15,7 @@ async def invalidate_all(session: AsyncSession, pr_key: str) -> int:
     """Revoke every live adjudication of the PR (resubmit, `/converge forget`)."""
     stmt = (
         update(Adjudication)
-        .where(Adjudication.pr_key == pr_key, Adjudication.invalidated_at.is_(None))
+        .where(col(Adjudication.pr_key) == pr_key, col(Adjudication.invalidated_at).is_(None))
         .values(invalidated_at=utcnow())
     )
     return (await session.exec(stmt)).rowcount
@@ -24,13 +24,14 @@ async def invalidate_all(session: AsyncSession, pr_key: str) -> int:
 async def record(session: AsyncSession, pr_key: str, fingerprint: str, answer: str, by: str) -> None:
     now = utcnow()
     values = {"answer": answer, "adjudicated_by": by, "adjudicated_at": now, "invalidated_at": None}
-    dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
+    dialect = postgresql if on_postgres(session) else sqlite
     stmt = dialect.insert(Adjudication.__table__).values(pr_key=pr_key, fingerprint=fingerprint, **values)
     await session.exec(stmt.on_conflict_do_update(index_elements=["pr_key", "fingerprint"], set_=values))
 
 
 # Built once: every step reads it (building it cost more than running it).
-_LIVE = select(Adjudication).where(Adjudication.pr_key == bindparam("pr_key"), Adjudication.invalidated_at.is_(None))
+_LIVE = select(Adjudication).where(Adjudication.pr_key == bindparam("pr_key"),
+                                   col(Adjudication.invalidated_at).is_(None))
 
 
 async def live_for(db: Database, pr_key: str) -> list[Adjudication]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
-from sqlalchemy import bindparam, func
-from sqlmodel import select
+from sqlalchemy import ColumnElement, bindparam, func
+from sqlmodel import col, select
 
 from .database import Database
 from .models import AgentAttempt
@@ -25,8 +26,10 @@ async def record(db: Database, attempt: AgentAttempt) -> None:
         s.add(attempt)
 
 
-_SUMS = (func.coalesce(func.sum(AgentAttempt.cost_usd), 0.0), func.coalesce(func.sum(AgentAttempt.seconds), 0.0),
-         func.count(), func.count() - func.count(AgentAttempt.cost_usd))
+# COALESCE(…, 0.0) is never NULL; SQLAlchemy types it as its first argument, which may be.
+_COST = cast("ColumnElement[float]", func.coalesce(func.sum(col(AgentAttempt.cost_usd)), 0.0))
+_SUMS = (_COST, func.coalesce(func.sum(col(AgentAttempt.seconds)), 0.0),
+         func.count(), func.count() - func.count(col(AgentAttempt.cost_usd)))
 _OF_RUN = select(*_SUMS).where(
     AgentAttempt.pr_key == bindparam("pr_key"), AgentAttempt.process_key == bindparam("process_key"),
     AgentAttempt.finished_at >= bindparam("since"))
@@ -52,10 +55,10 @@ async def oldest_since(db: Database, since: datetime) -> datetime | None:
     """The first finish at or after `since` that holds a cost: when the hour's spend next falls."""
     async with db.read_session() as s:
         return (await s.exec(select(func.min(AgentAttempt.finished_at)).where(
-            AgentAttempt.finished_at >= since, AgentAttempt.cost_usd.is_not(None)))).one()
+            AgentAttempt.finished_at >= since, col(AgentAttempt.cost_usd).is_not(None)))).one()
 
 
 async def for_pr(db: Database, pr_key: str) -> list[AgentAttempt]:
     async with db.read_session() as s:
         return list(await s.exec(select(AgentAttempt).where(AgentAttempt.pr_key == pr_key)
-                                 .order_by(AgentAttempt.id)))
+                                 .order_by(col(AgentAttempt.id))))

@@ -6,7 +6,7 @@ from collections.abc import Collection
 
 from sqlalchemy import update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database, present
@@ -33,14 +33,15 @@ async def claim(db: Database, comment_id: int, pr_key: str, author: str, verb: s
 
 async def settle(session: AsyncSession, comment_id: int, accepted: bool, why: str) -> None:
     """In the caller's transaction, with the command's acknowledgement."""
-    await session.exec(update(Command).where(Command.comment_id == comment_id).values(accepted=accepted, why=why))
+    await session.exec(update(Command).where(col(Command.comment_id) == comment_id)
+                       .values(accepted=accepted, why=why))
 
 
 async def for_pr(db: Database, pr_key: str) -> list[Command]:
     async with db.read_session() as s:
-        return list(await s.exec(select(Command).where(Command.pr_key == pr_key).order_by(Command.id)))
+        return list(await s.exec(select(Command).where(Command.pr_key == pr_key).order_by(col(Command.id))))
 
 
 async def known(db: Database, comment_ids: Collection[int]) -> set[int]:
     """Which of these comments were taken as commands already (settled or under way)."""
-    return await present(db, Command.comment_id, comment_ids)
+    return await present(db, col(Command.comment_id), comment_ids)

@@ -8,7 +8,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .database import Database
+from .database import Database, on_postgres
 from .models import Cursor, utcnow
 
 
@@ -24,7 +24,7 @@ async def save_in(session: AsyncSession, values: Mapping[str, str]) -> None:
     if not values:
         return
     now = utcnow()
-    dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
+    dialect = postgresql if on_postgres(session) else sqlite
     stmt = dialect.insert(Cursor.__table__)
     stmt = stmt.on_conflict_do_update(index_elements=["name"],
                                       set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at})

@@ -10,22 +10,30 @@ import os
 import sqlite3
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import aiosqlite
 import structlog
 from sqlalchemy import ColumnElement, Table, bindparam, create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine.interfaces import DBAPICursor, ExecutionContext
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import Mapped
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 from sqlmodel import Session, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 T = TypeVar("T")
+V = TypeVar("V", str, int)  # a key column's values (`present`)
+
+# What an inline write attempt gives: (True, the write's result), or (False, None) when it did
+# not begin (another process held the write lock).
+_Attempt = tuple[Literal[True], T] | tuple[Literal[False], None]
 
 log = structlog.get_logger(__name__)
 
@@ -112,7 +120,7 @@ class Database:
         self._inline: Engine | None = None
         # The inline engine's connection `_write_plain` runs on, held from its first use to
         # `dispose` (the pool's proxy; None until then).
-        self._plain: Any = None
+        self._plain: PoolProxiedConnection | None = None
         self.sqlite_file: Path | None = None  # the database file, on SQLite
         # Checkpoints a SQLite file's WAL off the event loop's thread; None elsewhere.
         self.checkpointer: _Checkpointer | None = None
@@ -253,16 +261,16 @@ class Database:
         """
         if self._inline is not None:
             async with self._writer():
-                began, result = (self._write_plain(plain, args) if plain is not None
-                                 else self._write_inline(fn, args))
-            if began:
+                attempt = (self._write_plain(plain, args) if plain is not None
+                           else self._write_inline(fn, args))
+            if attempt[0]:
                 if self.checkpointer is not None:
                     self.checkpointer.committed()
-                return result
+                return attempt[1]
         async with self.session() as s:
             return await s.run_sync(fn, *args)
 
-    def _write_inline(self, fn: Callable[..., T], args: tuple) -> tuple[bool, T | None]:
+    def _write_inline(self, fn: Callable[..., T], args: tuple[Any, ...]) -> _Attempt[T]:
         assert self._inline is not None
         with self._inline.connect() as conn:
             try:
@@ -281,13 +289,14 @@ class Database:
                     raise
         return True, result
 
-    def _write_plain(self, fn: Callable[..., T], args: tuple) -> tuple[bool, T | None]:
+    def _write_plain(self, fn: Callable[..., T], args: tuple[Any, ...]) -> _Attempt[T]:
         assert self._inline is not None
         if self._plain is None:
             # The pool's, set up by its hooks as any other, and kept: taking it from the pool
             # and giving it back cost about as much as the BEGIN and COMMIT of a batch.
             self._plain = self._inline.raw_connection()
-        conn: sqlite3.Connection = self._plain.driver_connection
+        # SQLAlchemy types a pooled connection's driver connection as Any: pysqlite's is this.
+        conn = cast(sqlite3.Connection, self._plain.driver_connection)
         try:
             conn.execute("BEGIN IMMEDIATE")  # busy_timeout 0 here: refused at once if locked
         except sqlite3.OperationalError as e:
@@ -413,11 +422,11 @@ class _Checkpointer:
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         # PASSIVE: no busy wait (another process's writer is not waited for: the next one tries).
         _busy, frames, _copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        return max(frames, 0)  # -1: not in WAL mode
+        return max(int(frames), 0)  # -1: not in WAL mode
 
     async def close(self) -> None:
         """Wait for a checkpoint running, then let the thread and its connection go."""
-        if self._running(asyncio.get_running_loop()):
+        if self._task is not None and self._running(asyncio.get_running_loop()):
             await asyncio.wait([self._task])  # it logs its own failure
         self._task = None
         if self._pool is not None:
@@ -430,7 +439,14 @@ class _Checkpointer:
 
 # An UPDATE built once and bound at each run: `fenced_update`, a job's end, a round's update.
 # Building a statement and its cache key anew cost more than running it on the hot paths.
-Shape = tuple[tuple[str, ColumnElement | None], ...]
+Shape = tuple[tuple[str, ColumnElement[Any] | None], ...]
+
+
+def on_postgres(session: AsyncSession) -> bool:
+    """Whether the session's database is PostgreSQL (else SQLite)."""
+    bind = session.bind
+    assert bind is not None, "a Database's sessions are bound to its engine"
+    return bind.dialect.name == "postgresql"
 
 
 def split_values(values: Mapping[str, Any]) -> tuple[Shape, dict[str, Any]]:
@@ -441,7 +457,7 @@ def split_values(values: Mapping[str, Any]) -> tuple[Shape, dict[str, Any]]:
     return shape, {f"v_{k}": v for k, v in values.items() if not isinstance(v, ColumnElement)}
 
 
-def set_clause(table: Table, shape: Iterable[tuple[str, ColumnElement | None]]) -> dict[str, Any]:
+def set_clause(table: Table, shape: Iterable[tuple[str, ColumnElement[Any] | None]]) -> dict[str, Any]:
     """The SET of an UPDATE of `table` for one shape (`split_values`): each column's value bound
     as `v_<column>` with the column's type, or the SQL expression the shape carries."""
     columns = table.c
@@ -459,7 +475,10 @@ def sqlite_stamps() -> tuple[Callable[[datetime], str], Callable[[str], datetime
 
     dialect = pysqlite.dialect()
     kind = UTCDateTime().dialect_impl(dialect)
-    return kind.bind_processor(dialect), kind.result_processor(dialect, None)
+    # SQLAlchemy types both as optional (a type may need no processing); a TypeDecorator with
+    # process_bind_param and process_result_value always has both.
+    return (cast(Callable[[datetime], str], kind.bind_processor(dialect)),
+            cast(Callable[[str], datetime], kind.result_processor(dialect, None)))
 
 
 @functools.lru_cache(maxsize=128)
@@ -472,10 +491,10 @@ def plain_insert(table: str, columns: tuple[str, ...], rows: int, key: str, retu
             f"ON CONFLICT ({key}) DO NOTHING RETURNING {returning}")
 
 
-async def present(db: Database, column: Any, values: Iterable[Any]) -> set[Any]:
-    """Which of `values` some row holds in `column` (a model's column attribute), asked in
-    batches of `IN_BATCH`, in one read session."""
-    wanted, found = sorted(set(values)), set()
+async def present(db: Database, column: Mapped[V], values: Iterable[V]) -> set[V]:
+    """Which of `values` some row holds in `column` (a model's column attribute, `col(Model.x)`),
+    asked in batches of `IN_BATCH`, in one read session."""
+    wanted, found = sorted(set(values)), set[V]()
     async with db.read_session() as s:
         for start in range(0, len(wanted), IN_BATCH):
             found.update((await s.exec(select(column).where(column.in_(wanted[start:start + IN_BATCH])))).all())
@@ -519,21 +538,24 @@ class _LoopConnection(aiosqlite.Connection):
 
     _busy_ms: int | None = None  # the connection's busy_timeout, read once
 
-    async def _execute(self, fn, *args, **kwargs):
+    # aiosqlite's `_execute` has no annotations: the two calls of it below are untyped calls.
+    async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         name = getattr(fn, "__name__", None)
         on_connection = isinstance(getattr(fn, "__self__", None), sqlite3.Connection)
         if on_connection and name == "close":
-            return await super()._execute(fn, *args, **kwargs)
+            return await super()._execute(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
         if on_connection and name in ("commit", "rollback"):
             return fn()
         if args and isinstance(args[0], str) and args[0].lstrip()[:15].upper() == "BEGIN IMMEDIATE":
             began, result = self._begin_at_once(fn, args, kwargs)
             if began:
                 return result
-            return await super()._execute(fn, *args, **kwargs)  # waits out the other writer
+            # Waits out the other writer.
+            return await super()._execute(fn, *args, **kwargs)  # type: ignore[no-untyped-call]
         return fn(*args, **kwargs)
 
-    def _begin_at_once(self, fn, args, kwargs) -> tuple[bool, Any]:
+    def _begin_at_once(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> tuple[bool, Any]:
         """`BEGIN IMMEDIATE` on the loop's thread with no busy wait: (True, its result), or
         (False, None) when another process holds the write lock. The busy timeout is back to
         the connection's own before this returns, for the wait on the thread."""
@@ -557,21 +579,25 @@ class _LoopConnection(aiosqlite.Connection):
         self._conn.execute("BEGIN").close()
 
 
-def _loop_connector(database: str):
+def _loop_connector(database: str) -> Callable[[], Awaitable[_LoopConnection]]:
     async def connect() -> _LoopConnection:
         def connector() -> sqlite3.Connection:
             # Opened on aiosqlite's thread, then used from two threads (never at once): the
             # loop's and aiosqlite's.
             return sqlite3.connect(database, timeout=30, check_same_thread=False)
 
-        return await _LoopConnection(connector, iter_chunk_size=64)
+        # aiosqlite types what awaiting a connection gives as its base class: it is the
+        # connection awaited.
+        return cast(_LoopConnection, await _LoopConnection(connector, iter_chunk_size=64))
 
     return connect
 
 
 def _install_sqlite_hooks(engine: Engine, busy_timeout_ms: int = 5000) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record) -> None:
+    def _on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
+        # `dbapi_conn`: pysqlite's connection, or SQLAlchemy's adapter of aiosqlite's (which
+        # SQLAlchemy's DBAPI protocol does not give `isolation_level`).
         # Take transaction control away from pysqlite so our BEGIN below is the only one.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
@@ -604,7 +630,8 @@ _READS = ("select", "with", "show", "pragma", "explain", "begin", "savepoint", "
 
 def _install_read_only_guard(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "before_cursor_execute")
-    def _refuse_writes(conn, _cursor, statement, _params, _context, _executemany) -> None:
+    def _refuse_writes(conn: Connection, _cursor: DBAPICursor, statement: str, _params: Any,
+                       _context: ExecutionContext | None, _executemany: bool) -> None:
         if not conn.get_execution_options().get(READ_ONLY):
             return
         head = statement.lstrip().split(None, 1)[0].lower() if statement.strip() else ""

@@ -10,7 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import Session, select
+from sqlalchemy.sql.dml import ReturningInsert
+from sqlmodel import Session, col, select
 
 from . import jobs
 from .database import Database, plain_insert, present, sqlite_stamps
@@ -69,15 +70,15 @@ async def record_many(db: Database, batch: Sequence[Delivery]) -> Recorded:
 
 
 @functools.cache
-def _insert(dialect_name: str):
+def _insert(dialect_name: str) -> ReturningInsert[str]:
     """The batch's INSERT, built once per dialect (building it cost as much as running it).
 
     One statement for all the rows (an executemany SQLAlchemy sends as one multi-row INSERT):
     RETURNING names the rows inserted, so a delivery recorded before, by any process, is told
     apart without a statement of its own."""
-    dialect = postgresql if dialect_name == "postgresql" else sqlite
+    insert = postgresql.insert if dialect_name == "postgresql" else sqlite.insert
     table = WebhookDelivery.__table__
-    return dialect.insert(table).on_conflict_do_nothing(index_elements=["delivery_id"]).returning(
+    return insert(table).on_conflict_do_nothing(index_elements=["delivery_id"]).returning(
         table.c.delivery_id
     )
 
@@ -137,7 +138,7 @@ async def get(db: Database, delivery_id: str) -> WebhookDelivery | None:
 
 async def seen(db: Database, delivery_ids: Iterable[str]) -> set[str]:
     """Which of these deliveries were recorded (their jobs queued) by any process."""
-    return await present(db, WebhookDelivery.delivery_id, delivery_ids)
+    return await present(db, col(WebhookDelivery.delivery_id), delivery_ids)
 
 
 async def count(db: Database) -> int:
@@ -145,10 +146,10 @@ async def count(db: Database) -> int:
         return len((await s.exec(select(WebhookDelivery.delivery_id))).all())
 
 
-async def prune(db: Database, before) -> int:
+async def prune(db: Database, before: datetime) -> int:
     """Forget deliveries older than `before` (their dedupe window is over)."""
     from sqlalchemy import delete
 
     async with db.session() as s:
-        stmt = delete(WebhookDelivery).where(WebhookDelivery.received_at < before)
+        stmt = delete(WebhookDelivery).where(col(WebhookDelivery.received_at) < before)
         return (await s.exec(stmt)).rowcount

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from sqlalchemy import delete
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database
@@ -14,7 +14,7 @@ from .models import Dependency, PullRequest
 
 async def replace_for(db: Database, pr_key: str, depends_on: list[str]) -> None:
     async with db.session() as s:
-        await s.exec(delete(Dependency).where(Dependency.pr_key == pr_key))
+        await s.exec(delete(Dependency).where(col(Dependency.pr_key) == pr_key))
         for dep in depends_on:
             s.add(Dependency(pr_key=pr_key, depends_on_key=dep))
 
@@ -37,9 +37,9 @@ async def with_status(db: Database, pr_keys: Collection[str] | None = None) -> d
     """Each PR's recorded dependencies (all PRs', or those of `pr_keys`), each with the stored
     status of the dependency's own row (None where the bot has no row for it)."""
     stmt = (select(Dependency.pr_key, Dependency.depends_on_key, PullRequest.status)
-            .outerjoin(PullRequest, PullRequest.pr_key == Dependency.depends_on_key))
+            .outerjoin(PullRequest, col(PullRequest.pr_key) == col(Dependency.depends_on_key)))
     if pr_keys is not None:
-        stmt = stmt.where(Dependency.pr_key.in_(list(pr_keys)))
+        stmt = stmt.where(col(Dependency.pr_key).in_(list(pr_keys)))
     async with db.read_session() as s:
         rows = (await s.exec(stmt)).all()
     out: dict[str, list[tuple[str, str | None]]] = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import bindparam, update
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import events
@@ -13,9 +13,9 @@ from .models import Escalation, utcnow
 
 async def mark_open_stale(session: AsyncSession, pr_key: str, *, except_id: int | None = None) -> int:
     """Every open escalation of the PR becomes `stale` (its question no longer stands)."""
-    conds = [Escalation.pr_key == pr_key, Escalation.status == "open"]
+    conds = [col(Escalation.pr_key) == pr_key, col(Escalation.status) == "open"]
     if except_id is not None:
-        conds.append(Escalation.id != except_id)
+        conds.append(col(Escalation.id) != except_id)
     stmt = update(Escalation).where(*conds).values(status="stale")
     return (await session.exec(stmt)).rowcount
 
@@ -34,7 +34,7 @@ async def create(
 
 # Built once: every step reads it (building it cost more than running it).
 _OPEN = select(Escalation).where(Escalation.pr_key == bindparam("pr_key"), Escalation.status == "open").order_by(
-    Escalation.id)
+    col(Escalation.id))
 
 
 async def open_for(db: Database, pr_key: str) -> list[Escalation]:
@@ -44,7 +44,8 @@ async def open_for(db: Database, pr_key: str) -> list[Escalation]:
 
 async def for_pr(db: Database, pr_key: str) -> list[Escalation]:
     async with db.read_session() as s:
-        return list(await s.exec(select(Escalation).where(Escalation.pr_key == pr_key).order_by(Escalation.id)))
+        return list(await s.exec(select(Escalation).where(Escalation.pr_key == pr_key)
+                                 .order_by(col(Escalation.id))))
 
 
 async def get(db: Database, escalation_id: int) -> Escalation | None:
@@ -54,11 +55,11 @@ async def get(db: Database, escalation_id: int) -> Escalation | None:
 
 async def set_comment(db: Database, escalation_id: int, comment_id: int) -> None:
     async with db.session() as s:
-        await s.exec(update(Escalation).where(Escalation.id == escalation_id).values(comment_id=comment_id))
+        await s.exec(update(Escalation).where(col(Escalation.id) == escalation_id).values(comment_id=comment_id))
 
 
 async def answer(session: AsyncSession, escalation_id: int, text: str, by: str) -> bool:
     """open → answered, once: a second answer to the same escalation changes nothing."""
-    stmt = update(Escalation).where(Escalation.id == escalation_id, Escalation.status == "open").values(
+    stmt = update(Escalation).where(col(Escalation.id) == escalation_id, col(Escalation.status) == "open").values(
         status="answered", answer=text, answered_by=by, answered_at=utcnow())
     return (await session.exec(stmt)).rowcount == 1

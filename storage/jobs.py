@@ -14,12 +14,14 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar, cast
 
-from sqlalchemy import and_, bindparam, or_, update
+from sqlalchemy import ColumnElement, Update, and_, bindparam, or_, orm, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import Session, select
+from sqlalchemy.sql.dml import ReturningInsert, ReturningUpdate
+from sqlmodel import Session, col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel.sql.expression import Select, SelectOfScalar
 
 from .database import (
     Database,
@@ -43,7 +45,7 @@ class JobStatus(StrEnum):
 
 def backoff_delay(attempts: int, base: float, cap: float, rand: random.Random | None = None) -> float:
     """Capped exponential backoff with jitter in [half, full] of the step."""
-    step = min(cap, base * (2 ** max(0, attempts - 1)))
+    step: float = min(cap, base * (2 ** max(0, attempts - 1)))  # (int ** int is typed Any)
     return step * (0.5 + 0.5 * (rand or random).random())
 
 
@@ -86,22 +88,25 @@ async def enqueue_in(
     now = utcnow()
     run_at = run_at or now + timedelta(seconds=delay_seconds)
     queued_by_kind[kind] += 1
-    same = (Job.pr_key == pr_key if kind == "sync" and pr_key is not None
-            else Job.payload == payload_text(payload) if kind == "sync_ref" else None)
+    same = (col(Job.pr_key) == pr_key if kind == "sync" and pr_key is not None
+            else col(Job.payload) == payload_text(payload) if kind == "sync_ref" else None)
     if same is not None:
         waiting = (
             await session.exec(
-                select(Job.id, Job.run_at).where(Job.kind == kind, same, Job.status == JobStatus.QUEUED).limit(1)
+                select(col(Job.id), col(Job.run_at))
+                .where(col(Job.kind) == kind, same, col(Job.status) == JobStatus.QUEUED).limit(1)
                 # Locked (PostgreSQL): a claim of it while this transaction is open would read
                 # the row without this transaction's writes, and no sync would come after them.
                 .with_for_update()
             )
         ).first()
         if waiting is not None:
-            if run_at < waiting.run_at:
-                await session.exec(update(Job).where(Job.id == waiting.id, Job.status == JobStatus.QUEUED)
+            # A stored row's id is set (the model's None is for a Job not inserted yet).
+            job_id, queued_at = cast(int, waiting[0]), waiting[1]
+            if run_at < queued_at:
+                await session.exec(update(Job).where(col(Job.id) == job_id, col(Job.status) == JobStatus.QUEUED)
                                    .values(run_at=run_at))
-            return waiting.id, False
+            return job_id, False
     values = _row(kind, key, now, run_at, pr_key=pr_key, process_key=process_key, round_no=round_no,
                   payload=payload, max_attempts=max_attempts)
     conn = await session.connection()  # Core, with statements built once: a step queues several jobs
@@ -112,12 +117,12 @@ async def enqueue_in(
 
 
 @functools.cache
-def _insert_new(dialect: str):
+def _insert_new(dialect: str) -> ReturningInsert[int]:
     """New jobs' INSERT (their columns bound at execution), skipping a key that exists; it
     returns each new row's id, and nothing for a key that was there. With several rows'
     parameters, RETURNING makes SQLAlchemy send them as one multi-row INSERT (not executemany)."""
     table = Job.__table__
-    insert = (postgresql if dialect == "postgresql" else sqlite).insert
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     return insert(table).on_conflict_do_nothing(index_elements=["key"]).returning(table.c.id)
 
 
@@ -165,7 +170,7 @@ async def enqueue_syncs(
     for start in range(0, len(wanted), SYNC_BATCH):
         chunk = wanted[start:start + SYNC_BATCH]
         waiting = set((await session.exec(select(Job.pr_key).where(
-            Job.kind == "sync", Job.status == JobStatus.QUEUED, Job.pr_key.in_(chunk)))).all())
+            Job.kind == "sync", Job.status == JobStatus.QUEUED, col(Job.pr_key).in_(chunk)))).all())
         rows = [_row("sync", key_of(pr_key), now, run_at, pr_key=pr_key) for pr_key in chunk if pr_key not in waiting]
         created += await session.run_sync(_insert_rows, rows)
     return created
@@ -174,8 +179,9 @@ async def enqueue_syncs(
 async def busy_pr_keys(db: Database, before: datetime) -> set[str]:
     """The PRs with a job queued to run before `before` (their work under way or coming)."""
     async with db.read_session() as s:
-        return set((await s.exec(select(Job.pr_key).distinct().where(
-            Job.status == JobStatus.QUEUED, Job.run_at < before, Job.pr_key.is_not(None)))).all())
+        keys = set((await s.exec(select(col(Job.pr_key)).distinct().where(
+            Job.status == JobStatus.QUEUED, Job.run_at < before, col(Job.pr_key).is_not(None)))).all())
+    return cast(set[str], keys)  # no None: the query leaves NULL out
 
 
 async def in_hand(db: Database, pr_key: str, besides_id: int | None = None, before: datetime | None = None, *,
@@ -183,21 +189,21 @@ async def in_hand(db: Database, pr_key: str, besides_id: int | None = None, befo
     """Whether the PR has a job other than `besides_id` running, or queued (to run before
     `before`, when given); only of `kinds` when given, and none whose key starts with
     `besides_prefix`."""
-    queued = Job.status == JobStatus.QUEUED
+    queued = col(Job.status) == JobStatus.QUEUED
     query = select(Job.id).where(
         Job.pr_key == pr_key,
-        or_(Job.status == JobStatus.RUNNING, queued if before is None else and_(queued, Job.run_at < before)))
+        or_(col(Job.status) == JobStatus.RUNNING, queued if before is None else and_(queued, col(Job.run_at) < before)))
     if besides_id is not None:
         query = query.where(Job.id != besides_id)
     if kinds is not None:
-        query = query.where(Job.kind.in_(tuple(kinds)))
+        query = query.where(col(Job.kind).in_(tuple(kinds)))
     if besides_prefix:
-        query = query.where(Job.key.not_like(f"{besides_prefix}%"))
+        query = query.where(col(Job.key).not_like(f"{besides_prefix}%"))
     async with db.read_session() as s:
         return (await s.exec(query.limit(1))).first() is not None
 
 
-def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> int:
+def _insert_rows(session: orm.Session, rows: list[dict[str, Any]]) -> int:
     """Insert new jobs' rows, skipping a key that exists; how many were inserted."""
     if not rows:
         return 0
@@ -206,22 +212,25 @@ def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> int:
 
 
 @functools.cache
-def _waiting_syncs():
+def _waiting_syncs() -> Select[int, str, datetime]:
     """The queued syncs of the PRs in `keys`, built once (the intake runs it for every batch of
     deliveries, and building it was a sixth of a batch's cost)."""
-    return select(Job.id, Job.pr_key, Job.run_at).where(
-        Job.kind == "sync", Job.status == JobStatus.QUEUED, Job.pr_key.in_(bindparam("keys", expanding=True)))
+    # Neither id nor pr_key is None here: a stored job's id is set, and its pr_key is in `keys`.
+    return cast("Select[int, str, datetime]", select(Job.id, Job.pr_key, Job.run_at).where(
+        Job.kind == "sync", Job.status == JobStatus.QUEUED, col(Job.pr_key).in_(bindparam("keys", expanding=True))))
 
 
 @functools.cache
-def _waiting_refs():
+def _waiting_refs() -> Select[int, str, datetime]:
     """The queued `sync_ref` jobs whose payload is one of `payloads` (texts), built once."""
-    return select(Job.id, Job.payload, Job.run_at).where(
-        Job.kind == "sync_ref", Job.status == JobStatus.QUEUED, Job.payload.in_(bindparam("payloads", expanding=True)))
+    # A stored job's id is set (the model's None is for a Job not inserted yet).
+    return cast("Select[int, str, datetime]", select(Job.id, Job.payload, Job.run_at).where(
+        Job.kind == "sync_ref", Job.status == JobStatus.QUEUED,
+        col(Job.payload).in_(bindparam("payloads", expanding=True))))
 
 
 @functools.cache
-def _bring_forward():
+def _bring_forward() -> Update:
     """A queued job's `run_at` moved to `at` (bound with `job_id`) if it was later, built once."""
     table = Job.__table__
     at = bindparam("at", type_=table.c.run_at.type)
@@ -342,9 +351,13 @@ def _queue(run: _Queueing, wakes: Sequence[Mapping[str, Any]]) -> datetime | Non
     due = [row["run_at"] for row in others]
     # A PR's syncs, and a ref's sync_refs, each coalesce into the one queued (brought forward if
     # this one is sooner), or else are one new row.
-    for coalescing, waiting, new_row in (
-            (syncs, run.waiting, lambda pr_key, key, at: _row("sync", key, now, at, pr_key=pr_key)),
-            (refs, run.waiting_refs, lambda text, key, at: _row("sync_ref", key, now, at, payload=json.loads(text)))):
+    def sync_row(pr_key: str, key: str, at: datetime) -> dict[str, Any]:
+        return _row("sync", key, now, at, pr_key=pr_key)
+
+    def ref_row(text: str, key: str, at: datetime) -> dict[str, Any]:
+        return _row("sync_ref", key, now, at, payload=json.loads(text))
+
+    for coalescing, waiting, new_row in ((syncs, run.waiting, sync_row), (refs, run.waiting_refs, ref_row)):
         if not coalescing:
             continue
         for job_id, same, run_at in waiting(list(coalescing)):
@@ -359,19 +372,22 @@ def _queue(run: _Queueing, wakes: Sequence[Mapping[str, Any]]) -> datetime | Non
     return min(due, default=None)
 
 
-def _due(now: datetime):
+def _due(now: ColumnElement[datetime]) -> ColumnElement[bool]:
     # A running job whose lease ran out belongs to a worker that died: it is due again.
     return or_(
-        and_(Job.status == JobStatus.QUEUED, Job.run_at <= now),
-        and_(Job.status == JobStatus.RUNNING, Job.lease_until < now),
+        and_(col(Job.status) == JobStatus.QUEUED, col(Job.run_at) <= now),
+        and_(col(Job.status) == JobStatus.RUNNING, col(Job.lease_until) < now),
     )
 
 
-def _lane(query, kinds: tuple[str, ...] | None, besides: tuple[str, ...]):
+_Query = TypeVar("_Query", Select[*tuple[Any, ...]], SelectOfScalar[Any])
+
+
+def _lane(query: _Query, kinds: tuple[str, ...] | None, besides: tuple[str, ...]) -> _Query:
     if kinds is not None:
-        query = query.where(Job.kind.in_(kinds))
+        query = query.where(col(Job.kind).in_(kinds))
     if besides:
-        query = query.where(Job.kind.not_in(besides))
+        query = query.where(col(Job.kind).not_in(besides))
     return query
 
 
@@ -379,34 +395,34 @@ class _Claim(NamedTuple):
     """A lane's claim statements, built once (a claim runs for every job, and building them
     anew cost as much as running them). Bound: `now`, and for a take `owner` and `until`."""
 
-    queued: Any  # the lane's first queued job due by `now`: (run_at, id)
-    expired: Any  # the lane's first running job whose lease ran out by `now`: (run_at, id)
-    take: Any  # SQLite: the job `job_id`, taken under the write lock
-    take_first: Any  # PostgreSQL: the first due job no other transaction holds, taken
+    queued: Select[datetime, int | None]  # the lane's first queued job due by `now`: (run_at, id)
+    expired: Select[datetime, int | None]  # its first running job whose lease ran out: (run_at, id)
+    take: ReturningUpdate[Job]  # SQLite: the job `job_id`, taken under the write lock
+    take_first: ReturningUpdate[Job]  # PostgreSQL: the first due job no other transaction holds, taken
 
 
 @functools.lru_cache(maxsize=16)  # one per worker lane
 def _claim_statements(kinds: tuple[str, ...] | None, besides: tuple[str, ...]) -> _Claim:
     stamp = Job.__table__.c.run_at.type
     now = bindparam("now", type_=stamp)
-    order = (Job.run_at, Job.id)
+    order = (col(Job.run_at), col(Job.id))
     queued = _lane(select(Job.run_at, Job.id).where(Job.status == JobStatus.QUEUED, Job.run_at <= now),
                    kinds, besides).order_by(*order).limit(1)
     expired = _lane(select(Job.run_at, Job.id).where(Job.status == JobStatus.RUNNING, Job.lease_until < now),
                     kinds, besides).order_by(*order).limit(1)
     first = _lane(select(Job.id).where(_due(now)), kinds, besides).order_by(*order).limit(1)
 
-    def take(*where):
+    def take(*where: ColumnElement[bool]) -> ReturningUpdate[Job]:
         return (update(Job).where(*where)
                 .values(status=JobStatus.RUNNING, lease_owner=bindparam("owner"),
                         lease_until=bindparam("until", type_=stamp), started_at=now, attempts=Job.attempts + 1)
                 .returning(Job).execution_options(synchronize_session=False))
 
-    return _Claim(queued, expired, take(Job.id == bindparam("job_id")),
-                  take(Job.id == first.with_for_update(skip_locked=True).scalar_subquery(), _due(now)))
+    return _Claim(queued, expired, take(col(Job.id) == bindparam("job_id")),
+                  take(col(Job.id) == first.with_for_update(skip_locked=True).scalar_subquery(), _due(now)))
 
 
-async def _next_due(session, now: datetime, statements: _Claim) -> int | None:
+async def _next_due(session: AsyncSession, now: datetime, statements: _Claim) -> int | None:
     """The id of the lane's first due job (by run_at, then id), or None.
 
     Two queries, not one with `_due`'s OR: each walks an index in order and stops at its first
@@ -433,7 +449,7 @@ async def claim(db: Database, owner: str, lease_seconds: float, *, kinds: Collec
     if db.is_postgres:
         # Replicas' workers claim side by side: each skips the rows another holds.
         async with db.session() as s:
-            return (await s.exec(statements.take_first, params=params)).scalars().first()
+            return await _take(s, statements.take_first, params)
     if look:
         async with db.read_session() as r:
             if await _next_due(r, now, statements) is None:
@@ -443,14 +459,20 @@ async def claim(db: Database, owner: str, lease_seconds: float, *, kinds: Collec
         job_id = await _next_due(s, now, statements)
         if job_id is None:
             return None
-        return (await s.exec(statements.take, params={**params, "job_id": job_id})).scalars().first()
+        return await _take(s, statements.take, {**params, "job_id": job_id})
 
 
-def _mine():
+async def _take(session: AsyncSession, take: ReturningUpdate[Job], params: Mapping[str, Any]) -> Job | None:
+    # sqlmodel types the rows of an UPDATE's result as Any: these are the Jobs it RETURNs.
+    return cast(Job | None, (await session.exec(take, params=params)).scalars().first())
+
+
+def _mine() -> ColumnElement[bool]:
     # The owner, not just `running`: a worker whose lease expired and whose job another worker
     # re-claimed must not complete, fail, reschedule or renew the job the other now runs.
     return and_(
-        Job.id == bindparam("job_id"), Job.lease_owner == bindparam("owner"), Job.status == JobStatus.RUNNING
+        col(Job.id) == bindparam("job_id"), col(Job.lease_owner) == bindparam("owner"),
+        col(Job.status) == JobStatus.RUNNING,
     )
 
 
@@ -459,13 +481,13 @@ _ATTEMPT_BACK = Job.attempts - 1
 
 
 @functools.lru_cache(maxsize=16)
-def _finishing(shape: Shape):
+def _finishing(shape: Shape) -> Update:
     """`_finish`'s UPDATE for one shape of its values, built once (a job's end runs for every
     job, and building the statement and its cache key was most of its cost)."""
     return update(Job.__table__).where(_mine()).values(set_clause(Job.__table__, shape))
 
 
-async def _finish(db: Database, job: Job, **values) -> bool:
+async def _finish(db: Database, job: Job, **values: Any) -> bool:
     shape, params = split_values(values)
     async with db.session() as s:
         # Core on the session's connection: the session holds no Job, nothing for the ORM to
@@ -533,7 +555,7 @@ async def get_job(db: Database, job_id: int) -> Job | None:
 
 async def list_jobs(db: Database, pr_key: str | None = None) -> list[Job]:
     async with db.read_session() as s:
-        query = select(Job).order_by(Job.id)
+        query = select(Job).order_by(col(Job.id))
         if pr_key is not None:
             query = query.where(Job.pr_key == pr_key)
         return list(await s.exec(query))
@@ -546,9 +568,9 @@ async def prune(db: Database, before: datetime, failed_before: datetime | None =
 
     async with db.session() as s:
         n = (await s.exec(delete(Job).where(
-            Job.status.in_((JobStatus.DONE, JobStatus.DROPPED)), Job.finished_at < before))).rowcount
+            col(Job.status).in_((JobStatus.DONE, JobStatus.DROPPED)), col(Job.finished_at) < before))).rowcount
         n += (await s.exec(delete(Job).where(
-            Job.status == JobStatus.FAILED, Job.finished_at < (failed_before or before)))).rowcount
+            col(Job.status) == JobStatus.FAILED, col(Job.finished_at) < (failed_before or before)))).rowcount
     return n
 
 
@@ -561,4 +583,4 @@ async def pending_pr_keys(db: Database, kind: str) -> set[str]:
 
 async def existing_keys(db: Database, keys: Collection[str]) -> set[str]:
     """Which of these idempotency keys a job holds already (whatever its status)."""
-    return await present(db, Job.key, keys)
+    return await present(db, col(Job.key), keys)

@@ -10,7 +10,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .database import Database
+from .database import Database, on_postgres
 from .models import RepoWatchMark, utcnow
 
 
@@ -24,7 +24,7 @@ async def save_in(session: AsyncSession, marks: Mapping[str, datetime]) -> None:
     if not marks:
         return
     now = utcnow()
-    dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
+    dialect = postgresql if on_postgres(session) else sqlite
     table = RepoWatchMark.__table__
     stmt = dialect.insert(table)
     stmt = stmt.on_conflict_do_update(index_elements=["repo"],

@@ -8,7 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 import migrations
 
@@ -26,7 +26,9 @@ def _alembic_config() -> Config:
 
 
 def head_revision() -> str:
-    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    assert head is not None, "migrations/ holds the revisions"
+    return head
 
 
 async def migrate(db: Database) -> str:
@@ -37,12 +39,14 @@ async def migrate(db: Database) -> str:
     """
     cfg = _alembic_config()
 
-    def _upgrade(conn) -> str:
+    def _upgrade(conn: Connection) -> str:
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
-        return MigrationContext.configure(conn).get_current_revision()
+        revision = MigrationContext.configure(conn).get_current_revision()
+        assert revision is not None, "upgraded to the head revision"
+        return revision
 
     async with db.engine.begin() as conn:
         return await conn.run_sync(_upgrade)

@@ -3,45 +3,67 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from sqlalchemy import BigInteger, Column, DateTime, Index, Text, TypeDecorator, UniqueConstraint
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Dialect,
+    Index,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
 from sqlmodel import Field, SQLModel
+
+if TYPE_CHECKING:
+    class _Table(SQLModel):
+        """For the type checker only: SQLAlchemy gives each `table=True` model its `__table__`,
+        which SQLModel does not declare. At run time the models derive from SQLModel itself."""
+
+        __table__: ClassVar[Table]
+else:
+    _Table = SQLModel
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class UTCDateTime(TypeDecorator):
+class UTCDateTime(TypeDecorator[datetime]):
     """Stores naive UTC, returns aware UTC, so SQLite and PostgreSQL compare the same way."""
 
     impl = DateTime
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetime given to a UTC column")
         return value.astimezone(UTC).replace(tzinfo=None)
 
-    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         return None if value is None else value.replace(tzinfo=UTC)
 
 
-def ts(nullable: bool = True, **kw) -> object:
+# Column helpers. `Any`, as sqlmodel's `Field` itself: the value stands for the column's Python
+# type in the model's annotation (`created_at: datetime = ts(nullable=False)`).
+def ts(nullable: bool = True, **kw: Any) -> Any:
     return Field(default=None, sa_column=Column(UTCDateTime(), nullable=nullable, **kw))
 
 
-def big(nullable: bool = True) -> object:
+def big(nullable: bool = True) -> Any:
     return Field(default=None, sa_column=Column(BigInteger(), nullable=nullable))
 
 
-def text(nullable: bool = True) -> object:
+def text(nullable: bool = True) -> Any:
     return Field(default=None, sa_column=Column(Text(), nullable=nullable))
 
 
-class PullRequest(SQLModel, table=True):
+class PullRequest(_Table, table=True):
     __tablename__ = "pull_requests"
     __table_args__ = (Index("ix_pull_requests_status", "status"),)
 
@@ -92,7 +114,7 @@ class PullRequest(SQLModel, table=True):
     merged_at: datetime | None = ts()
 
 
-class Run(SQLModel, table=True):
+class Run(_Table, table=True):
     __tablename__ = "runs"
     __table_args__ = (Index("ix_runs_pr_key", "pr_key"),)
 
@@ -105,7 +127,7 @@ class Run(SQLModel, table=True):
     reason: str | None = text()
 
 
-class Round(SQLModel, table=True):
+class Round(_Table, table=True):
     __tablename__ = "rounds"
     __table_args__ = (UniqueConstraint("pr_key", "process_key", "round_no", name="uq_rounds_run_round"),)
 
@@ -136,7 +158,7 @@ class Round(SQLModel, table=True):
     ended_at: datetime | None = ts()
 
 
-class AgentAttempt(SQLModel, table=True):
+class AgentAttempt(_Table, table=True):
     """One run of the fixer's agent: what it cost and how long it took, as its CLI reported it.
     Kept apart from the round row so an attempt whose verdict lost its fence (the run moved on
     while it worked) still counts against the budgets: its money was spent all the same."""
@@ -161,7 +183,7 @@ class AgentAttempt(SQLModel, table=True):
     failure: str | None = text()
 
 
-class Escalation(SQLModel, table=True):
+class Escalation(_Table, table=True):
     __tablename__ = "escalations"
     __table_args__ = (Index("ix_escalations_pr_status", "pr_key", "status"),)
 
@@ -180,7 +202,7 @@ class Escalation(SQLModel, table=True):
     answered_at: datetime | None = ts()
 
 
-class Adjudication(SQLModel, table=True):
+class Adjudication(_Table, table=True):
     __tablename__ = "adjudications"
     __table_args__ = (UniqueConstraint("pr_key", "fingerprint", name="uq_adjudications_pr_fp"),)
 
@@ -193,14 +215,14 @@ class Adjudication(SQLModel, table=True):
     invalidated_at: datetime | None = ts()
 
 
-class Dependency(SQLModel, table=True):
+class Dependency(_Table, table=True):
     __tablename__ = "dependencies"
 
     pr_key: str = Field(primary_key=True, max_length=300)
     depends_on_key: str = Field(primary_key=True, max_length=300)
 
 
-class Job(SQLModel, table=True):
+class Job(_Table, table=True):
     __tablename__ = "jobs"
     __table_args__ = (
         Index("ix_jobs_status_run_at", "status", "run_at"),
@@ -227,7 +249,7 @@ class Job(SQLModel, table=True):
     created_at: datetime = ts(nullable=False)
 
 
-class WebhookDelivery(SQLModel, table=True):
+class WebhookDelivery(_Table, table=True):
     __tablename__ = "webhook_deliveries"
 
     delivery_id: str = Field(primary_key=True, max_length=100)
@@ -239,7 +261,7 @@ class WebhookDelivery(SQLModel, table=True):
     error: str | None = text()
 
 
-class Command(SQLModel, table=True):
+class Command(_Table, table=True):
     __tablename__ = "commands"
 
     id: int | None = Field(default=None, primary_key=True)
@@ -253,7 +275,7 @@ class Command(SQLModel, table=True):
     created_at: datetime = ts(nullable=False)
 
 
-class RepoWatchMark(SQLModel, table=True):
+class RepoWatchMark(_Table, table=True):
     """Per repository, the newest PR `updated_at` the poller has acted on (bot/intake/repowatch.py)."""
 
     __tablename__ = "repo_watch_marks"
@@ -263,7 +285,7 @@ class RepoWatchMark(SQLModel, table=True):
     updated_at: datetime = ts(nullable=False)
 
 
-class Cursor(SQLModel, table=True):
+class Cursor(_Table, table=True):
     """A named position some periodic reader has reached (the webhook delivery log, a
     repository's comments), kept across restarts so a start resumes where the last one left."""
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, bindparam, exists, func, or_, update
+from sqlalchemy import ColumnElement, Table, Update, and_, bindparam, exists, func, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel.sql.expression import Select
 
-from .database import Database, Shape, set_clause, split_values
+from .database import Database, Shape, on_postgres, set_clause, split_values
 from .models import PullRequest, Run, utcnow
 from .statuses import TERMINAL, RunState, Status, derived_status, is_resubmittable
 
@@ -40,8 +41,11 @@ class PrView:
         return is_resubmittable(self.pr.status, self.pr.process_key, self.run_state)
 
 
-def _with_run():
-    return select(PullRequest, Run.state).outerjoin(Run, Run.process_key == PullRequest.process_key)
+def _with_run() -> Select[PullRequest, str | None]:
+    # An outer join: a PR with no run of its key has None for the run's state, which the
+    # column's type does not say.
+    return cast("Select[PullRequest, str | None]",
+                select(PullRequest, Run.state).outerjoin(Run, col(Run.process_key) == col(PullRequest.process_key)))
 
 
 # Built once: nearly every job reads its PR (building the statement cost a quarter of a read).
@@ -56,11 +60,11 @@ async def get(db: Database, pr_key: str) -> PrView | None:
 
 async def list_all(db: Database, *, active_only: bool = False) -> list[PrView]:
     async with db.read_session() as s:
-        rows = (await s.exec(_with_run().order_by(PullRequest.created_at))).all()
+        rows = (await s.exec(_with_run().order_by(col(PullRequest.created_at)))).all()
     return _views(rows, active_only=active_only)
 
 
-def _views(rows, *, active_only: bool) -> list[PrView]:
+def _views(rows: Iterable[tuple[PullRequest, str | None]], *, active_only: bool) -> list[PrView]:
     """`_with_run()`'s rows as views; with `active_only`, those of a run still being driven."""
     views = [PrView(pr, state) for pr, state in rows]
     return [v for v in views if not v.resubmittable] if active_only else views
@@ -72,8 +76,8 @@ async def active_at(db: Database, repo: str, *, sha: str | None = None,
 
     Selected by the database: a status, check or push delivery's `sync_ref` asks this once, and
     loading every PR to pick them out cost a thousand rows per delivery at 1,000 PRs."""
-    at = [PullRequest.head_sha == sha] if sha else []
-    at += [PullRequest.head_branch == branch] if branch else []
+    at = [col(PullRequest.head_sha) == sha] if sha else []
+    at += [col(PullRequest.head_branch) == branch] if branch else []
     if not at:
         return []
     async with db.read_session() as s:
@@ -81,18 +85,18 @@ async def active_at(db: Database, repo: str, *, sha: str | None = None,
     return _views(rows, active_only=True)
 
 
-def _owned_by(process_key: Any):
+def _owned_by(process_key: Any) -> ColumnElement[bool]:
     # Ownership is the key on the row AND a run that is still active: a run terminated out of
     # band (abandon, lost race) must not keep writing through a key that is still on the row.
     return and_(
         # A run still active whose key is no longer on the row (superseded, its end not yet
         # written, or orphaned by a crashed submitter) must not write the row another run owns.
-        PullRequest.process_key == process_key,
+        col(PullRequest.process_key) == process_key,
         # A run ends in the transaction that writes its row's terminal status (or moves the key
         # away). PostgreSQL checks a writer held behind that transaction against the row's new
         # version but the run's old one (still active): this is the test that sees the end.
-        PullRequest.status.not_in(TERMINAL),
-        exists().where(Run.process_key == process_key, Run.state == RunState.ACTIVE),
+        col(PullRequest.status).not_in(TERMINAL),
+        exists().where(col(Run.process_key) == process_key, col(Run.state) == RunState.ACTIVE),
     )
 
 
@@ -126,13 +130,14 @@ async def fenced_update(
                    tuple(sorted((column, value is None) for column, value in (expect or {}).items())))
     if session is not None:
         return (await (await session.connection()).execute(stmt, params)).rowcount == 1
+    assert db is not None, "fenced_update takes a database or a session"
     async with db.session() as s:
         return (await (await s.connection()).execute(stmt, params)).rowcount == 1
 
 
 @functools.lru_cache(maxsize=256)
 def _fenced(shape: Shape, by_status: bool, by_round: bool,
-            expect: tuple[tuple[str, bool], ...]):
+            expect: tuple[tuple[str, bool], ...]) -> Update:
     """`fenced_update`'s UPDATE for one shape of call (the columns set, the expectations named),
     built once: building it and its cache key anew cost more than running it (a tenth of the
     bot's loop went to building statements at 1,000 PRs). Core on the table, run on the
@@ -142,14 +147,14 @@ def _fenced(shape: Shape, by_status: bool, by_round: bool,
     value, `v_<column>` for each value set (and `v_updated_at`). A value given as an SQL
     expression is part of the statement."""
     columns = PullRequest.__table__.c
-    conds = [PullRequest.pr_key == bindparam("w_pr_key"), _owned_by(bindparam("w_process_key"))]
+    conds = [col(PullRequest.pr_key) == bindparam("w_pr_key"), _owned_by(bindparam("w_process_key"))]
     if by_status:
-        conds.append(PullRequest.status.in_(bindparam("w_statuses", expanding=True)))
+        conds.append(col(PullRequest.status).in_(bindparam("w_statuses", expanding=True)))
     if by_round:
-        conds.append(PullRequest.current_round == bindparam("w_round"))
+        conds.append(col(PullRequest.current_round) == bindparam("w_round"))
     for column, is_null in expect:
-        col = getattr(PullRequest, column)
-        conds.append(col.is_(None) if is_null else col == bindparam(f"e_{column}", type_=columns[column].type))
+        attr = getattr(PullRequest, column)
+        conds.append(attr.is_(None) if is_null else attr == bindparam(f"e_{column}", type_=columns[column].type))
     return update(PullRequest.__table__).where(*conds).values(
         set_clause(PullRequest.__table__, (*shape, ("updated_at", None))))
 
@@ -165,16 +170,15 @@ async def note_check_run(db: Database, pr_key: str, process_key: str, values: Ma
 
 
 @functools.lru_cache(maxsize=8)
-def _noting(shape: Shape):
+def _noting(shape: Shape) -> Update:
     """`note_check_run`'s UPDATE for one shape of its values, built once (as `_fenced`)."""
     return update(PullRequest.__table__).where(
-        PullRequest.pr_key == bindparam("w_pr_key"), PullRequest.process_key == bindparam("w_process_key"),
+        col(PullRequest.pr_key) == bindparam("w_pr_key"), col(PullRequest.process_key) == bindparam("w_process_key"),
     ).values(set_clause(PullRequest.__table__, (*shape, ("updated_at", None))))
 
 
-def _insert_ignore(session: AsyncSession, table):
-    dialect = session.bind.dialect.name
-    return (postgresql if dialect == "postgresql" else sqlite).insert(table)
+def _insert_ignore(session: AsyncSession, table: Table) -> postgresql.Insert | sqlite.Insert:
+    return postgresql.insert(table) if on_postgres(session) else sqlite.insert(table)
 
 
 async def insert_new(db: Database, pr: PullRequest, run: Run) -> bool:
@@ -240,11 +244,11 @@ async def reopen(
     stmt = (
         update(PullRequest)
         .where(
-            PullRequest.pr_key == pr_key,
+            col(PullRequest.pr_key) == pr_key,
             # Two submitters that read the same finished row: once one has reopened it, the other's
             # stale reopen must lose even where the status it read is back (both read `converging`
             # under a run ended out of band, or the new run already finished the same way).
-            PullRequest.process_key.is_not_distinct_from(old_process_key),
+            col(PullRequest.process_key).is_not_distinct_from(old_process_key),
             # No status test is needed: under the key read, no writer moves a finished row on
             # (`_owned_by` refuses a terminal row, and a run that ended writes nothing).
         )

@@ -7,13 +7,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, update
+from sqlalchemy import Update, bindparam, func, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import events
-from .database import IN_BATCH, Database, Shape, set_clause, split_values
+from .database import IN_BATCH, Database, Shape, on_postgres, set_clause, split_values
 from .models import Round, utcnow
 
 # A rerun (husk, retry, resume after an answer) clears these, so a round without a result can
@@ -44,14 +44,14 @@ async def fixers_in_flight(db: Database, at: Iterable[tuple[str, str, int]]) -> 
     async with db.read_session() as s:
         for start in range(0, len(keys), IN_BATCH):
             rows = await s.exec(select(Round.pr_key, Round.process_key, Round.round_no, Round.attempt).where(
-                Round.pr_key.in_(keys[start:start + IN_BATCH]), Round.fixer_started_at.is_not(None),
-                Round.status.is_(None)))
+                col(Round.pr_key).in_(keys[start:start + IN_BATCH]), col(Round.fixer_started_at).is_not(None),
+                col(Round.status).is_(None)))
             found.update({(k, pk, n): attempt for k, pk, n, attempt in rows if (k, pk, n) in wanted})
     return found
 
 
 _HISTORY = select(Round).where(
-    Round.pr_key == bindparam("pr_key"), Round.process_key == bindparam("process_key")).order_by(Round.round_no)
+    Round.pr_key == bindparam("pr_key"), Round.process_key == bindparam("process_key")).order_by(col(Round.round_no))
 
 
 async def history(db: Database, pr_key: str, process_key: str) -> list[Round]:
@@ -61,7 +61,7 @@ async def history(db: Database, pr_key: str, process_key: str) -> list[Round]:
 
 async def for_pr(db: Database, pr_key: str) -> list[Round]:
     async with db.read_session() as s:
-        return list(await s.exec(select(Round).where(Round.pr_key == pr_key).order_by(Round.id)))
+        return list(await s.exec(select(Round).where(Round.pr_key == pr_key).order_by(col(Round.id))))
 
 
 async def count_kind(db: Database, pr_key: str, process_key: str, kind: str, since: datetime | None = None) -> int:
@@ -84,7 +84,7 @@ async def start(session: AsyncSession, pr_key: str, process_key: str, round_no: 
     now = utcnow()
     values = {**VERDICT_FIELDS, "entry_head": entry_head, "review_id": None, "findings": None,
               "started_at": now, "kind": kind}
-    dialect = postgresql if session.bind.dialect.name == "postgresql" else sqlite
+    dialect = postgresql if on_postgres(session) else sqlite
     stmt = dialect.insert(Round.__table__).values(
         pr_key=pr_key, process_key=process_key, round_no=round_no, attempt=-1, **values
     ).on_conflict_do_update(index_elements=["pr_key", "process_key", "round_no"], set_=values)
@@ -107,15 +107,15 @@ async def update_round(
 
 
 @functools.lru_cache(maxsize=64)
-def _updating(shape: Shape, by_attempt: bool, open_only: bool):
+def _updating(shape: Shape, by_attempt: bool, open_only: bool) -> Update:
     """`update_round`'s UPDATE for these columns and conditions, built once (building it cost
     more than running it). Core on the table: no session holds the Round to bring up to date."""
-    conds = [Round.pr_key == bindparam("w_pr_key"), Round.process_key == bindparam("w_process_key"),
-             Round.round_no == bindparam("w_round")]
+    conds = [col(Round.pr_key) == bindparam("w_pr_key"), col(Round.process_key) == bindparam("w_process_key"),
+             col(Round.round_no) == bindparam("w_round")]
     if by_attempt:
-        conds.append(Round.attempt == bindparam("w_attempt"))
+        conds.append(col(Round.attempt) == bindparam("w_attempt"))
     if open_only:
-        conds.append(Round.status.is_(None))
+        conds.append(col(Round.status).is_(None))
     return update(Round.__table__).where(*conds).values(set_clause(Round.__table__, shape))
 
 
@@ -129,8 +129,9 @@ async def next_attempt(
     of one attempt (the fixer's and the deadline's, in two processes) cannot both start a
     rerun, nor rerun a round the other already ended; the loser gets None.
     """
-    where = (Round.pr_key == pr_key, Round.process_key == process_key, Round.round_no == round_no)
-    cas = (*where, Round.attempt == expect_attempt, Round.status.is_(None)) if expect_attempt is not None else where
+    where = (col(Round.pr_key) == pr_key, col(Round.process_key) == process_key, col(Round.round_no) == round_no)
+    cas = ((*where, col(Round.attempt) == expect_attempt, col(Round.status).is_(None)) if expect_attempt is not None
+           else where)
     if (await session.exec(update(Round).where(*cas).values(attempt=Round.attempt + 1, **values))).rowcount != 1:
         return None
     return (await session.exec(select(Round.attempt).where(*where))).one()

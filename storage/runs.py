@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from sqlalchemy import update
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database
@@ -45,11 +45,12 @@ async def end_run(
     """Move an active run to `completed` or `terminated`; False if it had already ended."""
     stmt = (
         update(Run)
-        .where(Run.process_key == process_key, Run.state == RunState.ACTIVE)
+        .where(col(Run.process_key) == process_key, col(Run.state) == RunState.ACTIVE)
         .values(state=state, ended_at=utcnow(), reason=reason)
     )
     if session is not None:
         return (await session.exec(stmt)).rowcount == 1
+    assert db is not None, "end_run takes a database or a session"
     async with db.session() as s:
         return (await s.exec(stmt)).rowcount == 1
 
@@ -65,5 +66,5 @@ async def get_run(db: Database, process_key: str) -> Run | None:
 
 async def runs_for(db: Database, pr_key: str) -> list[Run]:
     async with db.read_session() as s:
-        rows = await s.exec(select(Run).where(Run.pr_key == pr_key).order_by(Run.started_at))
+        rows = await s.exec(select(Run).where(Run.pr_key == pr_key).order_by(col(Run.started_at)))
         return list(rows)
