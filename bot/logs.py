@@ -8,6 +8,7 @@ import sys
 
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
+from structlog.typing import EventDict, Processor, WrappedLogger
 
 _SECRET_WORDS = ("token", "secret", "password", "private_key", "authorization")
 
@@ -18,7 +19,7 @@ def _secret(key: str) -> bool:
     return any(word in lowered for word in _SECRET_WORDS)
 
 
-def _redact(_logger, _name, event: dict) -> dict:
+def _redact(_logger: WrappedLogger, _name: str, event: EventDict) -> EventDict:
     for key in event:
         if _secret(key):
             event[key] = "***"
@@ -46,7 +47,7 @@ def configure_logging(level: str = "info", fmt: str = "json", stream=None) -> No
         if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=False)
     )
-    shared = [
+    shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

@@ -181,7 +181,9 @@ def webhook_woke(pr_keys: Iterable[str | None]) -> None:
 
 def job_done(pr_key: str | None, started: float) -> None:
     """A job of the PR finished: the webhook latency, if it started after the PR was woken."""
-    woken = _woken.get(pr_key) if pr_key is not None else None
+    if pr_key is None:
+        return
+    woken = _woken.get(pr_key)
     if woken is not None and started >= woken:
         del _woken[pr_key]
         WEBHOOK_TO_ACTION.observe(time.monotonic() - woken)
@@ -194,5 +196,5 @@ async def count_prs(db: Database) -> None:
     counts = {str(status): n for status, n in rows}
     for status in Status:
         PRS.labels(status.value).set(counts.pop(status.value, 0))
-    for status, n in counts.items():
-        PRS.labels(status).set(n)
+    for other, n in counts.items():
+        PRS.labels(other).set(n)

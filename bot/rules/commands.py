@@ -59,9 +59,10 @@ def _command_lines(tokens: list[Token]) -> Iterator[int]:
         if tok.type != "paragraph_open" or tok.level != 0 or tok.map is None:
             continue
         text = tokens[i + 1].content  # the paragraph's lines, as written
-        env = {"paragraph": text, "line_starts": []}
+        line_starts: list[int] = []  # filled by `_note_line_start`
+        env = {"paragraph": text, "line_starts": line_starts}
         _MARKDOWN.inline.parse(text, _MARKDOWN, env, [])
-        for pos in env["line_starts"]:
+        for pos in line_starts:
             if text.startswith("/converge", pos):
                 yield tok.map[0] + text.count("\n", 0, pos)
 

@@ -42,7 +42,7 @@ from bot.rules.reviewers import Reviewer
 from storage.statuses import TERMINAL, Status
 
 
-def _minutes(td) -> int:
+def _minutes(td: timedelta) -> int:
     return int(td.total_seconds() // 60)
 
 
@@ -127,11 +127,11 @@ def _newest(s: Snapshot) -> int | None:
     return max((r.id for r in s.reviews), default=s.pr.last_review_id)
 
 
-def check_findings(s: Snapshot) -> tuple[Finding, ...]:
+def check_findings(s: Snapshot, head: str) -> tuple[Finding, ...]:
     # A failing required check blocks whatever `block_on` says: it is no reviewer's opinion.
     return tuple(
         Finding(thread_id=None, comment_id=None, path=None, line=None,
-                body=f"The required check `{name}` failed on {s.head[:7]}.", author=None,
+                body=f"The required check `{name}` failed on {head[:7]}.", author=None,
                 fingerprint=fingerprint("check", name), severity="critical")
         for name in s.checks.failing
     )
@@ -201,12 +201,12 @@ def _took(td: timedelta) -> str:
     return f"{seconds // 60} minutes" if seconds >= 60 else f"{seconds} seconds"
 
 
-def _stalled_question(s: Snapshot, late: tuple[Reviewer, ...]) -> str:
+def _stalled_question(s: Snapshot, head: str, late: tuple[Reviewer, ...]) -> str:
     if not late:
-        return (f"No review of {s.head[:7]} arrived within {_minutes(s.settings.review_wait_timeout)} "
+        return (f"No review of {head[:7]} arrived within {_minutes(s.settings.review_wait_timeout)} "
                 "minutes. Request one by hand, or answer to continue.")
     names = ", ".join(f"`{r.login}` (within {_took(reviewer_timeout(r, s.settings))})" for r in late)
-    return (f"No review of {s.head[:7]} arrived from {names}. Request one by hand, or answer to continue.")
+    return (f"No review of {head[:7]} arrived from {names}. Request one by hand, or answer to continue.")
 
 
 def decide_step(s: Snapshot) -> Decision:
@@ -234,7 +234,7 @@ def decide_step(s: Snapshot) -> Decision:
     if review is None:
         late = _stalled(s)
         if late is not None:
-            question = _stalled_question(s, late)
+            question = _stalled_question(s, s.head, late)
             return Decision((Escalate("review_stalled", question, fingerprint("review_stalled", s.head)),))
         _, nudge_at = review_wait_deadlines(pr.waiting_since, pr.last_nudge_at, s.now, s.settings)
         waiting = ", ".join(r.login for r in missing_reviewers(s))
@@ -250,7 +250,7 @@ def decide_step(s: Snapshot) -> Decision:
     found = sort_findings(s, review)
     keep, instructions, declines = found.blocking, found.instructions, found.replies
     if not keep:
-        keep = check_findings(s)
+        keep = check_findings(s, s.head)
         if not keep:
             if s.checks.state == "pending":
                 return Decision((Wait("review is clean; waiting for required checks"),))
@@ -291,7 +291,7 @@ def _churn_file(history: tuple[RoundState, ...], current: RoundState, rounds: in
         return None
     if any(r is not current and r.status != "addressed" for r in recent):
         return None
-    common = set.intersection(*({f.path for f in r.findings if f.path and not f.optional} for r in recent))
+    common = set.intersection(*({f.path for f in r.findings or () if f.path and not f.optional} for r in recent))
     return min(common) if common else None
 
 

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import cast
 
 from bot.rules import severity as sev
 from bot.rules.model import Adjudication, Finding, Review, Settled, Thread
@@ -175,10 +176,16 @@ def group(findings: Iterable[Finding]) -> tuple[Finding, ...]:
         rest = [m for m in members if m is not lead]
         if rest:
             lead = replace(lead, severity=sev.most(m.severity for m in members),
-                           twins=tuple((m.thread_id, m.author, m.answered, m.fingerprint) for m in rest),
-                           twin_texts=tuple((m.thread_id, m.path, m.line, m.body) for m in rest))
+                           twins=tuple((_thread(m), m.author, m.answered, m.fingerprint) for m in rest),
+                           twin_texts=tuple((_thread(m), m.path, m.line, m.body) for m in rest))
         out.append(lead)
     return tuple(out)
+
+
+def _thread(member: Finding) -> str:
+    # A group's members are on review threads: a finding without one (a review body's, a
+    # check's) has no path, and `_near` groups none without.
+    return cast(str, member.thread_id)
 
 
 def threads_of(finding: Finding) -> tuple[Finding, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from bot.prkey import try_parse_pr_key
 from bot.rules.findings import fingerprint
@@ -161,7 +162,8 @@ def decide_merge(v: MergeView) -> MergeStep:
 CHECK_SUMMARY_CHARS = 2000  # of a failed check's output summary, handed to the fixer
 
 
-def failed_checks(runs_: list[dict], status: dict, required: list[str]) -> tuple[tuple[FailedCheck, ...], tuple[str, ...]]:
+def failed_checks(runs_: list[dict[str, Any]], status: dict[str, Any],
+                  required: list[str]) -> tuple[tuple[FailedCheck, ...], tuple[str, ...]]:
     """The failed and the still-running checks of the head (ours left out): those `required`
     names when it names any, else all of them (GitHub said the PR is blocked; a failing check is
     what a fixer can act on)."""

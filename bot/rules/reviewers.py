@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -31,7 +31,7 @@ COPILOT_LOGIN = "copilot-pull-request-reviewer[bot]"
 KINDS = ("copilot", "request", "comment", "automatic")
 # Most severe first; a finding with no marker of its own gets its reviewer's default.
 SEVERITIES = ("critical", "major", "minor", "nit")
-DEFAULT_SEVERITY = "major"
+DEFAULT_SEVERITY: Final = "major"
 
 Kind = Literal["copilot", "request", "comment", "automatic"]
 Severity = Literal["critical", "major", "minor", "nit"]
@@ -83,7 +83,8 @@ def validate(entries: list[ReviewerConfig]) -> list[ReviewerConfig]:
     return entries
 
 
-def from_config(logins: list[str] | tuple[str, ...], tables: list[ReviewerConfig] | tuple = ()) -> tuple[Reviewer, ...]:
+def from_config(logins: list[str] | tuple[str, ...],
+                tables: list[ReviewerConfig] | tuple[ReviewerConfig, ...] = ()) -> tuple[Reviewer, ...]:
     """The reviewers a `[convergence]` section names: its tables if any, else its login list."""
     if tables:
         return tuple(
@@ -101,7 +102,8 @@ def roster(obj: Any) -> tuple[Reviewer, ...]:
     if hasattr(obj, "convergence"):
         obj = obj.convergence
     if hasattr(obj, "roster"):  # engine Settings
-        return obj.roster
+        roster_: tuple[Reviewer, ...] = obj.roster
+        return roster_
     return from_config(getattr(obj, "reviewers", ()), getattr(obj, "reviewer", ()))
 
 

@@ -17,6 +17,7 @@ reviewer's default (`bot.rules.reviewers.default_severity`).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 SEVERITIES = ("critical", "major", "minor", "nit")  # most severe first
 _RANK = {name: len(SEVERITIES) - i for i, name in enumerate(SEVERITIES)}
@@ -144,6 +145,6 @@ def blocks(severity: str, block_on: str) -> bool:
     return rank(severity) >= rank(block_on)
 
 
-def most(severities) -> str:
+def most(severities: Iterable[str]) -> str:
     """The most severe of `severities` ("nit" for none): a group of findings is as bad as its worst."""
     return max(severities, key=rank, default="nit")
