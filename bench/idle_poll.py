@@ -33,7 +33,7 @@ spend none).
 
   * `before`: the code paths as they were: write-locking read transactions
     (`Database.read_sessions = False`), every sync recording its observation
-    (`rt.extras["skip_unchanged"] = False`), and the old poller loop (one `jobs.enqueue`
+    (`rt.skip_unchanged = False`), and the old poller loop (one `jobs.enqueue`
     transaction per PR);
   * `after`: read sessions, the unchanged-PR short-circuit, the batched poller.
 
@@ -162,7 +162,7 @@ def patch_serve(said: dict) -> None:
     class BenchRuntime(Runtime):
         def __post_init__(self) -> None:
             super().__post_init__()
-            self.extras["check_runs"] = dict(said)
+            self.check_runs = dict(said)
 
     serve.Poller = ManualPoller
     serve.Runtime = BenchRuntime
@@ -213,7 +213,7 @@ async def cycle(rt, http, sim_pid: int, label: str, n: int, *, before: bool, pol
     from bot.engine.poller import Poller
 
     rt.db.read_sessions = not before
-    rt.extras["skip_unchanged"] = not before
+    rt.skip_unchanged = not before
     await sim_get(http, "_sim/counters", "DELETE")
     gets0, nm0 = rt.github.gets, rt.github.gets_not_modified
     say(f"{label}: tick over {n} PRs ...")

@@ -284,7 +284,7 @@ async def main(args) -> None:
                 bare_rate = await phase(bare.port, "/bare", args.rate_seconds, args.rate)
                 hook_rate = await phase(port, "/webhook", args.rate_seconds, args.rate)
                 recorded = await deliveries.count(rt.db)
-                intake = rt.extras.get("webhook_intake")
+                intake = rt.webhook_intake
                 checkpoints = getattr(getattr(rt.db, "checkpointer", None), "checkpoints", None)
         finally:
             bare.should_exit = True

@@ -57,7 +57,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.config import GitHubConfig, JobsConfig
 from bot.fixers import ScriptedFixer
-from bot.intake.scan import LAST_SCAN
 from bot.logs import configure_logging
 from sharedio.children import children_watched_by_pidfd
 from tests.e2e.harness import FILES, bot_config, steps
@@ -258,7 +257,7 @@ SCAN_ROUTES = ("GET /installation/repositories", "GET /repos/{owner}/{repo}/pull
 
 async def scan_spent(rt, gh) -> dict[str, dict[str, int]]:
     """The requests of the bot's start-up scan, by route and status, taken as it ends."""
-    while LAST_SCAN not in rt.extras and rt.config.scan.enabled:
+    while rt.scan_started_at is None and rt.config.scan.enabled:
         await asyncio.sleep(0.2)
     routes = (await gh.counters())["routes"]
     return {route: routes[route] for route in SCAN_ROUTES if route in routes}

@@ -108,7 +108,7 @@ async def fields(rt: Runtime, view: PrView) -> dict:
 def said(rt: Runtime) -> dict:
     # What this process last wrote per PR: an unchanged PR costs no write. Empty after a
     # restart, so the first step of each PR re-sends what may have been lost with the crash.
-    return rt.extras.setdefault("check_runs", {})
+    return rt.check_runs
 
 
 def says(rt: Runtime, view: PrView, rnd: Round | None) -> bool:

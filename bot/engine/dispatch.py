@@ -60,7 +60,8 @@ async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round
     else:
         # An asking fixer (mention, author) is pure: its comment is rendered now and posted
         # by the outbox, once per dispatch.
-        verdict = await rt.extras["fixer"].run(FixRequest(
+        assert rt.fixer is not None, "an asking fixer is dispatched only where serve built one"
+        verdict = await rt.fixer.run(FixRequest(
             pr_key=pr.pr_key, round_no=round_no, attempt=attempt, title=pr.title, description="",
             head_branch=pr.head_branch or "", entry_head=pr.last_round_head or "", clone_url="", token=None,
             findings=findings_of(findings_text) or (), instructions=tuple(instructions), pr_author=pr.author,

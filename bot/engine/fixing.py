@@ -119,7 +119,8 @@ async def fix(rt: Runtime, job: Job) -> None:
         if again:
             bound.info("fix.after_move", entry_head=rnd.entry_head, moved_to=moved)
         bound.info("fix.started", fixer=rt.config.fixer.kind, findings=len(findings))
-        verdict = await rt.extras["fixer"].run(request)
+        assert rt.fixer is not None, "a fix job runs only where serve built the fixer"
+        verdict = await rt.fixer.run(request)
         await spending.record(rt, request, pk, verdict)
     bound.info("fix.finished", status=verdict.status, finished=verdict.finished, pushed=verdict.pushed_head,
                push_rejected=verdict.push_rejected, detail=verdict.detail)

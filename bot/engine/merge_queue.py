@@ -31,7 +31,6 @@ from storage.statuses import Status
 
 log = structlog.get_logger(__name__)
 
-QUEUE_REPOS = "merge_queue_repos"  # rt.extras: repositories whose merges go through a queue
 
 
 @dataclass(frozen=True)
@@ -108,11 +107,11 @@ def decide_settle(q: Queue) -> QueueStep:
 
 def queue_known(rt: Runtime, pr_key: str) -> bool:
     """Whether a merge in this PR's repository was refused for its merge queue (this process)."""
-    return parse_pr_key(pr_key).full_repo in rt.extras.get(QUEUE_REPOS, ())
+    return parse_pr_key(pr_key).full_repo in rt.merge_queue_repos
 
 
 def learn_queue(rt: Runtime, pr_key: str) -> None:
-    rt.extras.setdefault(QUEUE_REPOS, set()).add(parse_pr_key(pr_key).full_repo)
+    rt.merge_queue_repos.add(parse_pr_key(pr_key).full_repo)
 
 
 def refused_for_queue(message: str) -> bool:

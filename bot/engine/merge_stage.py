@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from dataclasses import replace
 from datetime import timedelta
 
@@ -42,7 +41,7 @@ ANNOTATIONS_SHOWN = 10  # of a failed check run's annotations
 # Merges (or merge-queue entries) a run makes before it escalates instead of trying again: each
 # was refused, or left the queue with nothing the fixer could be given.
 MERGE_TRIES = 5
-PROTECTED_CACHE, PROTECTED_CACHE_SIZE = "protected_checks", 10_000  # rt.extras: (pr_key, head) -> names
+PROTECTED_CACHE_SIZE = 10_000  # (pr_key, head) -> names, in `Runtime.protected_checks`
 
 
 async def _unmerged(rt: Runtime, deps: list[str]) -> tuple[str, ...]:
@@ -195,7 +194,7 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
 async def _protected(rt: Runtime, key, pr_key: str, head: str) -> frozenset[str] | None:
     """The checks branch protection requires of the PR at `head` (kept per PR and head: they
     change with the repository's rules, not with every read), None when GitHub cannot say."""
-    cache = rt.extras.setdefault(PROTECTED_CACHE, OrderedDict())
+    cache = rt.protected_checks
     if (pr_key, head) in cache:
         cache.move_to_end((pr_key, head))
         return cache[(pr_key, head)]

@@ -132,14 +132,16 @@ class _Entry:
 
 
 @dataclass
-class _Cache:
+class RepoConfigs:
     entries: dict[str, _Entry] = field(default_factory=dict)  # by repository, lowercased
     locks: KeyedLocks = field(default_factory=KeyedLocks)
     warned: set[tuple[str, str]] = field(default_factory=set)  # (repository, sha) logged invalid
 
 
-def _cache(rt: Runtime) -> _Cache:
-    return rt.extras.setdefault("repo_configs", _Cache())
+def _cache(rt: Runtime) -> RepoConfigs:
+    if rt.repo_configs is None:
+        rt.repo_configs = RepoConfigs()
+    return rt.repo_configs
 
 
 def _fresh(rt: Runtime, entry: _Entry | None) -> bool:

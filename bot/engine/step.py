@@ -95,7 +95,7 @@ async def _step(rt: Runtime, pr_key: str) -> None:
     # The repository's settings, read (at most once per interval) before anything decides: code
     # below that runs inside a transaction takes them from the process's copy.
     await repoconfig.effective_config(rt, pr.repo)
-    if unchanged and rt.extras.get("skip_unchanged", True) and await _nothing_due(rt, view, observed, seen):
+    if unchanged and rt.skip_unchanged and await _nothing_due(rt, view, observed, seen):
         # GitHub answered 304 to every read, the row holds all of it already, and the decision
         # is to wait: nothing to write (not even `synced_at`), no GitHub read beyond the three.
         bound.debug("step.unchanged")

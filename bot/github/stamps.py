@@ -20,5 +20,6 @@ def parse_time(text: object) -> datetime | None:
 
 def github_id(value: object) -> int | None:
     """An id or number: a positive int that fits a BIGINT (JSON's `true` is no id)."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
-    return value if ok else None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
+        return value
+    return None

@@ -212,7 +212,7 @@ class _LogState:
 
 
 @dataclass
-class _State:
+class RedeliveryState:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     logs: dict[Log, _LogState] = field(default_factory=dict)
 
@@ -220,8 +220,10 @@ class _State:
         return self.logs.setdefault(log, _LogState())
 
 
-def _state(rt) -> _State:
-    return rt.extras.setdefault("redelivery", _State())
+def _state(rt) -> RedeliveryState:
+    if rt.redelivery is None:
+        rt.redelivery = RedeliveryState()
+    return rt.redelivery
 
 
 async def _read(rt, where: Log, since: datetime) -> tuple[list[dict], int, bool]:

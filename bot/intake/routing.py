@@ -85,9 +85,10 @@ class OwnPushes:
 
 
 def own_pushes(rt: Any) -> OwnPushes:
-    """The process's memory of its fixer pushes (in `Runtime.extras`)."""
-    found = rt.extras.get("own_pushes")
-    return rt.extras.setdefault("own_pushes", OwnPushes()) if found is None else found
+    """The process's memory of its fixer pushes (`Runtime.own_pushes`)."""
+    if rt.own_pushes is None:
+        rt.own_pushes = OwnPushes()
+    return rt.own_pushes
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,6 @@ from storage.models import utcnow
 log = structlog.get_logger(__name__)
 
 CURSOR_PREFIX = "scan:"
-LAST_SCAN = "scan_started_at"  # in rt.extras: when this process's last scan that read began
 KINDS = ("issue", "review")  # a PR's conversation comments, and its review (diff) comments
 # `…/owner/repo/pull/N#issuecomment-ID` (or `#discussion_rID`): a comment on a PR, not an issue.
 _ON_PULL = re.compile(r"/([^/]+)/([^/]+)/pull/(\d+)(?:[#?/]|$)")
@@ -152,7 +151,7 @@ async def scan(rt: Runtime) -> ScanReport:
     if not await rt.leadership.holds():
         return ScanReport(led=False)
     cfg = rt.config.scan
-    last = rt.extras.get(LAST_SCAN)
+    last = rt.scan_started_at
     # What the scan would find is a delivery that failed, and the redelivery asks for those
     # again; left for the scan is one GitHub never attempted, read this much later. An App's
     # log holds every repository's; a token's hooks may hold only some, and the others are
@@ -204,7 +203,7 @@ async def scan(rt: Runtime) -> ScanReport:
     metrics.SCAN_JOBS.labels("command").inc(report.commands)
     metrics.SCANS.inc()
     if len(repos) == served:  # only a scan of them all restarts the covered interval
-        rt.extras[LAST_SCAN] = started
+        rt.scan_started_at = started
     log.info("scan.done", repositories=report.repositories, unchanged=report.unchanged,
              unreadable=len(report.unreadable), enrolls=report.enrolls, commands=report.commands)
     if wakes:

@@ -182,10 +182,10 @@ def verify(secret: str, body: bytes, signature: str) -> bool:
 
 def intake(rt: Runtime) -> Intake:
     """The process's one intake, made on first use (its writer task runs only while there is work)."""
-    found = rt.extras.get("webhook_intake")
+    found = rt.webhook_intake
     if found is None or found.db is not rt.db:
         cfg = rt.config.server
-        found = rt.extras["webhook_intake"] = Intake(
+        found = rt.webhook_intake = Intake(
             rt.db, max_wait_seconds=cfg.webhook_batch_wait_seconds, max_batch=cfg.webhook_batch_max,
             wake=rt.wake_workers,
         )
@@ -195,13 +195,13 @@ def intake(rt: Runtime) -> Intake:
 def _rules(rt: Runtime) -> EnrollRules:
     """The routing's rules from the runtime's config, made once per config (not per delivery)."""
     pushes = own_pushes(rt)
-    found = rt.extras.get("webhook_rules")
+    found = rt.webhook_rules
     if found is None or found[0] is not rt.config or found[1].own_pushes is not pushes:
         cfg = rt.config.convergence
         rules = EnrollRules(cfg.label, frozenset(a.lower() for a in cfg.auto_enroll_authors),
                             bot_login=rt.config.github.bot_login, own_pushes=pushes,
                             max_prs=rt.config.webhooks.max_prs_per_delivery)
-        found = rt.extras["webhook_rules"] = (rt.config, rules)
+        found = rt.webhook_rules = (rt.config, rules)
     return found[1]
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot import metrics
 from bot.config import Config
@@ -17,6 +18,13 @@ from bot.runtime.workers import Reschedule
 from storage.database import Database
 from storage.locks import KeyedLocks
 from storage.models import utcnow
+
+if TYPE_CHECKING:  # made and kept by their own modules, which import this one
+    from bot.engine.repoconfig import RepoConfigs
+    from bot.fixers.base import Fixer
+    from bot.intake.batch import Intake
+    from bot.intake.redelivery import RedeliveryState
+    from bot.intake.routing import EnrollRules, OwnPushes
 
 # How soon a step put off because another replica is stepping the same PR runs again.
 TURN_RETRY_SECONDS = 0.5
@@ -39,8 +47,28 @@ class Runtime:
     github: GitHubClient
     health: Health = field(default_factory=Health)
     wake: Callable[[float], None] | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
     step_locks: KeyedLocks = field(default_factory=KeyedLocks)
+    # The fixer `serve` built from `[fixer]` (None in a process that runs none: the CLI's).
+    fixer: Fixer | None = None
+    # What this process remembers, each kept by the module named: the check run it last wrote
+    # per PR, (head, fields) (engine/checkrun.py); protected branches' required checks per
+    # (PR, head) (engine/merge_stage.py); repositories whose base takes merges through a queue
+    # (engine/merge_queue.py); repositories' own config files (engine/repoconfig.py); the
+    # redelivery's state (intake/redelivery.py); the webhook intake and its routing rules
+    # (intake/webhook.py); the fixer's own pushes (intake/routing.py); when this process's last
+    # reading scan began, time.monotonic() (intake/scan.py).
+    check_runs: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    protected_checks: OrderedDict[tuple[str, str], frozenset[str]] = field(default_factory=OrderedDict)
+    merge_queue_repos: set[str] = field(default_factory=set)
+    repo_configs: RepoConfigs | None = None
+    redelivery: RedeliveryState | None = None
+    webhook_intake: Intake | None = None
+    webhook_rules: tuple[Config, EnrollRules] | None = None
+    own_pushes: OwnPushes | None = None
+    scan_started_at: float | None = None
+    # A step of a PR whose GitHub reads are unchanged and that has nothing due skips its
+    # decision (engine/step.py); bench/idle_poll.py turns it off to measure the old way.
+    skip_unchanged: bool = True
     # The GitHub client's rate-limit budget (one per client: one installation or token), paced
     # by `[github] reserve_fraction` over poll intervals. The poller reads it as `rt.rate_budget`.
     rate_budget: RateBudget = None  # type: ignore[assignment]  # set in __post_init__

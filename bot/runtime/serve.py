@@ -181,7 +181,7 @@ async def _running(config: Config, db: Database, fixer,
     async with connect(config) as github:
         rt = Runtime(config, db, github)
         rt.health.started_at = utcnow()
-        rt.extras["fixer"] = fixer
+        rt.fixer = fixer
         jc = config.jobs
         pool = WorkerPool(db, job_handlers(rt), PoolSettings(
             workers=jc.workers, lease_seconds=jc.lease_seconds, idle_poll_seconds=jc.idle_poll_seconds,

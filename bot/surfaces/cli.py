@@ -284,7 +284,7 @@ async def _answer(args, config: Config, db: Database) -> int:
         raise UsageError("the answer is empty")
     async with connect(config) as github:
         rt = Runtime(config, db, github)
-        rt.extras["fixer"] = build_fixer(config)
+        rt.fixer = build_fixer(config)
         accepted, message = await answer(rt, view.pr, Command("answer", text=args.text.strip()), args.by)
     if not accepted:
         print(f"convergebot: {message}", file=sys.stderr)

@@ -141,7 +141,7 @@ async def test_an_edited_comment_is_never_recovered_as_a_command(tmp_path, db_ur
         await _a_second_later(h, edited)  # GitHub stamps to the second: an edit shows from the next
         await h.sim.edit_comment(REPO, edited.id, "/converge answer rename it", user="maint")
         # The escalated PR's steps read its comments several times meanwhile.
-        ticks = h.rt.extras.setdefault("test_ticks", [])
+        ticks: list = []
         start = h.rt.health.last_poll_at
 
         async def polled_thrice():

@@ -152,7 +152,7 @@ async def test_two_check_run_updates_at_once_make_one_run(tmp_path, db_url):
         async with h.rt.db.session() as s:
             await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(
                 check_run_id=None, check_run_head=None, head_sha=head))
-        h.rt.extras["check_runs"] = {}
+        h.rt.check_runs.clear()
         # Slow creates, so both are in flight together unless something serializes them.
         h.sim.inject_fault(r"/check-runs$", method="POST", delay=0.5, count=2)
         await asyncio.gather(check_run.sync(h.rt, key), check_run.sync(h.rt, key))

@@ -191,7 +191,7 @@ async def test_a_delivery_asked_for_the_most_times_is_not_asked_again(tmp_path, 
         # Given up on, it is left to the scan and the poll: the redelivery covers nothing now.
         assert not covers(h.rt)
         # A restart forgets what this process asked; the log itself says it was asked twice.
-        h.rt.extras.pop("redelivery")
+        h.rt.redelivery = None
         assert (await redeliver_missed(h.rt)).asked == []
         assert h.sim.counters.get(method="POST", route=ATTEMPTS) == 2
         assert [e.redelivery for e in h.sim.webhooks.log.for_guid(guid)] == [False, True, True]
@@ -410,7 +410,7 @@ async def test_a_scan_runs_at_most_every_covered_interval_while_redelivery_cover
         second = await scan(h.rt)
         assert second.covered and h.sim.counters.total() == 0, h.sim.counters.recent
         # The interval over, it reads again.
-        h.rt.extras["scan_started_at"] -= h.rt.config.scan.covered_interval_seconds
+        h.rt.scan_started_at -= h.rt.config.scan.covered_interval_seconds
         assert not (await scan(h.rt)).covered
         assert (await scan(h.rt)).covered
         # So does the scan after a pass that failed.
@@ -444,7 +444,7 @@ async def test_a_pr_at_work_in_a_round_rests_while_redelivery_covers_it(tmp_path
             await h.wait_for("all but the fix done", lambda: _only_the_fix_left(h))
             assert h.sim.counters.total() == 0, h.sim.counters.recent
 
-            h.rt.extras["redelivery"].of(APP_LOG).covered_at = None  # as after a pass that failed
+            h.rt.redelivery.of(APP_LOG).covered_at = None  # as after a pass that failed
             await poller.tick()
             assert (poller.queued, poller.skipped) == (1, 0)
         finally:
@@ -519,7 +519,7 @@ async def test_a_late_first_review_request_looks_unless_a_review_since_would_hav
         # Decided knowing that review: nothing tells of another, so it asks at once again;
         # not once the redelivery stops covering (as after a pass that failed).
         assert await request("knew it", review.id) == (0, 1)
-        h.rt.extras["redelivery"].of(APP_LOG).covered_at = None
+        h.rt.redelivery.of(APP_LOG).covered_at = None
         assert await request("uncovered", review.id) == (1, 1)
 
 

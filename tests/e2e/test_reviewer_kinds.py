@@ -178,7 +178,7 @@ async def test_a_retried_request_whose_review_lands_between_its_reads_asks_once(
         def holding(read):
             async def wrapped(*args, **kwargs):
                 value = await read(*args, **kwargs)
-                in_effect = _called_from("_request_review")
+                in_effect = _called_from("request_review")
                 if in_effect and h.sim.chaos_counts.get("lost_ack") and not held:
                     held.append(read.__name__)  # the retry's first read: the review lands now
                     await h.wait_for("Copilot's review of the lost request", lambda: _async(copilot_reviewed()))
