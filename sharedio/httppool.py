@@ -52,7 +52,9 @@ def proxy_for(url: str) -> httpx.Proxy | None:
     """The environment's proxy for `url`, None when there is none or `NO_PROXY` names its host."""
     parts = urllib.parse.urlsplit(url)
     proxies = urllib.request.getproxies_environment()
-    if not parts.hostname or urllib.request.proxy_bypass_environment(parts.hostname, proxies):
+    # proxy_bypass_environment: urllib's own NO_PROXY test, undocumented, so typeshed leaves it out.
+    if not parts.hostname or urllib.request.proxy_bypass_environment(  # type: ignore[attr-defined]
+            parts.hostname, proxies):
         return None
     found = proxies.get(parts.scheme) or proxies.get("all")
     return httpx.Proxy(found) if found else None

@@ -11,6 +11,7 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from graphql import GraphQLError, OperationType, get_operation_ast, parse
 
@@ -94,11 +95,14 @@ class ChaosDecision:
     may_lose_ack: bool = False  # applies only if the request turns out to be a write
 
 
-class SeededRun:
+S = TypeVar("S")  # a run's settings
+
+
+class SeededRun(Generic[S]):
     """Chaos settings in force (None: off), the Random they draw from and what they did."""
 
     def __init__(self) -> None:
-        self.settings = None
+        self.settings: S | None = None
         self.counts: Counter[str] = Counter()
         self.seen = 0  # requests (or deliveries) the chaos drew for
         self._random = random.Random(0)
@@ -115,7 +119,7 @@ class SeededRun:
         self.settings = None
 
 
-class RequestChaos(SeededRun):
+class RequestChaos(SeededRun[ChaosSettings]):
     settings: ChaosSettings | None
 
     def decide(self, path: str) -> ChaosDecision | None:

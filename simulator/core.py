@@ -18,7 +18,7 @@ from .shapes import RenderContext
 from .shapes.pulls import DiffStats, Heads, pull_request
 from .shapes.repos import repository
 from .shapes.users import user
-from .state import PullRequest, Repo, State
+from .state import CheckRun, CommitStatus, PullRequest, Repo, State
 from .webhooks import WebhookDispatcher
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ class SimulatorCore:
         self.emit("pull_request", repo, sender, action, number=pr.number,
                   pull_request=await self.pr_json(repo, pr), **extra)
 
-    # -- provided by the ops mixins (repos.py, queue.py, reviewer.py), declared for the others
+    # -- provided by the ops mixins (repos.py, checks.py, queue.py, reviewer.py), declared for the others
 
     reviewer: ReviewerRunner
 
@@ -205,6 +205,12 @@ class SimulatorCore:
     async def _emit_push(self, repo: Repo, ref: str, old: str, new: str, pusher: str,
                          via: str = "control") -> None:
         raise NotImplementedError
+
+    def latest_runs(self, repo: Repo, sha: str) -> list[CheckRun]:
+        raise NotImplementedError  # ops/checks.py
+
+    def latest_statuses(self, repo: Repo, sha: str) -> list[CommitStatus]:
+        raise NotImplementedError  # ops/checks.py
 
     async def queue_checks_changed(self, repo: Repo, sha: str) -> None:
         raise NotImplementedError  # ops/queue.py

@@ -30,8 +30,10 @@ def _markers(body: str | None) -> set[str]:
 
 def _thread_of(state: State, effect: dict) -> str | None:
     """The node id of the thread a reply went to (review comments are never deleted)."""
-    comment = (state.review_comments.get(effect.get("id"))
-               or state.review_comments.get(effect.get("in_reply_to")))
+    comments = state.review_comments
+    comment = comments.get(effect["id"]) if "id" in effect else None
+    if comment is None and "in_reply_to" in effect:
+        comment = comments.get(effect["in_reply_to"])
     thread = state.threads.get(comment.thread_id) if comment is not None else None
     return thread.node_id if thread is not None else None
 

@@ -18,6 +18,7 @@ import shlex
 import stat
 import tempfile
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,6 +179,7 @@ class GitStore:
             proc.kill()
             await proc.wait()
             raise
+        assert proc.returncode is not None  # communicate() waited for the process
         return proc.returncode, out, err
 
     async def run(self, git_dir: Path, *args: str, input: bytes | None = None,
@@ -322,7 +324,7 @@ class GitStore:
             raise GitError(err.decode(errors="replace").strip())
         return out
 
-    async def commit_files(self, git_dir: Path, branch: str, files: dict[str, str | None], *,
+    async def commit_files(self, git_dir: Path, branch: str, files: Mapping[str, str | None], *,
                            message: str, author: Author, start: str | None = None) -> tuple[str, str]:
         """Commit `files` (None deletes) on top of `branch` (created from `start` if missing).
 
@@ -401,7 +403,8 @@ class GitStore:
         spec = [head, "--max-count=20"] if base == ZERO_SHA else [f"{base}..{head}"]
         out = await self.run(git_dir, "-c", "core.quotePath=false", "log", "--reverse", "--no-renames",
                              "--name-status", "-z", _PUSH_FORMAT, *spec)
-        commits, files = [], {}
+        commits: list[CommitInfo] = []
+        files: dict[str, dict[str, list[str]]] = {}
         for chunk in out.split("\x1e")[1:]:
             header, _, rest = chunk.partition("\x1d")
             info = _commit(header)
@@ -439,10 +442,10 @@ class GitStore:
         raw = await self.run(git_dir, "diff", "--raw", "-z", "--no-renames", "--no-abbrev",
                              old, new)
         numstat = await self.run(git_dir, "diff", "--numstat", "-z", "--no-renames", old, new)
-        counts = {}
+        counts: dict[str, tuple[int, int]] = {}
         for record in filter(None, numstat.split("\0")):
-            adds, dels, path = record.split("\t", 2)
-            counts[path] = (int(adds) if adds.isdigit() else 0, int(dels) if dels.isdigit() else 0)
+            added, deleted, path = record.split("\t", 2)
+            counts[path] = (int(added) if added.isdigit() else 0, int(deleted) if deleted.isdigit() else 0)
         fields = raw.split("\0")
         files = []
         for meta, path in zip(fields[0::2], fields[1::2], strict=False):

@@ -10,9 +10,18 @@ from __future__ import annotations
 import base64
 import inspect
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from graphql import DocumentNode, GraphQLError, build_schema, execute, parse, validate
+from graphql import (
+    DocumentNode,
+    GraphQLError,
+    GraphQLInterfaceType,
+    GraphQLUnionType,
+    build_schema,
+    execute,
+    parse,
+    validate,
+)
 
 from .errors import NotFound
 from .gateway import ApiRequest, Gateway, Reply, token_of
@@ -310,7 +319,7 @@ def _admitted(info, repo: str) -> bool:
 
 
 class MutationRoot:
-    async def _thread(self, info, thread_id: str, resolved: bool) -> dict:
+    async def _thread(self, info, thread_id: str, resolved: bool) -> ThreadNode:
         sim = info.context["sim"]
         try:
             if not _admitted(info, sim.state.thread_by_node(thread_id).repo):
@@ -379,11 +388,12 @@ class MutationRoot:
 
 SCHEMA = build_schema(SDL)
 for _abstract in ("Actor", "GitObject", "StatusCheckRollupContext"):
-    SCHEMA.type_map[_abstract].resolve_type = lambda value, info, abstract: value.typename
+    cast(GraphQLInterfaceType | GraphQLUnionType, SCHEMA.type_map[_abstract]).resolve_type = (
+        lambda value, info, abstract: value.typename)
 
 
 def _error(error: GraphQLError) -> dict[str, Any]:
-    data = error.formatted
+    data = cast(dict[str, Any], error.formatted)  # a TypedDict, a dict at run time
     if isinstance(error.original_error, NotFoundError) or isinstance(error, NotFoundError):
         data = {"type": "NOT_FOUND", **data}
     elif isinstance(error.original_error, UnprocessableError):

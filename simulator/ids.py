@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import itertools
 from datetime import UTC, datetime
+from typing import overload
 
 # GitHub ids are large integers that only grow; tests that compare "newer review" by id rely on it.
 FIRST_ID = 1_000_000
@@ -41,6 +42,18 @@ def parse_node_id(node: str, prefix: str) -> int | None:
 
 def now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
+
+
+@overload
+def iso(moment: datetime) -> str: ...
+
+
+@overload
+def iso(moment: None) -> None: ...
+
+
+@overload
+def iso(moment: datetime | None) -> str | None: ...
 
 
 def iso(moment: datetime | None) -> str | None:

@@ -77,7 +77,8 @@ class _Table:
     def __init__(self, data: Any, where: str) -> None:
         if not isinstance(data, dict):
             raise ScenarioError(f"{where}: expected a table, got {type(data).__name__}")
-        self.data, self.where, self.seen = data, where, set()
+        self.data, self.where = data, where
+        self.seen: set[str] = set()
 
     def get(self, key: str, kind: type | tuple[type, ...], default: Any = _MISSING) -> Any:
         self.seen.add(key)

@@ -44,7 +44,7 @@ class DeliveryChaos:
     delay: float = 0.0
 
 
-class WebhookChaos(SeededRun):
+class WebhookChaos(SeededRun[WebhookChaosSettings]):
     """The webhook chaos in force (None: off), its Random and what it did."""
 
     settings: WebhookChaosSettings | None

@@ -71,7 +71,7 @@ class Delivery:
         return json.loads(self.body)
 
     def to_dict(self, *, with_payload: bool = False) -> dict:
-        data = {"id": self.id, "event": self.event, "action": self.action,
+        data: dict[str, Any] = {"id": self.id, "event": self.event, "action": self.action,
                 "queued_at": self.queued_at, "status": self.status, "dropped": self.dropped,
                 "duplicate": self.duplicate, "reordered": self.reordered, "delay": self.delay,
                 "attempts": [a.__dict__ for a in self.attempts]}
@@ -256,7 +256,7 @@ class WebhookDispatcher:
     async def _send(self, delivery: Delivery, *, redelivery: bool = False) -> None:
         url = self.url
         headers = self._headers(delivery)
-        entry = dict(guid=delivery.id, event=delivery.event, action=delivery.action,
+        entry: dict[str, Any] = dict(guid=delivery.id, event=delivery.event, action=delivery.action,
                      body=delivery.body, redelivery=redelivery, request_headers=headers,
                      delivered_at=now())
         if url is None:

@@ -644,7 +644,7 @@ class GitHubClient:
         items: list[Any] = []
         next_url: str | None = url
         repo = repo_of_path(url)
-        query = {"per_page": 100, **(params or {})}
+        query: dict[str, Any] | None = {"per_page": 100, **(params or {})}
         pages = 0
         while next_url and (max_pages is None or pages < max_pages):
             pages += 1
@@ -789,7 +789,7 @@ class GitHubClient:
         `max_pages` pages did not reach `since` (or there was no `since` to reach).
         """
         pulls: list[dict] = []
-        url: str | None = f"/repos/{owner}/{repo}/pulls"
+        url = f"/repos/{owner}/{repo}/pulls"
         # Any page size tells "nothing changed" (the newest item would differ); a small first
         # page is cheaper to send and parse, and more are read only when many PRs changed.
         query: dict | None = {"state": "all", "sort": "updated", "direction": "desc", "per_page": per_page}
@@ -804,9 +804,10 @@ class GitHubClient:
             pulls.extend(page)
             if since is not None and (not page or (parse_time(page[-1].get("updated_at")) or _LONG_AGO) < since):
                 return pulls, unchanged, True
-            url, query = raw.links.get("next", {}).get("url"), None
-            if url is None:
+            next_url = raw.links.get("next", {}).get("url")
+            if next_url is None:
                 return pulls, unchanged, True  # every PR of the repository is listed
+            url, query = next_url, None
         return pulls, unchanged, False
 
     async def reviews(self, owner: str, repo: str, number: int) -> list[dict]:
@@ -1007,8 +1008,8 @@ class GitHubClient:
                                    {"owner": owner, "name": repo, "number": number, "head": head})
         commit = (data.get("repository") or {}).get("object") or {}
         nodes = (((commit.get("statusCheckRollup") or {}).get("contexts") or {}).get("nodes")) or []
-        return {n.get("name") or n.get("context") for n in nodes
-                if isinstance(n, dict) and n.get("isRequired") is True and (n.get("name") or n.get("context"))}
+        return {name for n in nodes
+                if isinstance(n, dict) and n.get("isRequired") is True and (name := n.get("name") or n.get("context"))}
 
     async def merge_queue(self, owner: str, repo: str, number: int) -> dict:
         """The PR's `id`, `state`, `headRefOid`, whether its base requires a merge queue

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..core import SimulatorCore
 from ..errors import ApiError, Unprocessable
@@ -14,7 +14,7 @@ from ..state import COPILOT_LOGIN, MERGEABLE_STATES, PullRequest, ReviewerScript
 
 class PullOps(SimulatorCore):
     async def open_pr(self, repo_name: str, *, title: str, head: str, base: str | None = None,
-                      files: dict[str, str | None] | None = None, body: str | None = "",
+                      files: Mapping[str, str | None] | None = None, body: str | None = "",
                       author: str = "octocat", labels: Iterable[str] = (), draft: bool = False,
                       message: str | None = None,
                       reviewers: Iterable[ReviewerScript] = (), head_repo: str | None = None,

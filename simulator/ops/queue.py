@@ -56,7 +56,9 @@ class QueueOps(SimulatorCore):
     def queue_entry(self, repo: Repo, pr: PullRequest) -> tuple[MergeQueue, int, QueueEntry] | None:
         """The PR's queue, its 1-based position and its entry, if it is queued."""
         queue = self.merge_queue(repo, pr.base_ref)
-        for i, entry in enumerate(queue.entries if queue else ()):
+        if queue is None:
+            return None
+        for i, entry in enumerate(queue.entries):
             if entry.number == pr.number:
                 return queue, i + 1, entry
         return None
@@ -144,7 +146,7 @@ class QueueOps(SimulatorCore):
 
     def _verdict(self, repo: Repo, queue: MergeQueue, sha: str) -> str:
         """pass, fail or pending: the group's required checks, by their newest run or status."""
-        seen: dict[str, str] = {}
+        seen: dict[str, str | None] = {}  # a conclusion, a status's state, or "pending"
         for run in self.latest_runs(repo, sha):
             if run.name in queue.required_checks and run.name not in seen:
                 seen[run.name] = run.conclusion if run.status == "completed" else "pending"

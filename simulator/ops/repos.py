@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..core import SimulatorCore
 from ..errors import Unprocessable
 from ..events import push_fields
-from ..gitstore import ZERO_SHA
+from ..gitstore import ZERO_SHA, CommitInfo
 from ..ids import iso, now
 from ..state import ROLES, Repo
 
@@ -126,7 +126,9 @@ class RepoOps(SimulatorCore):
 
     async def _emit_push(self, repo: Repo, ref: str, old: str, new: str, pusher: str,
                          via: str = "control") -> None:
-        commits, files, forced = [], {}, False
+        commits: list[CommitInfo] = []
+        files: dict[str, dict[str, list[str]]] = {}
+        forced = False
         if new != ZERO_SHA:
             since = old
             if old == ZERO_SHA and ref != f"refs/heads/{repo.default_branch}":

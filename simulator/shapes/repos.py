@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..ids import iso
 from ..state import Repo
 from .context import RenderContext
@@ -33,7 +35,7 @@ def repository(ctx: RenderContext, repo: Repo) -> dict:
     clone = repo.git_dir.as_uri()
     stamp = iso(repo.created_at)
     open_prs = sum(1 for pr in ctx.state.prs_of(repo) if pr.state == "open")
-    data = {
+    data: dict[str, Any] = {
         "id": repo.id,
         "node_id": repo.node_id,
         "name": repo.name,
