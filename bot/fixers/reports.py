@@ -24,6 +24,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from bot.fixers.usage import Usage
 from bot.fixers.verdict import TEXT_CAP
@@ -84,6 +85,11 @@ def _int(value: object) -> int:
 JSON_CANDIDATES = 20  # lines starting with `{`, from the end, tried as an object's start
 
 
+def _table(value: object) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _json_object(stdout: str, key: str) -> dict | None:
     """The JSON object holding `key`: all of stdout (it may be pretty-printed), else the last
     line or the last block starting at a line's `{` that parses (logs may come before it).
@@ -142,7 +148,7 @@ def _claude(stdout: str, stderr: str, written: str | None) -> Report | None:
     result = _json_object(stdout, "result")
     if result is None:
         return Report("", _failures(failures)) if failures else None
-    usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
+    usage = _table(result.get("usage"))
     cost = result.get("total_cost_usd")
     message = result["result"] if isinstance(result.get("result"), str) else ""
     if result.get("is_error") and not message:
@@ -174,8 +180,8 @@ def _gemini(stdout: str, stderr: str, written: str | None) -> Report | None:
     obj = _json_object(stdout, "response")
     if obj is None:
         return None
-    stats = obj.get("stats") if isinstance(obj.get("stats"), dict) else {}
-    tools = stats.get("tools") if isinstance(stats.get("tools"), dict) else {}
+    stats = _table(obj.get("stats"))
+    tools = _table(stats.get("tools"))
     failed = _int(tools.get("totalFail"))
     failures = _GEMINI_TOOL_ERROR.findall(stderr)[-failed:] if failed else []
     if failed and not failures:
@@ -203,19 +209,19 @@ def _codex(stdout: str, stderr: str, written: str | None) -> Report | None:
     tokens_in = tokens_out = turns = 0
     for event in _events(stdout, "item.completed", "turn.", '"error"'):
         seen = True
-        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        item = _table(event.get("item"))
         if event.get("type") == "item.completed" and item.get("type") == "agent_message":
             message = str(item.get("text") or "")
         elif event.get("type") == "item.completed" and item.get("status") == "failed":
             paths = [c.get("path", "") for c in item.get("changes") or () if isinstance(c, dict)]
             failures.append(f"{item.get('type')} failed" + (f": {', '.join(paths)}" if paths else ""))
         elif event.get("type") == "turn.completed":
-            usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
+            usage = _table(event.get("usage"))
             tokens_in += _int(usage.get("input_tokens"))
             tokens_out += _int(usage.get("output_tokens")) + _int(usage.get("reasoning_output_tokens"))
             turns += 1
         elif event.get("type") in ("turn.failed", "error"):
-            error = event.get("error") if isinstance(event.get("error"), dict) else {}
+            error = _table(event.get("error"))
             failures.append(str(error.get("message") or event.get("message") or event.get("type")))
     failures = _codex_errors(stderr) or failures
     if written and written.strip():
@@ -248,13 +254,13 @@ def _copilot(stdout: str, stderr: str, written: str | None) -> Report | None:
     message, failures, names, seen = "", [], {}, False
     for event in _events(stdout, "assistant.message", "tool.execution_"):
         seen = True
-        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        data = _table(event.get("data"))
         if event.get("type") == "assistant.message" and not data.get("toolRequests"):
             message = str(data.get("content") or "") or message
         elif event.get("type") == "tool.execution_start":
             names[data.get("toolCallId")] = data.get("toolName")
         elif event.get("type") == "tool.execution_complete" and data.get("success") is False:
-            error = data.get("error") if isinstance(data.get("error"), dict) else {}
+            error = _table(data.get("error"))
             name = names.get(data.get("toolCallId")) or "a tool call"
             failures.append(f"{name}: {error.get('message') or 'failed'}")
     if not seen:

@@ -86,10 +86,10 @@ class Sandbox:
         for path in _existing(self.hide):
             mounts += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", os.devnull, path]
         mounts += ["--bind", str(repo), str(repo)]
-        for path in outputs:
-            mounts += ["--bind", str(path.absolute()), str(path.absolute())]
-        for path in inputs:
-            mounts += ["--ro-bind", str(path.absolute()), str(path.absolute())]
+        for writable in outputs:
+            mounts += ["--bind", str(writable.absolute()), str(writable.absolute())]
+        for readable in inputs:
+            mounts += ["--ro-bind", str(readable.absolute()), str(readable.absolute())]
         return [self.program, *ISOLATION, *mounts, "--setenv", "TMPDIR", "/tmp",
                 "--chdir", str(repo), "--", *argv]
 
@@ -115,6 +115,7 @@ def sandbox_for(mode: str, *, hide: Iterable[str | Path] = (), write: Iterable[s
             log.warning("fixer.unsandboxed", reason=why, risk=UNSANDBOXED_RISK,
                         hint='install bubblewrap, or set fixer.sandbox = "off" to say this is meant')
         return None
+    assert program is not None  # else `why` said bwrap is not installed
     made = ensure_writable(write) if create else []
     if made:
         log.info("fixer.sandbox_write_created", paths=[str(p) for p in made])
