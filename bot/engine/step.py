@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -168,117 +169,163 @@ async def _apply(rt: Runtime, pr: PullRequest, action, bound) -> bool:
     Each write and the GitHub effects it decides commit together (the outbox), so a crash
     between them can neither lose the effect nor make one nobody decided.
     """
-    pk, now, n = pr.process_key, utcnow(), pr.current_round
-    if isinstance(action, Wait):
-        bound.debug("step.wait", reason=action.reason)
+    apply = APPLY.get(type(action))
+    if apply is None:
+        raise TypeError(f"unknown action {action!r}")
+    return await apply(rt, pr, action, bound)
+
+
+async def _wait(rt: Runtime, pr: PullRequest, action: Wait, bound) -> bool:
+    bound.debug("step.wait", reason=action.reason)
+    return True
+
+
+async def _start_round(rt: Runtime, pr: PullRequest, action: StartRound, bound) -> bool:
+    pk = pr.process_key
+    now = utcnow()
+    n = pr.current_round
+    # Fenced on exactly the status and the wait this step read: a second step that decided
+    # the same start from the same read (another replica, or one that read before this
+    # one wrote) loses, so one round start asks for one review.
+    async with rt.db.session() as s:
+        won = await prs.fenced_update(None, pr.pr_key, pk, {
+            "status": Status.WAITING_REVIEW, "last_round_head": action.entry_head,
+            "waiting_since": now, "last_nudge_at": now, "last_action": action.reason,
+            "last_review_id": action.review_baseline,
+        }, expect_status=pr.status, expect_round=n, expect={"waiting_since": pr.waiting_since}, session=s)
+        if won:
+            await rounds.start(s, pr.pr_key, pk, n, action.entry_head)
+            # A round may start again at the same head (healed, retried): the key is the
+            # decision's time, and the fenced write above makes the decision once.
+            await outbox.request_review(s, pr.pr_key, pk, n, f"start:{now.isoformat()}",
+                                        action.entry_head, action.review_baseline, reviews_known_at=now)
+    if won:
+        bound.info("round.started", entry_head=action.entry_head, reason=action.reason)
+    return won
+
+
+async def _nudge(rt: Runtime, pr: PullRequest, action: Nudge, bound) -> bool:
+    pk = pr.process_key
+    now = utcnow()
+    n = pr.current_round
+    async with rt.db.session() as s:
+        won = await prs.fenced_update(None, pr.pr_key, pk, {"last_nudge_at": now, "last_action": "nudged reviewers"},
+                                      expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
+        if won:
+            await outbox.request_review(s, pr.pr_key, pk, n, f"nudge:{now.isoformat()}",
+                                        pr.last_round_head, pr.last_review_id, reviews_known_at=now,
+                                        nudge=True)
+    if won:
+        bound.info("review.nudged")
+    return won
+
+
+async def _fix(rt: Runtime, pr: PullRequest, action: Fix, bound) -> bool:
+    pk = pr.process_key
+    now = utcnow()
+    n = pr.current_round
+    text = findings_json(action.findings)
+    fence = {"expect_status": Status.WAITING_REVIEW, "expect_round": n}
+    try:
+        async with rt.db.session() as s:
+            if action.findings and not await prs.fenced_update(None, pr.pr_key, pk, {
+                "status": Status.CONVERGING, "last_review_id": action.review_id, "husk_retries": 0,
+                "last_action": f"fixer asked to address {len(action.findings)} finding(s)",
+            }, **fence, session=s):
+                return False
+            # Keyed by the threads answered: a later step of the round answering others (a
+            # repeat that came with another reviewer's review) is an effect of its own, the
+            # same ones not.
+            answered = fingerprint(*sorted(f.thread_id or "" for f, _ in action.declines))[:16]
+            queued = await outbox.replies(s, pr.pr_key, pk, [(f, reason, True) for f, reason in action.declines],
+                                          key=f"{n}:declined:{answered}", round_no=n)
+            if action.findings:
+                attempt = await rounds.next_attempt(s, pr.pr_key, pk, n, {
+                    "review_id": action.review_id, "findings": text, "fixer": rt.config.fixer.kind,
+                    "fixer_started_at": now, "instructions": json.dumps(action.instructions)})
+                await queue_fixer(s, rt, pr, n, attempt, text, action.instructions)
+            elif queued:
+                # Declines decided from a round that is still the row's, or none go out (a
+                # retry or the next round meanwhile): the replies roll back with a lost fence.
+                if not await prs.fenced_update(None, pr.pr_key, pk, {
+                        "last_action": f"declined {len(action.declines)} finding(s)"}, **fence, session=s):
+                    raise _Lost
+                # Nothing for the fixer: look again once the replies are posted, and converge.
+                await requeue(s, pr.pr_key, "answered", delay_seconds=SETTLING_RETRY_SECONDS)
+    except _Lost:
+        bound.info("step.stale", reason="the declines' round moved on")
+        return False
+    if action.findings:
         return True
-    if isinstance(action, StartRound):
-        # Fenced on exactly the status and the wait this step read: a second step that decided
-        # the same start from the same read (another replica, or one that read before this
-        # one wrote) loses, so one round start asks for one review.
-        async with rt.db.session() as s:
-            won = await prs.fenced_update(None, pr.pr_key, pk, {
-                "status": Status.WAITING_REVIEW, "last_round_head": action.entry_head,
-                "waiting_since": now, "last_nudge_at": now, "last_action": action.reason,
-                "last_review_id": action.review_baseline,
-            }, expect_status=pr.status, expect_round=n, expect={"waiting_since": pr.waiting_since}, session=s)
-            if won:
-                await rounds.start(s, pr.pr_key, pk, n, action.entry_head)
-                # A round may start again at the same head (healed, retried): the key is the
-                # decision's time, and the fenced write above makes the decision once.
-                await outbox.request_review(s, pr.pr_key, pk, n, f"start:{now.isoformat()}",
-                                            action.entry_head, action.review_baseline, reviews_known_at=now)
+    # Only answers: the Converge after this goes ahead once no reply of the PR is left to
+    # post (posted, or given up: a thread left unanswered must not hold the PR forever).
+    return not queued and not await outbox.pending(rt.db, pr.pr_key, "reply", dry_run=rt.config.github.dry_run)
+
+
+async def _converge(rt: Runtime, pr: PullRequest, action: Converge, bound) -> bool:
+    pk = pr.process_key
+    now = utcnow()
+    n = pr.current_round
+    status = Status.CONVERGED if pr.converge_only else Status.WAITING_DEPS
+    async with rt.db.session() as s:
+        won = await prs.fenced_update(None, pr.pr_key, pk, {
+            "status": status, "last_review_id": action.review_id, "converged_head": action.head,
+            "converged_at": now, "outcome": "converged" if pr.converge_only else None,
+            "last_action": f"converged at {action.head[:7]}",
+        }, expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
         if won:
-            bound.info("round.started", entry_head=action.entry_head, reason=action.reason)
-        return won
-    if isinstance(action, Nudge):
-        async with rt.db.session() as s:
-            won = await prs.fenced_update(None, pr.pr_key, pk, {"last_nudge_at": now, "last_action": "nudged reviewers"},
-                                          expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
-            if won:
-                await outbox.request_review(s, pr.pr_key, pk, n, f"nudge:{now.isoformat()}",
-                                            pr.last_round_head, pr.last_review_id, reviews_known_at=now,
-                                            nudge=True)
+            await rounds.update_round(s, pr.pr_key, pk, n, {
+                # The findings left below `block_on`: the check run lists them.
+                "review_id": action.review_id, "findings": findings_json(action.optional), "status": "converged",
+                "exit_head": action.head, "ended_at": now})
+            if pr.converge_only:
+                await runs.end_run(None, pk, RunState.COMPLETED, "converged", session=s)
+    if won:
+        bound.info("pr.converged", head=action.head)
+    return won
+
+
+async def _escalate(rt: Runtime, pr: PullRequest, action: Escalate, bound) -> bool:
+    # A stalled review is decided from a wait: fenced on exactly that wait, so a step that
+    # read it before a review came (and the round went to the fixer) or before the round
+    # restarted asks nobody.
+    async with rt.db.session() as s:
+        esc = await escalate(s, rt, pr, action, expect_status=Status.WAITING_REVIEW,
+                             expect={"waiting_since": pr.waiting_since})
+    return esc is not None
+
+
+async def _check_progress(rt: Runtime, pr: PullRequest, action: CheckProgress, bound) -> bool:
+    pk = pr.process_key
+    n = pr.current_round
+    async with rt.db.session() as s:
+        await queue_progress(s, pr.pr_key, pk, n, action.attempt, action.why)
+    return True
+
+
+async def _heal(rt: Runtime, pr: PullRequest, action: Heal, bound) -> bool:
+    pk = pr.process_key
+    async with rt.db.session() as s:
+        # Fenced on `escalated`: a heal decided from a row read before a maintainer's answer
+        # resumed the PR (or the run moved on) must not overwrite what that answer wrote.
+        won = await prs.fenced_update(None, pr.pr_key, pk, {
+            "status": Status.CONVERGING, "escalated_at": None, "last_action": "resumed: no open escalation",
+        }, expect_status=Status.ESCALATED, session=s)
         if won:
-            bound.info("review.nudged")
-        return won
-    if isinstance(action, Fix):
-        text = findings_json(action.findings)
-        fence = {"expect_status": Status.WAITING_REVIEW, "expect_round": n}
-        try:
-            async with rt.db.session() as s:
-                if action.findings and not await prs.fenced_update(None, pr.pr_key, pk, {
-                    "status": Status.CONVERGING, "last_review_id": action.review_id, "husk_retries": 0,
-                    "last_action": f"fixer asked to address {len(action.findings)} finding(s)",
-                }, **fence, session=s):
-                    return False
-                # Keyed by the threads answered: a later step of the round answering others (a
-                # repeat that came with another reviewer's review) is an effect of its own, the
-                # same ones not.
-                answered = fingerprint(*sorted(f.thread_id or "" for f, _ in action.declines))[:16]
-                queued = await outbox.replies(s, pr.pr_key, pk, [(f, reason, True) for f, reason in action.declines],
-                                              key=f"{n}:declined:{answered}", round_no=n)
-                if action.findings:
-                    attempt = await rounds.next_attempt(s, pr.pr_key, pk, n, {
-                        "review_id": action.review_id, "findings": text, "fixer": rt.config.fixer.kind,
-                        "fixer_started_at": now, "instructions": json.dumps(action.instructions)})
-                    await queue_fixer(s, rt, pr, n, attempt, text, action.instructions)
-                elif queued:
-                    # Declines decided from a round that is still the row's, or none go out (a
-                    # retry or the next round meanwhile): the replies roll back with a lost fence.
-                    if not await prs.fenced_update(None, pr.pr_key, pk, {
-                            "last_action": f"declined {len(action.declines)} finding(s)"}, **fence, session=s):
-                        raise _Lost
-                    # Nothing for the fixer: look again once the replies are posted, and converge.
-                    await requeue(s, pr.pr_key, "answered", delay_seconds=SETTLING_RETRY_SECONDS)
-        except _Lost:
-            bound.info("step.stale", reason="the declines' round moved on")
-            return False
-        if action.findings:
-            return True
-        # Only answers: the Converge after this goes ahead once no reply of the PR is left to
-        # post (posted, or given up: a thread left unanswered must not hold the PR forever).
-        return not queued and not await outbox.pending(rt.db, pr.pr_key, "reply", dry_run=rt.config.github.dry_run)
-    if isinstance(action, Converge):
-        status = Status.CONVERGED if pr.converge_only else Status.WAITING_DEPS
-        async with rt.db.session() as s:
-            won = await prs.fenced_update(None, pr.pr_key, pk, {
-                "status": status, "last_review_id": action.review_id, "converged_head": action.head,
-                "converged_at": now, "outcome": "converged" if pr.converge_only else None,
-                "last_action": f"converged at {action.head[:7]}",
-            }, expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
-            if won:
-                await rounds.update_round(s, pr.pr_key, pk, n, {
-                    # The findings left below `block_on`: the check run lists them.
-                    "review_id": action.review_id, "findings": findings_json(action.optional), "status": "converged",
-                    "exit_head": action.head, "ended_at": now})
-                if pr.converge_only:
-                    await runs.end_run(None, pk, RunState.COMPLETED, "converged", session=s)
-        if won:
-            bound.info("pr.converged", head=action.head)
-        return won
-    if isinstance(action, Escalate):
-        # A stalled review is decided from a wait: fenced on exactly that wait, so a step that
-        # read it before a review came (and the round went to the fixer) or before the round
-        # restarted asks nobody.
-        async with rt.db.session() as s:
-            esc = await escalate(s, rt, pr, action, expect_status=Status.WAITING_REVIEW,
-                                 expect={"waiting_since": pr.waiting_since})
-        return esc is not None
-    if isinstance(action, CheckProgress):
-        async with rt.db.session() as s:
-            await queue_progress(s, pr.pr_key, pk, n, action.attempt, action.why)
-        return True
-    if isinstance(action, Heal):
-        async with rt.db.session() as s:
-            # Fenced on `escalated`: a heal decided from a row read before a maintainer's answer
-            # resumed the PR (or the run moved on) must not overwrite what that answer wrote.
-            won = await prs.fenced_update(None, pr.pr_key, pk, {
-                "status": Status.CONVERGING, "escalated_at": None, "last_action": "resumed: no open escalation",
-            }, expect_status=Status.ESCALATED, session=s)
-            if won:
-                await requeue(s, pr.pr_key, "healed")
-        if won:
-            bound.info("escalation.healed")
-        return won
-    raise TypeError(f"unknown action {action!r}")
+            await requeue(s, pr.pr_key, "healed")
+    if won:
+        bound.info("escalation.healed")
+    return won
+
+
+# Each action the rules decide, and the write that applies it.
+APPLY: dict[type, Callable[..., Awaitable[bool]]] = {
+    Wait: _wait,
+    StartRound: _start_round,
+    Nudge: _nudge,
+    Fix: _fix,
+    Converge: _converge,
+    Escalate: _escalate,
+    CheckProgress: _check_progress,
+    Heal: _heal,
+}
