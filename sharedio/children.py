@@ -21,7 +21,7 @@ def children_watched_by_pidfd() -> Iterator[bool]:
     On Python 3.11 asyncio's default (`ThreadedChildWatcher`) starts a thread for every child
     and waits on the loop for that thread to start: a fix runs a dozen git processes, and each
     cost ~0.3 ms more CPU than with a pidfd (`bench/child_watcher.py`: 0.78 of the CPU and 0.86
-    of the wall per child; BENCHMARKS.md, "2 December, morning"). Python 3.12 and later use a
+    of the wall per child; BENCHMARKS.md at acb9095, "2 December, morning"). Python 3.12 and later use a
     pidfd themselves, and a kernel without pidfd_open (before 5.3) keeps the thread.
 
     The watcher is the process's, so it is put back on the way out: it holds the loop it was

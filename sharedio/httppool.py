@@ -6,7 +6,7 @@ socket operation, and before each request a look at every pooled connection's so
 (a `getpeername` and a `poll` each). `bench/http_client.py` measures it: through githubkit
 with its HTTP cache, a request costs the bot about half the CPU through aiohttp's pool
 (httpx-aiohttp's transport) that it costs through httpx's own. In a 200-PR run's profile the
-client's share of the bot's loop fell from 28% to about 22% (BENCHMARKS.md, "2 December, day").
+client's share of the bot's loop fell from 28% to about 22% (BENCHMARKS.md at acb9095, "2 December, day").
 
 Everything above the pool stays as it was: githubkit builds the request, hishel's cache
 revalidates reads (`AsyncCacheTransport`, on our storage), httpx reads the answer.

@@ -354,7 +354,7 @@ class State:
         # Lookups by what requests name, kept by `add_pr`, `add_check_suite`, `add_check_run`
         # (records are never removed, and what they are found by never changes). Scanning
         # every record instead made each request cost in proportion to the PRs of the whole
-        # simulator (BENCHMARKS.md, "2 December, afternoon").
+        # simulator (BENCHMARKS.md at acb9095, "2 December, afternoon").
         self._prs_by_repo: dict[str, list[PullRequest]] = {}
         self._prs_by_head_repo: dict[str, list[PullRequest]] = {}
         self._suites_by_commit: dict[tuple[str, str, str], CheckSuite] = {}  # (repo, sha, app)

@@ -39,7 +39,7 @@ async def hold(rt: Runtime, job: Job, view: PrView) -> bool:
     most `[github] check_run_fix_hold_seconds`: a fixer that pushes within it moves the PR to a
     new head, whose run the update then creates, and the head it left keeps the stage it
     showed; none of its own write for a fix. At 1,000 PRs, where fixes wait for a fixer worker,
-    the run's updates fell from 2.5 to 2.1 a PR (BENCHMARKS.md, "2 December, afternoon"). A
+    the run's updates fell from 2.5 to 2.1 a PR (BENCHMARKS.md at acb9095, "2 December, afternoon"). A
     fixer at work longer than that shows, as each head shows its round.
 
     True when it looked and found nothing else in hand: the row is then to be read again. The
