@@ -33,6 +33,7 @@ from .database import (
     sqlite_stamps,
 )
 from .models import Job, utcnow
+from .statuses import JobKind
 
 
 class JobStatus(StrEnum):
@@ -88,8 +89,8 @@ async def enqueue_in(
     now = utcnow()
     run_at = run_at or now + timedelta(seconds=delay_seconds)
     queued_by_kind[kind] += 1
-    same = (col(Job.pr_key) == pr_key if kind == "sync" and pr_key is not None
-            else col(Job.payload) == payload_text(payload) if kind == "sync_ref" else None)
+    same = (col(Job.pr_key) == pr_key if kind == JobKind.SYNC and pr_key is not None
+            else col(Job.payload) == payload_text(payload) if kind == JobKind.SYNC_REF else None)
     if same is not None:
         waiting = (
             await session.exec(
@@ -165,13 +166,13 @@ async def enqueue_syncs(
     now = utcnow()
     run_at = run_at or now
     wanted = list(dict.fromkeys(pr_keys))
-    queued_by_kind["sync"] += len(wanted)
+    queued_by_kind[JobKind.SYNC] += len(wanted)
     created = 0
     for start in range(0, len(wanted), SYNC_BATCH):
         chunk = wanted[start:start + SYNC_BATCH]
         waiting = set((await session.exec(select(Job.pr_key).where(
-            Job.kind == "sync", Job.status == JobStatus.QUEUED, col(Job.pr_key).in_(chunk)))).all())
-        rows = [_row("sync", key_of(pr_key), now, run_at, pr_key=pr_key) for pr_key in chunk if pr_key not in waiting]
+            Job.kind == JobKind.SYNC, Job.status == JobStatus.QUEUED, col(Job.pr_key).in_(chunk)))).all())
+        rows = [_row(JobKind.SYNC, key_of(pr_key), now, run_at, pr_key=pr_key) for pr_key in chunk if pr_key not in waiting]
         created += await session.run_sync(_insert_rows, rows)
     return created
 
@@ -217,7 +218,7 @@ def _waiting_syncs() -> Select[int, str, datetime]:
     deliveries, and building it was a sixth of a batch's cost)."""
     # Neither id nor pr_key is None here: a stored job's id is set, and its pr_key is in `keys`.
     return cast("Select[int, str, datetime]", select(Job.id, Job.pr_key, Job.run_at).where(
-        Job.kind == "sync", Job.status == JobStatus.QUEUED, col(Job.pr_key).in_(bindparam("keys", expanding=True))))
+        Job.kind == JobKind.SYNC, Job.status == JobStatus.QUEUED, col(Job.pr_key).in_(bindparam("keys", expanding=True))))
 
 
 @functools.cache
@@ -225,7 +226,7 @@ def _waiting_refs() -> Select[int, str, datetime]:
     """The queued `sync_ref` jobs whose payload is one of `payloads` (texts), built once."""
     # A stored job's id is set (the model's None is for a Job not inserted yet).
     return cast("Select[int, str, datetime]", select(Job.id, Job.payload, Job.run_at).where(
-        Job.kind == "sync_ref", Job.status == JobStatus.QUEUED,
+        Job.kind == JobKind.SYNC_REF, Job.status == JobStatus.QUEUED,
         col(Job.payload).in_(bindparam("payloads", expanding=True))))
 
 
@@ -337,10 +338,10 @@ def _queue(run: _Queueing, wakes: Sequence[Mapping[str, Any]]) -> datetime | Non
     for w in wakes:
         queued_by_kind[w["kind"]] += 1
         run_at = now + timedelta(seconds=w.get("delay_seconds") or 0.0)
-        if w["kind"] == "sync" and w.get("pr_key") is not None:
+        if w["kind"] == JobKind.SYNC and w.get("pr_key") is not None:
             at, key = syncs.get(w["pr_key"], (run_at, w["key"]))
             syncs[w["pr_key"]] = (min(at, run_at), key)
-        elif w["kind"] == "sync_ref":
+        elif w["kind"] == JobKind.SYNC_REF:
             text = payload_text(w.get("payload"))
             at, key = refs.get(text, (run_at, w["key"]))
             refs[text] = (min(at, run_at), key)
@@ -352,10 +353,10 @@ def _queue(run: _Queueing, wakes: Sequence[Mapping[str, Any]]) -> datetime | Non
     # A PR's syncs, and a ref's sync_refs, each coalesce into the one queued (brought forward if
     # this one is sooner), or else are one new row.
     def sync_row(pr_key: str, key: str, at: datetime) -> dict[str, Any]:
-        return _row("sync", key, now, at, pr_key=pr_key)
+        return _row(JobKind.SYNC, key, now, at, pr_key=pr_key)
 
     def ref_row(text: str, key: str, at: datetime) -> dict[str, Any]:
-        return _row("sync_ref", key, now, at, payload=json.loads(text))
+        return _row(JobKind.SYNC_REF, key, now, at, payload=json.loads(text))
 
     for coalescing, waiting, new_row in ((syncs, run.waiting, sync_row), (refs, run.waiting_refs, ref_row)):
         if not coalescing:

@@ -44,6 +44,18 @@ class RoundKind(StrEnum):
     CI = "ci"  # make the failing checks pass
 
 
+class JobKind(StrEnum):
+    """What a job does; its handler is the runtime's (bot/runtime/serve.py, `job_handlers`)."""
+
+    SYNC = "sync"  # a PR's step: read it, decide, record
+    SYNC_REF = "sync_ref"  # a pushed ref: which PRs it moved
+    FIX = "fix"  # run the fixer for a round attempt
+    PROGRESS_CHECK = "progress_check"  # after the fixer (or its deadline): did the branch move?
+    COMMAND = "command"  # a maintainer's `/converge` comment
+    ENROLL = "enroll"  # a label, an auto-enroll author, a scan's find: submit the PR
+    EFFECT = "effect"  # a GitHub write of the outbox
+
+
 class RunKind(StrEnum):
     CONVERGENCE = "convergence"
     MERGE = "merge"

@@ -22,8 +22,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from bot.rules.model import Finding
 from storage import jobs
 from storage.models import Job, utcnow
+from storage.statuses import JobKind
 
-KIND = "effect"
+KIND = JobKind.EFFECT
 # An effect keeps trying through a long GitHub outage (capped backoff) rather than giving up:
 # a write that was decided must happen, and the liveness watchdog catches the rest.
 MAX_ATTEMPTS = 40

@@ -20,6 +20,7 @@ from bot.rules.model import Review
 from bot.runtime.context import Runtime
 from storage import jobs, prs
 from storage.models import Job, utcnow
+from storage.statuses import JobKind
 
 log = structlog.get_logger(__name__)
 
@@ -101,7 +102,7 @@ async def _would_have_heard(rt: Runtime, job: Job, p: dict) -> bool:
     view = await prs.get(rt.db, job.pr_key)
     if view is None or (view.pr.latest_review_id or 0) > (p.get("baseline") or 0):
         return False
-    return not await jobs.in_hand(rt.db, job.pr_key, kinds=("sync",))
+    return not await jobs.in_hand(rt.db, job.pr_key, kinds=(JobKind.SYNC,))
 
 
 def trigger_marker(job: Job, p: dict, login: str) -> str:

@@ -25,7 +25,7 @@ from bot.rules.resume import ROUND_CAP_EXTENSION, resume_plan
 from bot.runtime.context import Runtime
 from storage import adjudications, commands, escalations, jobs, prs, rounds
 from storage.models import Job, utcnow
-from storage.statuses import RoundKind, Status
+from storage.statuses import JobKind, RoundKind, Status
 
 log = structlog.get_logger(__name__)
 
@@ -79,7 +79,7 @@ async def handle_command(rt: Runtime, job: Job) -> None:
     async with rt.db.session() as s:
         if accepted:
             await outbox.react(s, str(key), comment_id, "+1", review_comment=review)
-            await jobs.enqueue_in(s, rt.db.is_postgres, "sync", f"sync:{key}:cmd:{comment_id}", pr_key=str(key))
+            await jobs.enqueue_in(s, rt.db.is_postgres, JobKind.SYNC, f"sync:{key}:cmd:{comment_id}", pr_key=str(key))
         if message:
             await outbox.comment(s, str(key), f"convergebot:cmd:{comment_id}", message)
         await commands.settle(s, comment_id, accepted, message or "done")

@@ -16,6 +16,7 @@ from bot.fixers.base import FixRequest
 from bot.runtime.context import Runtime
 from storage import jobs
 from storage.models import PullRequest, utcnow
+from storage.statuses import JobKind
 
 log = structlog.get_logger(__name__)
 
@@ -36,7 +37,7 @@ def progress_key(process_key: str, round_no: int, attempt: int, why: str) -> str
 async def queue_progress(session: AsyncSession, pr_key: str, process_key: str, round_no: int, attempt: int,
                          why: str, **fields) -> bool:
     _, created = await jobs.enqueue_in(
-        session, session.bind.dialect.name == "postgresql", "progress_check",
+        session, session.bind.dialect.name == "postgresql", JobKind.PROGRESS_CHECK,
         progress_key(process_key, round_no, attempt, why), pr_key=pr_key, process_key=process_key,
         round_no=round_no, payload={"attempt": attempt}, max_attempts=PROGRESS_ATTEMPTS, **fields)
     return created
@@ -54,7 +55,7 @@ async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round
     timeout = timedelta(seconds=rt.config.fixer.timeout_seconds)
     fixer = rt.config.fixer.kind
     if fixer in RUNS_IN_A_JOB:
-        await jobs.enqueue_in(session, rt.db.is_postgres, "fix", f"fix:{pr.process_key}:{round_no}:{attempt}",
+        await jobs.enqueue_in(session, rt.db.is_postgres, JobKind.FIX, f"fix:{pr.process_key}:{round_no}:{attempt}",
                               pr_key=pr.pr_key, process_key=pr.process_key, round_no=round_no,
                               payload={"attempt": attempt}, max_attempts=FIX_ATTEMPTS)
     else:
@@ -80,6 +81,6 @@ async def requeue(session: AsyncSession, pr_key: str, why: str, *, delay_seconds
     """In the caller's transaction: take the PR's next step now (or after `delay_seconds`) rather
     than at the next webhook or poll (it coalesces into a sync already queued for the PR, pulling
     that one forward)."""
-    await jobs.enqueue_in(session, session.bind.dialect.name == "postgresql", "sync",
+    await jobs.enqueue_in(session, session.bind.dialect.name == "postgresql", JobKind.SYNC,
                           f"sync:{pr_key}:{why}:{utcnow().isoformat()}", pr_key=pr_key,
                           delay_seconds=delay_seconds)

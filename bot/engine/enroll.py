@@ -11,6 +11,7 @@ from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
 from storage import jobs
 from storage.models import Job
+from storage.statuses import JobKind
 
 
 def enroll_rule(pr: dict, cfg: ConvergenceConfig) -> str | None:
@@ -40,5 +41,5 @@ async def enroll(rt: Runtime, job: Job) -> None:
         title=pr.get("title"), url=pr.get("html_url"), head_branch=(pr.get("head") or {}).get("ref"),
         author=author or None, only_if_new=bool(json.loads(job.payload or "{}").get("only_if_new"))))
     if result.outcome == "started":
-        await jobs.enqueue(rt.db, "sync", f"sync:{key}:enrolled:{result.process_key}", pr_key=str(key))
+        await jobs.enqueue(rt.db, JobKind.SYNC, f"sync:{key}:enrolled:{result.process_key}", pr_key=str(key))
         rt.wake_workers()

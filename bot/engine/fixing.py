@@ -34,7 +34,7 @@ from bot.runtime.workers import Reschedule
 from storage import jobs, prs, rounds
 from storage.jobs import JobStatus
 from storage.models import Job, PullRequest, utcnow
-from storage.statuses import Status
+from storage.statuses import JobKind, Status
 
 log = structlog.get_logger(__name__)
 
@@ -58,7 +58,7 @@ async def fix(rt: Runtime, job: Job) -> None:
     if gh_pr.get("state") != "open":
         # Closed or merged while the job waited, its webhook not in yet (or lost): nothing is
         # run or pushed, and a sync ends the run as it reads the PR.
-        await jobs.enqueue(rt.db, "sync", f"sync:{pr.pr_key}:fix-on-closed:{job.id}", pr_key=pr.pr_key)
+        await jobs.enqueue(rt.db, JobKind.SYNC, f"sync:{pr.pr_key}:fix-on-closed:{job.id}", pr_key=pr.pr_key)
         bound.info("fix.pr_not_open", state=gh_pr.get("state"), merged=bool(gh_pr.get("merged")))
         return
     head_repo = (gh_pr.get("head") or {}).get("repo") or {}  # a fork's, for a PR from a fork
@@ -162,7 +162,7 @@ async def hold_round_checks(session, pr_key: str, process_key: str, round_no: in
     """In the caller's transaction: put the round's waiting progress checks off by
     `DRY_RUN_HOLD`, in a dry run where no fixer (nor a person it asked) was set to work."""
     await session.exec(update(Job).where(
-        Job.kind == "progress_check", Job.pr_key == pr_key, Job.process_key == process_key,
+        Job.kind == JobKind.PROGRESS_CHECK, Job.pr_key == pr_key, Job.process_key == process_key,
         Job.round_no == round_no, Job.status == JobStatus.QUEUED,
     ).values(run_at=utcnow() + DRY_RUN_HOLD, last_error="dry run: held, the fixer did not run"))
 

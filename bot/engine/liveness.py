@@ -17,11 +17,11 @@ from bot.engine.dispatch import queue_progress
 from bot.runtime.context import Runtime
 from storage import jobs, prs, rounds
 from storage.models import Job, utcnow
-from storage.statuses import Status
+from storage.statuses import JobKind, Status
 
 log = structlog.get_logger(__name__)
 
-CLOSERS = ("fix", "progress_check")
+CLOSERS = (JobKind.FIX, JobKind.PROGRESS_CHECK)
 
 
 async def _pending_rounds(rt: Runtime) -> set[tuple[str, str, int]]:

@@ -14,6 +14,7 @@ from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
 from storage import jobs, prs
 from storage.models import Job, PullRequest, utcnow
+from storage.statuses import JobKind
 
 log = structlog.get_logger(__name__)
 
@@ -57,5 +58,5 @@ async def sync_ref(rt: Runtime, job: Job) -> None:
     ref = json.loads(job.payload)
     for view in await prs.active_at(rt.db, ref["repo"], sha=ref.get("sha"), branch=ref.get("branch")):
         pr = view.pr
-        await jobs.enqueue(rt.db, "sync", f"sync:{pr.pr_key}:{job.key}", pr_key=pr.pr_key)
+        await jobs.enqueue(rt.db, JobKind.SYNC, f"sync:{pr.pr_key}:{job.key}", pr_key=pr.pr_key)
     rt.wake_workers()

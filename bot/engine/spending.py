@@ -25,6 +25,7 @@ from bot.runtime.context import Runtime
 from storage import agent_attempts
 from storage.jobs import JobStatus
 from storage.models import AgentAttempt, Escalation, Job, utcnow
+from storage.statuses import JobKind
 
 log = structlog.get_logger(__name__)
 
@@ -87,7 +88,7 @@ async def put_off_deadline(session: AsyncSession, rt: Runtime, pr_key: str, proc
     """In the caller's transaction: the round's deadline check waits for the fixer that waits
     for the hour's budget, so the round is not called a husk before its agent ever ran."""
     await session.exec(update(Job).where(
-        Job.kind == "progress_check", Job.pr_key == pr_key, Job.process_key == process_key,
+        Job.kind == JobKind.PROGRESS_CHECK, Job.pr_key == pr_key, Job.process_key == process_key,
         Job.round_no == round_no, Job.status == JobStatus.QUEUED,
     ).values(run_at=until + timedelta(seconds=rt.config.fixer.timeout_seconds) + DEADLINE_MARGIN))
 

@@ -21,7 +21,7 @@ from bot.runtime.context import Runtime
 from storage import escalations, prs
 from storage.jobs import JobStatus
 from storage.models import Escalation, Job, PullRequest, utcnow
-from storage.statuses import ACTIVE, Status
+from storage.statuses import ACTIVE, JobKind, Status
 
 WINDOW = timedelta(hours=1)
 RUNAWAY = "runaway"
@@ -31,7 +31,7 @@ RUNAWAY = "runaway"
 # start, or a maintainer's later answer to a runaway escalation: a fresh hour).
 _ANSWERED = select(Escalation.answered_at).where(
     Escalation.pr_key == bindparam("pr_key"), Escalation.kind == RUNAWAY, Escalation.answered_at.is_not(None))
-_DONE = (Job.kind == "effect", Job.pr_key == bindparam("pr_key"), Job.process_key.is_not(None),
+_DONE = (Job.kind == JobKind.EFFECT, Job.pr_key == bindparam("pr_key"), Job.process_key.is_not(None),
          Job.status == JobStatus.DONE, Job.finished_at >= bindparam("since"))
 _WRITES = select(func.count()).select_from(Job).where(*_DONE)
 _POSTED = select(Job.payload).where(

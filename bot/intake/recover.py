@@ -18,6 +18,7 @@ from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
 from storage import commands, jobs
 from storage.models import PullRequest
+from storage.statuses import JobKind
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +43,7 @@ async def recover_commands(rt: Runtime, pr: PullRequest) -> int:
                 continue
             if edited(comment):
                 continue  # edited: only a comment as it was created is a command, never an edit
-            _, created = await jobs.enqueue_in(s, rt.db.is_postgres, "command", f"cmd:{cid}", pr_key=pr.pr_key,
+            _, created = await jobs.enqueue_in(s, rt.db.is_postgres, JobKind.COMMAND, f"cmd:{cid}", pr_key=pr.pr_key,
                                                payload={"comment_id": cid, "kind": "issue"})
             queued += created
     if queued:

@@ -23,6 +23,7 @@ from typing import Any
 from bot.github.stamps import github_id
 from bot.prkey import MAX_NUMBER, PrKey, try_parse_pr_key
 from bot.rules.model import CHECK_RUN_NAME
+from storage.statuses import JobKind
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A merge group's branch names its PR: gh-readonly-queue/<base>/pr-<number>-<head sha>.
@@ -207,7 +208,7 @@ def command_wake(key: PrKey | None, comment: object, kind: str) -> Wake | None:
         # job acts on it without reading it again, and a comment is a command as it was created.
         payload["comment"] = {"body": body, "user": {"login": _text(user, "login"), "type": user.get("type")},
                               "created_at": comment.get("created_at"), "updated_at": comment.get("updated_at")}
-    return Wake("command", f"cmd:{comment_id}", str(key), payload)
+    return Wake(JobKind.COMMAND, f"cmd:{comment_id}", str(key), payload)
 
 
 def _command(key: PrKey | None, comment: object, kind: str) -> tuple[Wake, ...]:
@@ -223,7 +224,7 @@ def _enroll(delivery_id: str, key: PrKey | None, payload: dict, action: str | No
         action in ("opened", "reopened", "ready_for_review") and author in rules.authors)
     if key is None or not wanted:
         return ()
-    return (Wake("enroll", f"enroll:{key}:{delivery_id}", str(key)),)
+    return (Wake(JobKind.ENROLL, f"enroll:{key}:{delivery_id}", str(key)),)
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,7 @@ class Routed:
 
 def _sync(delivery_id: str, *keys: PrKey | None) -> tuple[Wake, ...]:
     unique = sorted({k for k in keys if k is not None})
-    return tuple(Wake("sync", f"sync:{text}:{delivery_id}", text, delay_seconds=SYNC_DEBOUNCE_SECONDS)
+    return tuple(Wake(JobKind.SYNC, f"sync:{text}:{delivery_id}", text, delay_seconds=SYNC_DEBOUNCE_SECONDS)
                  for text in map(str, unique))
 
 
@@ -282,7 +283,7 @@ def _sync_ref(delivery_id: str, repo: str | None, *, sha: str | None = None,
     if not repo or not (sha or branch):
         return ()
     # Debounced like a PR's sync: a CI's statuses for one sha coalesce into the one queued.
-    return (Wake("sync_ref", f"sync_ref:{repo}:{delivery_id}", None, {"repo": repo, "sha": sha, "branch": branch},
+    return (Wake(JobKind.SYNC_REF, f"sync_ref:{repo}:{delivery_id}", None, {"repo": repo, "sha": sha, "branch": branch},
                  delay_seconds=SYNC_DEBOUNCE_SECONDS),)
 
 

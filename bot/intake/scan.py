@@ -31,6 +31,7 @@ from bot.runtime.context import Runtime
 from bot.runtime.periodic import every
 from storage import commands, cursors, jobs, prs
 from storage.models import utcnow
+from storage.statuses import JobKind
 
 log = structlog.get_logger(__name__)
 
@@ -126,7 +127,7 @@ def _enroll_wakes(rt: Runtime, look: _Look, known: set[str], pending: set[str]) 
         # Keyed by the PR's `updated_at`: one job per state of the PR, so a PR the job found it
         # could not enroll is tried again once it changes.
         # `only_if_new`: the PR may have been enrolled (and stopped) since `known` was read.
-        wakes.append(Wake("enroll", f"enroll:{key}:scan:{pull.get('updated_at')}", str(key), {"only_if_new": True}))
+        wakes.append(Wake(JobKind.ENROLL, f"enroll:{key}:scan:{pull.get('updated_at')}", str(key), {"only_if_new": True}))
     return wakes
 
 
@@ -183,7 +184,7 @@ async def scan(rt: Runtime) -> ScanReport:
     looks = [look for look in answers if look is not None]
     report = ScanReport(repositories=len(repos), unchanged=sum(look.unchanged for look in looks),
                         unreadable=[repo for repo, look in zip(repos, answers, strict=True) if look is None])
-    pending = await jobs.pending_pr_keys(rt.db, "enroll")
+    pending = await jobs.pending_pr_keys(rt.db, JobKind.ENROLL)
     enrolls = [w for look in looks for w in _enroll_wakes(rt, look, known, pending)]
     handled = await commands.known(rt.db, [c["id"] for look in looks for _, c in look.comments
                                            if isinstance(c.get("id"), int)])
@@ -197,7 +198,7 @@ async def scan(rt: Runtime) -> ScanReport:
         async with rt.db.session() as s:
             await s.run_sync(jobs.queue_wakes, [w.job() for w in wakes])
             await cursors.save_in(s, moved)
-    report.enrolls = sum(w.kind == "enroll" for w in wakes)
+    report.enrolls = sum(w.kind == JobKind.ENROLL for w in wakes)
     report.commands = len(wakes) - report.enrolls
     metrics.SCAN_JOBS.labels("enroll").inc(report.enrolls)
     metrics.SCAN_JOBS.labels("command").inc(report.commands)

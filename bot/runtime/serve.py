@@ -42,6 +42,7 @@ from sharedio.children import children_watched_by_pidfd
 from storage.database import Database
 from storage.migrate import migrate
 from storage.models import Job, utcnow
+from storage.statuses import JobKind
 
 log = structlog.get_logger(__name__)
 
@@ -79,12 +80,12 @@ def job_handlers(rt: Runtime) -> dict[str, Callable]:
         return handler
 
     return {
-        "sync": wrap("sync", step),
-        "sync_ref": wrap("sync_ref", sync_ref),
-        "fix": wrap("fix", fix),
-        "progress_check": wrap("progress_check", progress_check),
-        "command": wrap("command", handle_command),
-        "enroll": wrap("enroll", enroll),
+        JobKind.SYNC: wrap(JobKind.SYNC, step),
+        JobKind.SYNC_REF: wrap(JobKind.SYNC_REF, sync_ref),
+        JobKind.FIX: wrap(JobKind.FIX, fix),
+        JobKind.PROGRESS_CHECK: wrap(JobKind.PROGRESS_CHECK, progress_check),
+        JobKind.COMMAND: wrap(JobKind.COMMAND, handle_command),
+        JobKind.ENROLL: wrap(JobKind.ENROLL, enroll),
         "effect": wrap("effect", run_effect),
     }
 
@@ -186,7 +187,7 @@ async def _running(config: Config, db: Database, fixer,
         pool = WorkerPool(db, job_handlers(rt), PoolSettings(
             workers=jc.workers, lease_seconds=jc.lease_seconds, idle_poll_seconds=jc.idle_poll_seconds,
             backoff_base_seconds=jc.backoff_base_seconds, backoff_cap_seconds=jc.backoff_cap_seconds,
-            long_kinds=("fix",), long_workers=jc.fixer_workers,
+            long_kinds=(JobKind.FIX,), long_workers=jc.fixer_workers,
         ))
         rt.wake = pool.wake
         scheduler = AsyncIOScheduler(timezone="UTC")

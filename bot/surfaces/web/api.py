@@ -19,6 +19,7 @@ from bot.prkey import PrKey, PrKeyError, parse_pr_key
 from bot.rules.model import MAX_ROUNDS
 from bot.surfaces.views import pr_detail, prs_json
 from storage import jobs, prs
+from storage.statuses import JobKind
 
 SUBMISSION_FIELDS = frozenset({"pr", "max_rounds", "no_merge"})
 EXPECTED = ('expected JSON {"pr": "owner/repo#N"}, optionally with "max_rounds" (a number) and '
@@ -74,7 +75,7 @@ async def post_pr(request: Request) -> JSONResponse:
             opts = replace(opts, max_rounds=repo.convergence.max_rounds)
     result = await submit_pr(rt.db, key, opts)
     if result.outcome == "started":
-        await jobs.enqueue(rt.db, "sync", f"sync:{key}:api:{result.process_key}", pr_key=str(key))
+        await jobs.enqueue(rt.db, JobKind.SYNC, f"sync:{key}:api:{result.process_key}", pr_key=str(key))
         rt.wake_workers()
     status = 201 if result.outcome == "started" else 200
     return JSONResponse({"pr_key": result.pr_key, "outcome": result.outcome,
