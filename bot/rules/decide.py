@@ -50,9 +50,6 @@ def _minutes(td: timedelta) -> int:
 ASKED_FIXERS = ("mention", "author")
 
 
-def _login(name: str) -> str:
-    return name.lower().removesuffix("[bot]")
-
 
 def counts_as_review(r: Review, settings: Settings) -> bool:
     """A configured reviewer's review, or a person's approval / change request.
@@ -60,9 +57,9 @@ def counts_as_review(r: Review, settings: Settings) -> bool:
     A thread reply also shows up as a COMMENTED review by whoever replied: that is not the
     fresh review a round waits for.
     """
-    if _login(r.user) == _login(settings.bot_login):
+    if reviewers.normalise(r.user) == reviewers.normalise(settings.bot_login):
         return False
-    if _login(r.user) in {_login(x.login) for x in settings.roster}:
+    if reviewers.normalise(r.user) in {reviewers.normalise(x.login) for x in settings.roster}:
         return True
     return r.state in ("APPROVED", "CHANGES_REQUESTED")
 
@@ -81,11 +78,11 @@ def fresh_reviews(s: Snapshot) -> tuple[Review, ...]:
     # predate the round (it reviewed the push before the round began), and none other will come.
     # But not one an earlier round on this same head already decided on: a round that starts
     # again with nothing pushed would replay it, round after round.
-    automatic = {_login(x.login) for x in s.settings.roster if x.kind == "automatic"}
+    automatic = {reviewers.normalise(x.login) for x in s.settings.roster if x.kind == "automatic"}
     used = max((h.review_id or 0 for h in s.history if h.entry_head == s.head), default=0)
     return tuple(sorted((
         r for r in s.reviews
-        if ((_login(r.user) in automatic and r.id > used) or (
+        if ((reviewers.normalise(r.user) in automatic and r.id > used) or (
             r.id > (pr.last_review_id or 0)
             and r.submitted_at is not None
             and (since is None or r.submitted_at >= since)))
@@ -101,8 +98,8 @@ def missing_reviewers(s: Snapshot) -> tuple[Reviewer, ...]:
     A review from one reviewer never stands in for another's: with Copilot and CodeRabbit both
     required, Copilot's review arriving first does not decide the round on its threads alone.
     """
-    reviewed = {_login(r.user) for r in fresh_reviews(s)}
-    return tuple(r for r in s.settings.roster if r.required and _login(r.login) not in reviewed)
+    reviewed = {reviewers.normalise(r.user) for r in fresh_reviews(s)}
+    return tuple(r for r in s.settings.roster if r.required and reviewers.normalise(r.login) not in reviewed)
 
 
 def fresh_review(s: Snapshot) -> Review | None:
@@ -161,8 +158,8 @@ def sort_findings(s: Snapshot, review: Review) -> Sorted:
     # A change request's body is a finding of its own where its author opened no thread (a
     # person asking for changes in a few words beside the bots' threads); one with threads is
     # said by them.
-    by = {_login(f.author) for f in found if f.author}
-    asked = {f.fingerprint: f for r in fresh_reviews(s) or (review,) if _login(r.user) not in by
+    by = {reviewers.normalise(f.author) for f in found if f.author}
+    asked = {f.fingerprint: f for r in fresh_reviews(s) or (review,) if reviewers.normalise(r.user) not in by
              for f in from_review_body(r)}
     found = (*found, *asked.values())
     history = (*s.history, *((s.round,) if s.round else ()))
