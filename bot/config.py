@@ -305,6 +305,8 @@ def _env_overrides(env: typing.Mapping[str, str]) -> tuple[dict[str, dict[str, A
     for section, field in Config.model_fields.items():
         prefix = f"{ENV_PREFIX}{section.upper()}_"
         section_model = field.annotation
+        if not (isinstance(section_model, type) and issubclass(section_model, BaseModel)):
+            raise TypeError(f"Config.{section} is not a section: {section_model!r}")  # every field is one
         for name, raw in env.items():
             if not name.startswith(prefix):
                 continue

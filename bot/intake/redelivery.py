@@ -90,7 +90,9 @@ class Log:
         if self.hook is None:
             return True
         owner, _, name = repo.lower().partition("/")
-        return owner == self.owner.lower() and (self.repo is None or name == self.repo.lower())
+        # A hook's log has its owner (`named`): one without covers no repository.
+        return (self.owner is not None and owner == self.owner.lower()
+                and (self.repo is None or name == self.repo.lower()))
 
 
 APP_LOG = Log()
@@ -159,7 +161,10 @@ def decide(guids: Mapping[str, Guid], *, recorded: set[str], pending: Mapping[st
     first. `complete`: the read reached `since`; if not (more entries than a run reads), the
     cursor moves to the oldest entry read (`oldest_at`): the entries older than that are given
     up, or every later run would read the same newest pages and never get further."""
-    ask, exhausted, waiting, still_open = [], [], [], []
+    ask: list[Guid] = []
+    exhausted: list[Guid] = []
+    waiting: list[Guid] = []
+    still_open: list[Guid] = []
     for g in sorted(guids.values(), key=lambda g: (g.event not in INTENT_EVENTS, g.oldest_at, g.newest_id)):
         if g.delivered or g.guid in recorded or g.guid in refused:
             continue

@@ -18,7 +18,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Container
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from bot.github.stamps import github_id
 from bot.prkey import MAX_NUMBER, PrKey, try_parse_pr_key
@@ -182,7 +182,7 @@ def _pr_key(repo: str | None, number: int | None) -> PrKey | None:
 COMMAND_TEXT_KEPT = 4000
 
 
-def looks_like_command(body: object) -> bool:
+def looks_like_command(body: object) -> TypeGuard[str]:
     """Worth a `command` job: the job parses the comment for real."""
     return isinstance(body, str) and ("/converge" in body or "convergebot escalation #" in body)
 
@@ -197,7 +197,7 @@ def command_wake(key: PrKey | None, comment: object, kind: str) -> Wake | None:
     """The `command` job a PR comment (`kind`: issue or review) wakes, or None. Its key is the
     comment id, so a webhook, its redelivery and the repository scan all queue the one job."""
     comment_id = _id(comment, "id")
-    if key is None or comment_id is None:
+    if key is None or comment_id is None or not isinstance(comment, dict):  # an id: a dict
         return None
     user, body = _obj(comment, "user"), comment.get("body")
     if user.get("type") == "Bot" or not looks_like_command(body):

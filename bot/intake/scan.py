@@ -196,7 +196,9 @@ async def scan(rt: Runtime) -> ScanReport:
     moved = {name: at for look in looks for name, at in look.cursors.items()}
     if wakes or moved:
         async with rt.db.session() as s:
-            await s.run_sync(jobs.queue_wakes, [w.job() for w in wakes])
+            # sqlmodel's AsyncSession runs it on its `sync_session`, a sqlmodel Session (what
+            # `queue_wakes` takes); `run_sync`'s signature, SQLAlchemy's, names the base Session.
+            await s.run_sync(jobs.queue_wakes, [w.job() for w in wakes])  # type: ignore[arg-type]
             await cursors.save_in(s, moved)
     report.enrolls = sum(w.kind == JobKind.ENROLL for w in wakes)
     report.commands = len(wakes) - report.enrolls

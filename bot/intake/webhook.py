@@ -150,7 +150,7 @@ def _reading(tree: dict[str, Any], name: str) -> type:
     return msgspec.defstruct(name, fields)
 
 
-_READ_DECODER = msgspec.json.Decoder(_reading(PAYLOAD_READ, "Read"))
+_READ_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder(_reading(PAYLOAD_READ, "Read"))
 
 
 def parse_read(body: bytes) -> Any:

@@ -14,9 +14,10 @@ import socket
 import traceback
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, TypedDict
 
 import structlog
 
@@ -26,7 +27,24 @@ from storage.models import Job, utcnow
 
 log = structlog.get_logger(__name__)
 
-Handler = Callable[[Job], Awaitable[None]]
+# A coroutine function: each job's handler runs as a task of its own (`WorkerPool._run`).
+Handler = Callable[[Job], Coroutine[Any, Any, None]]
+
+
+class _Claims(TypedDict):
+    """What each lane's workers claim: `jobs.claim` keyword arguments; `long` None when there
+    is no long lane."""
+
+    short: dict[str, Any]
+    long: dict[str, Any] | None
+
+
+def _this_task() -> asyncio.Task[Any]:
+    """The task that runs the caller: a coroutine run by the event loop always has one."""
+    task = asyncio.current_task()
+    if task is None:
+        raise RuntimeError("not called from a task")
+    return task
 
 
 class Reschedule(Exception):
@@ -116,9 +134,10 @@ class WorkerPool:
         for n in range(self.settings.workers):
             self._tasks.append(asyncio.create_task(
                 self._loop(f"{self._instance}:{n}", lanes["short"], self._lanes_idle["short"])))
-        for n in range(self.settings.long_workers if lanes["long"] else 0):
-            self._tasks.append(asyncio.create_task(
-                self._loop(f"{self._instance}:long{n}", lanes["long"], self._lanes_idle["long"])))
+        if long := lanes["long"]:
+            for n in range(self.settings.long_workers):
+                self._tasks.append(asyncio.create_task(
+                    self._loop(f"{self._instance}:long{n}", long, self._lanes_idle["long"])))
 
     def _queued(self) -> tuple[int, int]:
         """How many jobs of the long lane's kinds and of the others this process has queued
@@ -130,7 +149,7 @@ class WorkerPool:
     def _long_kinds(self) -> tuple[str, ...]:
         return self.settings.long_kinds if self.settings.long_workers > 0 else ()
 
-    def _lanes(self) -> dict[str, dict | None]:
+    def _lanes(self) -> _Claims:
         """What each kind of worker claims: `jobs.claim` keyword arguments."""
         long_kinds = self._long_kinds()
         if not long_kinds:
@@ -245,7 +264,7 @@ class WorkerPool:
             await asyncio.shield(jobs.reschedule(self.db, job, utcnow(), "cancelled"))
             back_now = True
             bound.warning("job.cancelled")
-            if asyncio.current_task().cancelling():
+            if _this_task().cancelling():
                 raise  # the worker itself is being stopped
         except Exception as e:
             delay = jobs.backoff_delay(

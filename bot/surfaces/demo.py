@@ -46,7 +46,7 @@ class DemoPr:
     depends_on_first: bool = False
     # Main changes the same lines after the PR branched: GitHub reads it `dirty` once it
     # converged, and the fixer brings main in (a conflict round) before it merges.
-    main_conflicts: dict[str, str] | None = None
+    main_conflicts: dict[str, str | None] | None = None  # the files, as `push` takes them
 
 
 PULLS = (
@@ -113,7 +113,7 @@ async def run_demo(as_json: bool = False, timeout: float = 110.0) -> int:
         sim = Simulator(root=root / "github")
         async with SimulatorServer(sim) as gh:
             await sim.create_repo(REPO, files=FILES, collaborators={MAINTAINER: "admin", "bob": "write"})
-            numbers = []
+            numbers: list[int] = []
             for p in PULLS:
                 body = f"Demo: {p.story}."
                 if p.depends_on_first:

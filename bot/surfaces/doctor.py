@@ -150,15 +150,16 @@ def _command_fixer(config: Config, check) -> None:
         env.setdefault(name, value)
     state = preset.state_paths() if preset else ()
     # Looked at before the CLI first runs here: its --version may create them itself.
-    for path in state:
-        if path.exists():
-            check(os.access(path, os.W_OK), f"{preset.name} state {path}",
-                  "writable" if os.access(path, os.W_OK) else "not writable by the bot's user")
-        else:
-            parent = next((p for p in path.parents if p.exists()), Path("/"))
-            check(os.access(parent, os.W_OK), f"{preset.name} state {path}",
-                  "missing; serve creates it at start" if os.access(parent, os.W_OK)
-                  else f"missing, and {parent} is not writable by the bot's user")
+    if preset:  # the state directories are a preset's
+        for path in state:
+            if path.exists():
+                check(os.access(path, os.W_OK), f"{preset.name} state {path}",
+                      "writable" if os.access(path, os.W_OK) else "not writable by the bot's user")
+            else:
+                parent = next((p for p in path.parents if p.exists()), Path("/"))
+                check(os.access(parent, os.W_OK), f"{preset.name} state {path}",
+                      "missing; serve creates it at start" if os.access(parent, os.W_OK)
+                      else f"missing, and {parent} is not writable by the bot's user")
     if preset:
         version = _run([found, "--version"], env)
         check(version.ok, f"{preset.name} version", version.line or "printed nothing")

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import and_
-from sqlmodel import select
+from sqlmodel import col, select
 
 from bot.effects import outbox
 from bot.engine import write_budget as budget
@@ -63,7 +63,8 @@ async def fixer_runs(db: Database) -> dict[str, tuple[int, int]]:
     """Per PR, the fixer's dispatches and reruns over the rounds of its current run, in one
     read for the whole list (a read per PR made the list cost a query per row every 15 s)."""
     stmt = (select(Round.pr_key, Round.attempt)
-            .join(PullRequest, and_(PullRequest.pr_key == Round.pr_key, PullRequest.process_key == Round.process_key)))
+            .join(PullRequest, and_(col(PullRequest.pr_key) == col(Round.pr_key),
+                                  col(PullRequest.process_key) == col(Round.process_key))))
     out: dict[str, tuple[int, int]] = {}
     async with db.read_session() as s:
         for pr_key, attempt in (await s.exec(stmt)).all():
@@ -76,7 +77,7 @@ async def open_escalations(db: Database) -> dict[str, list[Escalation]]:
     """Every PR's open escalations, in one read for the list."""
     out: dict[str, list[Escalation]] = {}
     async with db.read_session() as s:
-        for e in await s.exec(select(Escalation).where(Escalation.status == "open").order_by(Escalation.id)):
+        for e in await s.exec(select(Escalation).where(Escalation.status == "open").order_by(col(Escalation.id))):
             out.setdefault(e.pr_key, []).append(e)
     return out
 
