@@ -14,7 +14,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import Select
 
 from .database import Database, Shape, on_postgres, set_clause, split_values
-from .models import PullRequest, Run, utcnow
+from .models import Job, PullRequest, Run, utcnow
 from .statuses import TERMINAL, RunState, Status, derived_status, is_resubmittable
 
 
@@ -39,6 +39,31 @@ class PrView:
     @property
     def resubmittable(self) -> bool:
         return is_resubmittable(self.pr.status, self.pr.process_key, self.run_state)
+
+
+class MissingKey(LookupError):
+    """A PR row or a job read where the code relies on a key it does not hold: a bug, not a race."""
+
+
+def process_key_of(item: PullRequest | Job) -> str:
+    """The key of the run that owns a PR row, or of the run a job was queued for.
+
+    For where the code relies on one: the row of a PR being driven (an active run's, read as not
+    resubmittable) always holds its run's key, and a job a run queued for itself (a fix, a
+    progress check, most effects) always carries it. The columns are nullable for the others: a
+    row no run owns (a crash between insert and key publish), a job of no run (a sync)."""
+    if item.process_key is None:
+        what = f"the row of {item.pr_key}" if isinstance(item, PullRequest) else f"job {item.key!r}"
+        raise MissingKey(f"{what} has no process key")
+    return item.process_key
+
+
+def pr_key_of(job: Job) -> str:
+    """The PR a job is for. Every job of a PR carries its key (the column is nullable for the
+    few jobs of no one PR): a handler of a PR's job relies on it."""
+    if job.pr_key is None:
+        raise MissingKey(f"job {job.key!r} has no pr_key")
+    return job.pr_key
 
 
 def _with_run() -> Select[PullRequest, str | None]:

@@ -60,7 +60,7 @@ async def hold(rt: Runtime, job: Job, view: PrView) -> bool:
     settle = timedelta(seconds=max(cfg.check_run_settle_seconds, 1.0))
     # Not another update of the run (one queued while this one ran): it renders the same row,
     # and two updates holding each other would wait out the hold.
-    if await jobs.in_hand(rt.db, job.pr_key, job.id, now + settle,
+    if await jobs.in_hand(rt.db, prs.pr_key_of(job), job.id, now + settle,
                           besides_prefix=outbox.effect_key_prefix("check_run")):
         # Each wait as long as the update has waited so far: a few looks, not one per settle
         # window (at a busy hour, when every PR has work in hand, those were a claim and a
@@ -133,4 +133,4 @@ async def said_in_dry_run(rt: Runtime, pr_key: str) -> str | None:
 
 
 async def check_run(rt: Runtime, job: Job, p: dict) -> None:
-    await sync(rt, job.pr_key, job)
+    await sync(rt, prs.pr_key_of(job), job)

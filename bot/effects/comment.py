@@ -11,14 +11,14 @@ from bot.effects.replies import Reply, reply_and_resolve
 from bot.github.errors import NotFound
 from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
-from storage import escalations, rounds
+from storage import escalations, prs, rounds
 from storage.models import Job
 
 log = structlog.get_logger(__name__)
 
 
 async def comment(rt: Runtime, job: Job, p: dict) -> None:
-    key = parse_pr_key(job.pr_key)
+    key = parse_pr_key(prs.pr_key_of(job))
     posted = await rt.github.comment_once(key.owner, key.repo, key.number, p["marker"], p["body"])
     if p.get("escalation_id") is not None:
         await escalations.set_comment(rt.db, p["escalation_id"], posted["id"])
@@ -28,7 +28,7 @@ async def reply(rt: Runtime, job: Job, p: dict) -> None:
     # A round's replies are one effect; an effect queued by an older version names one thread.
     items = p["replies"] if "replies" in p else [p]
     replies = [Reply(i["thread_id"], i["text"], i["resolve"]) for i in items]
-    await reply_and_resolve(rt, job.pr_key, replies, await _answered(rt, job, p, items))
+    await reply_and_resolve(rt, prs.pr_key_of(job), replies, await _answered(rt, job, p, items))
 
 
 async def _answered(rt: Runtime, job: Job, p: dict, items: list[dict]) -> dict[str, bool] | None:
@@ -44,17 +44,19 @@ async def _answered(rt: Runtime, job: Job, p: dict, items: list[dict]) -> dict[s
     if not first_try(job) or p.get("round") is None or job.process_key is None:
         return None
     answered = {i["thread_id"]: i.get("answered") for i in items}
-    if any(v is None for v in answered.values()):
+    known = {thread: v for thread, v in answered.items() if v is not None}
+    if len(known) < len(answered):
         return None
-    rnd = await rounds.get(rt.db, job.pr_key, job.process_key, p["round"])
-    if rnd is None or await outbox.queued_since(rt.db, job.pr_key, "reply", rnd.started_at, besides=job.id):
+    pr_key = prs.pr_key_of(job)
+    rnd = await rounds.get(rt.db, pr_key, job.process_key, p["round"])
+    if rnd is None or await outbox.queued_since(rt.db, pr_key, "reply", rnd.started_at, besides=job.id):
         return None
-    return answered
+    return known
 
 
 async def react(rt: Runtime, job: Job, p: dict) -> None:
     # GitHub answers 200 to a reaction the user already made: a repeat creates nothing.
-    key = parse_pr_key(job.pr_key)
+    key = parse_pr_key(prs.pr_key_of(job))
     try:
         await rt.github.react(key.owner, key.repo, p["comment_id"], p["content"], review_comment=p["review_comment"])
     except NotFound:

@@ -22,7 +22,7 @@ log = structlog.get_logger(__name__)
 
 
 async def update_branch(rt: Runtime, job: Job, p: dict) -> None:
-    key = parse_pr_key(job.pr_key)
+    key = parse_pr_key(prs.pr_key_of(job))
     try:
         # `expected_head_sha` makes a repeat harmless: once the base is merged in, the head
         # moved and GitHub refuses (422) instead of merging again.
@@ -36,10 +36,11 @@ async def merge(rt: Runtime, job: Job, p: dict) -> None:
     # it does is learnt from GitHub's refusal of the merge (405), then kept for the repository,
     # so a repository without a queue pays no read of it.
     first = first_try(job)
-    if merge_queue.queue_known(rt, job.pr_key) and await run_enqueue(rt, job.pr_key, job.process_key, p["sha"], first_try=first):
+    pr_key, pk = prs.pr_key_of(job), prs.process_key_of(job)  # a merge is its run's (`outbox.merge`)
+    if merge_queue.queue_known(rt, pr_key) and await run_enqueue(rt, pr_key, pk, p["sha"], first_try=first):
         return
-    if await run_merge(rt, job.pr_key, job.process_key, p["sha"]) == "merge_queue":
-        await run_enqueue(rt, job.pr_key, job.process_key, p["sha"], first_try=first)
+    if await run_merge(rt, pr_key, pk, p["sha"]) == "merge_queue":
+        await run_enqueue(rt, pr_key, pk, p["sha"], first_try=first)
 
 
 async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> str | None:
@@ -54,7 +55,7 @@ async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> str | None:
     gh_pr = await rt.github.pull(key.owner, key.repo, key.number)
     if not gh_pr.get("merged"):
         if gh_pr.get("state") != "open":
-            return  # closed meanwhile: the next step ends the run
+            return None  # closed meanwhile: the next step ends the run
         try:
             # The converged head is the precondition: GitHub refuses (409) if anything else landed.
             await rt.github.merge(key.owner, key.repo, key.number, sha, method)
@@ -70,7 +71,7 @@ async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> str | None:
                                            expect_status=Status.MERGING, session=s):
                     await requeue(s, pr_key, "merge_refused")
             bound.info("merge.refused", error=str(e))
-            return
+            return None
         # Unavailable propagates: the job retries, and its next try re-reads before merging.
     async with rt.db.session() as s:
         won = await prs.fenced_update(None, pr_key, pk, {
@@ -84,6 +85,7 @@ async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> str | None:
                 await requeue(s, dependent, "dependency_merged")
     metrics.merged("merge", won)
     bound.info("pr.merged", head=sha)
+    return None
 
 
 async def run_enqueue(rt: Runtime, pr_key: str, pk: str, sha: str, *, first_try: bool) -> bool:

@@ -16,11 +16,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, func, update
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.rules.model import Finding
 from storage import jobs
+from storage.database import on_postgres
 from storage.models import Job, utcnow
 from storage.statuses import JobKind
 
@@ -41,10 +42,6 @@ COMMENT_EFFECTS = frozenset({"comment", "reply"})
 DRY_RUN = "dry_run"
 
 
-def _is_postgres(session: AsyncSession) -> bool:
-    return session.bind.dialect.name == "postgresql"
-
-
 async def add(
     session: AsyncSession, effect: str, key: str, *, pr_key: str, process_key: str | None = None,
     delay_seconds: float = 0.0, **payload: Any,
@@ -56,7 +53,7 @@ async def add(
     none, so they happen even once the run has ended.
     """
     _, created = await jobs.enqueue_in(
-        session, _is_postgres(session), KIND, f"{effect_key_prefix(effect)}{key}", pr_key=pr_key,
+        session, on_postgres(session), KIND, f"{effect_key_prefix(effect)}{key}", pr_key=pr_key,
         process_key=process_key, payload={"effect": effect, **payload}, max_attempts=MAX_ATTEMPTS,
         delay_seconds=delay_seconds,
     )
@@ -71,7 +68,7 @@ def effect_key_prefix(effect: str) -> str:
 def _effects() -> tuple:
     """The where-clauses for the PR's effect jobs of one kind, bound by `_of`: the hot queries
     below are built once (building one cost more than running it)."""
-    return Job.kind == KIND, Job.pr_key == bindparam("fx_pr_key"), Job.payload.contains(bindparam("fx_effect"))
+    return Job.kind == KIND, Job.pr_key == bindparam("fx_pr_key"), col(Job.payload).contains(bindparam("fx_effect"))
 
 
 def _of(pr_key: str, effect: str) -> dict[str, str]:
@@ -79,7 +76,7 @@ def _of(pr_key: str, effect: str) -> dict[str, str]:
 
 
 _NEXT_DUE = select(func.min(Job.run_at)).where(
-    *_effects(), Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)))
+    *_effects(), col(Job.status).in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)))
 # Locked (PostgreSQL): see `check_run`.
 _WAITING_UPDATE = select(Job.id).where(*_effects(), Job.status == jobs.JobStatus.QUEUED).limit(1).with_for_update()
 
@@ -131,7 +128,7 @@ async def record_dry_run(db, job: Job, summary: str) -> bool:
     """
     async with db.session() as s:
         return (await s.exec(update(Job).where(
-            Job.id == job.id, Job.lease_owner == job.lease_owner, Job.status == jobs.JobStatus.RUNNING,
+            col(Job.id) == job.id, col(Job.lease_owner) == job.lease_owner, col(Job.status) == jobs.JobStatus.RUNNING,
         ).values(status=DRY_RUN, finished_at=utcnow(), lease_until=None,
                  last_error=f"dry run: would have {summary}"))).rowcount == 1
 

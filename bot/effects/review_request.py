@@ -42,7 +42,7 @@ async def request_review(rt: Runtime, job: Job, p: dict) -> None:
     asks at once while a review since would be known here (`_would_have_heard`); otherwise, and
     on a retry or for a decision that cannot say, it looks first.
     """
-    key = parse_pr_key(job.pr_key)
+    key = parse_pr_key(prs.pr_key_of(job))
     since = job.created_at.replace(microsecond=0)  # GitHub stamps reviews to the second
 
     def answers(r: Review) -> bool:
@@ -97,12 +97,13 @@ async def _would_have_heard(rt: Runtime, job: Job, p: dict) -> bool:
     with none of these, no review came, but for one whose webhook is in flight right now, as a
     review submitted just after a look would not show in it either. At a busy hour the request
     runs tens of seconds after its decision, and the look was one rate-limited read a round."""
-    if not redelivery.covers(rt, parse_pr_key(job.pr_key).full_repo):
+    pr_key = prs.pr_key_of(job)
+    if not redelivery.covers(rt, parse_pr_key(pr_key).full_repo):
         return False
-    view = await prs.get(rt.db, job.pr_key)
+    view = await prs.get(rt.db, pr_key)
     if view is None or (view.pr.latest_review_id or 0) > (p.get("baseline") or 0):
         return False
-    return not await jobs.in_hand(rt.db, job.pr_key, kinds=(JobKind.SYNC,))
+    return not await jobs.in_hand(rt.db, pr_key, kinds=(JobKind.SYNC,))
 
 
 def trigger_marker(job: Job, p: dict, login: str) -> str:

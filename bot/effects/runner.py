@@ -42,9 +42,10 @@ async def run_effect(rt: Runtime, job: Job) -> None:
         await _dry_run(rt, job, effect, payload)
         return
     if job.process_key is not None and not _exempt(effect, payload):
-        why = await over_budget(rt, job.pr_key, effect)
+        pr_key = prs.pr_key_of(job)
+        why = await over_budget(rt, pr_key, effect)
         if why is not None:
-            await pause_runaway(rt, job.pr_key, job.process_key, why)
+            await pause_runaway(rt, pr_key, job.process_key, why)
             metrics.EFFECTS.labels(effect, "over_budget").inc()
             log.warning("effect.over_budget", pr_key=job.pr_key, effect=effect, why=why)
             return
@@ -56,12 +57,13 @@ async def _dry_run(rt: Runtime, job: Job, effect: str, payload: dict) -> None:
     """Record the effect as decided and not performed: no GitHub request, not even the look an
     effect makes before its write, and no write budget spent (nothing was written). What waits on
     it sees it settled (`outbox.pending`)."""
+    pr_key = prs.pr_key_of(job)  # every effect is a PR's (`outbox.add`)
     roster: tuple[reviewers.Reviewer, ...] = ()
     if effect == "request_review":  # the PR's repository's reviewers: its file may name its own
-        roster = reviewers.roster(await repoconfig.effective_config(rt, parse_pr_key(job.pr_key).full_repo))
+        roster = reviewers.roster(await repoconfig.effective_config(rt, parse_pr_key(pr_key).full_repo))
     summary = outbox.describe(effect, payload, roster)
     if effect == "check_run":
-        summary = await check_run.said_in_dry_run(rt, job.pr_key) or summary
+        summary = await check_run.said_in_dry_run(rt, pr_key) or summary
     elif effect == "comment" and job.process_key and str(payload.get("marker", "")).startswith(FIX_MARKER):
         await _asked_no_one(rt, job, payload["marker"])
     if await outbox.record_dry_run(rt.db, job, summary):
@@ -80,9 +82,10 @@ async def _asked_no_one(rt: Runtime, job: Job, marker: str) -> None:
     round_no = marker.removeprefix(FIX_MARKER).split(":")[1]
     if not round_no.isdigit():
         return
+    pr_key, pk = prs.pr_key_of(job), prs.process_key_of(job)  # an asking fixer's comment is its run's
     async with rt.db.session() as s:
-        await hold_round_checks(s, job.pr_key, job.process_key, int(round_no))
-        await prs.fenced_update(None, job.pr_key, job.process_key,
+        await hold_round_checks(s, pr_key, pk, int(round_no))
+        await prs.fenced_update(None, pr_key, pk,
                                 {"last_action": f"dry run: would have asked for a fix ({rt.config.fixer.kind})"},
                                 expect_status=Status.CONVERGING, expect_round=int(round_no), session=s)
 
