@@ -66,6 +66,13 @@ def pr_key_of(job: Job) -> str:
     return job.pr_key
 
 
+def round_of(job: Job) -> int:
+    """The round a job of a round is for (a fix, a progress check): queued with it always."""
+    if job.round_no is None:
+        raise MissingKey(f"job {job.key!r} has no round")
+    return job.round_no
+
+
 def _with_run() -> Select[PullRequest, str | None]:
     # An outer join: a PR with no run of its key has None for the run's state, which the
     # column's type does not say.

@@ -11,7 +11,8 @@ import structlog
 from bot.effects import outbox
 from bot.effects.outbox import first_try
 from bot.engine import repoconfig
-from bot.engine.dispatch import queue_fixer, requeue
+from bot.engine.dispatch import new_attempt, queue_fixer, requeue
+from bot.engine.escalation import stored_id
 from bot.engine.read import Dependencies, dependencies_of
 from bot.github.errors import NotFound
 from bot.github.stamps import parse_time
@@ -40,7 +41,7 @@ CARRIED_FOR = timedelta(minutes=2)
 
 async def handle_command(rt: Runtime, job: Job) -> None:
     p = json.loads(job.payload)
-    key = parse_pr_key(job.pr_key)
+    key = parse_pr_key(prs.pr_key_of(job))
     review = p.get("kind") == "review"
     comment_id = int(p["comment_id"])
     comment = _carried(job, p)
@@ -68,6 +69,8 @@ async def handle_command(rt: Runtime, job: Job) -> None:
     async with rt.db.session() as s:
         await outbox.react(s, str(key), comment_id, "eyes", review_comment=review)
 
+    accepted: bool
+    message: str | None
     if isinstance(cmd, Refusal):
         accepted, message = False, cmd.why
     elif not await rt.github.can_write(key.owner, key.repo, author,
@@ -113,7 +116,6 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[b
             return True, None
         return True, "convergebot is already working on this PR (`/converge status` shows where)."
     view = await prs.get(rt.db, pr_key)
-    active = view is not None and not view.resubmittable
     if cmd.verb == "status":
         if view is None:
             return True, "This PR is not enrolled. `/converge` enrolls it."
@@ -123,20 +125,21 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[b
         async with rt.db.session() as s:
             n = await adjudications.invalidate_all(s, pr_key)
         return True, f"Forgot {n} remembered answer(s)." if n else None
-    if not active:
+    if view is None or view.resubmittable:
         return False, "convergebot has no active run on this PR. `/converge` starts one."
     pr = view.pr
+    pk = prs.process_key_of(pr)
     if cmd.verb == "stop":
         await abandon_pr(rt.db, pr_key, f"stopped by @{author}")
         return True, None
     if cmd.verb == "merge":
-        await prs.fenced_update(rt.db, pr_key, pr.process_key, {"merge_approved": True,
+        await prs.fenced_update(rt.db, pr_key, pk, {"merge_approved": True,
                                                                 "last_action": f"merge approved by @{author}"})
         return True, None
     if cmd.verb == "retry":
-        rnd = await rounds.get(rt.db, pr_key, pr.process_key, pr.current_round)
+        rnd = await rounds.get(rt.db, pr_key, pk, pr.current_round)
         async with rt.db.session() as s:
-            won = await prs.fenced_update(None, pr_key, pr.process_key, {
+            won = await prs.fenced_update(None, pr_key, pk, {
                 "status": Status.CONVERGING, "husk_retries": 0, "escalated_at": None,
                 "last_action": f"round {pr.current_round} retried by @{author}",
             }, expect_status=(Status.CONVERGING, Status.WAITING_REVIEW, Status.ESCALATED),
@@ -151,13 +154,13 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[b
                 if rnd is not None and rnd.kind != RoundKind.REVIEW and rnd.findings:
                     # A conflict or CI round has no review to wait for: its fixer runs again,
                     # from the branch as it is.
-                    attempt = await rounds.next_attempt(s, pr_key, pr.process_key, pr.current_round, {
+                    attempt = await new_attempt(s, pr_key, pk, pr.current_round, {
                         **rounds.VERDICT_FIELDS, "entry_head": pr.head_sha, "fixer_started_at": utcnow()})
                     await queue_fixer(s, rt, pr.model_copy(update={"last_round_head": pr.head_sha}),
                                       pr.current_round, attempt, rnd.findings, json.loads(rnd.instructions or "[]"),
                                       kind=rnd.kind)
                 else:
-                    await rounds.next_attempt(s, pr_key, pr.process_key, pr.current_round,
+                    await rounds.next_attempt(s, pr_key, pk, pr.current_round,
                                               {**rounds.VERDICT_FIELDS, "entry_head": None})
         return (True, None) if won else (False, "The run moved on meanwhile; try again.")
     return await answer(rt, pr, cmd, author)
@@ -200,7 +203,7 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str 
             if not await prs.fenced_update(None, pr.pr_key, pr.process_key, values,
                                            expect_status=Status.ESCALATED, expect_round=n, session=s):
                 raise _Lost()
-            if not await escalations.answer(s, target.id, cmd.text, author):
+            if not await escalations.answer(s, stored_id(target), cmd.text, author):
                 raise _Lost("That escalation was answered already.")
             await escalations.mark_open_stale(s, pr.pr_key, except_id=target.id)
             await adjudications.record(s, pr.pr_key, target.fingerprint, cmd.text, author)
@@ -214,7 +217,7 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str 
             elif plan == "merge_stage":
                 await requeue(s, pr.pr_key, "answered")
             elif rnd is not None:
-                attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
+                attempt = await new_attempt(s, pr.pr_key, pr.process_key, n, {
                     **rounds.VERDICT_FIELDS, "fixer_started_at": now, "instructions": json.dumps(instructions)})
                 await queue_fixer(s, rt, pr, n, attempt, rnd.findings or "[]", instructions, kind=rnd.kind)
     except _Lost as lost:

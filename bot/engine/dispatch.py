@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -14,7 +15,8 @@ from bot.engine import repoconfig
 from bot.engine.read import findings_of
 from bot.fixers.base import FixRequest
 from bot.runtime.context import Runtime
-from storage import jobs
+from storage import jobs, prs, rounds
+from storage.database import on_postgres
 from storage.models import PullRequest, utcnow
 from storage.statuses import JobKind
 
@@ -37,7 +39,7 @@ def progress_key(process_key: str, round_no: int, attempt: int, why: str) -> str
 async def queue_progress(session: AsyncSession, pr_key: str, process_key: str, round_no: int, attempt: int,
                          why: str, **fields) -> bool:
     _, created = await jobs.enqueue_in(
-        session, session.bind.dialect.name == "postgresql", JobKind.PROGRESS_CHECK,
+        session, on_postgres(session), JobKind.PROGRESS_CHECK,
         progress_key(process_key, round_no, attempt, why), pr_key=pr_key, process_key=process_key,
         round_no=round_no, payload={"attempt": attempt}, max_attempts=PROGRESS_ATTEMPTS, **fields)
     return created
@@ -54,9 +56,10 @@ async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round
     """
     timeout = timedelta(seconds=rt.config.fixer.timeout_seconds)
     fixer = rt.config.fixer.kind
+    pk = prs.process_key_of(pr)
     if fixer in RUNS_IN_A_JOB:
-        await jobs.enqueue_in(session, rt.db.is_postgres, JobKind.FIX, f"fix:{pr.process_key}:{round_no}:{attempt}",
-                              pr_key=pr.pr_key, process_key=pr.process_key, round_no=round_no,
+        await jobs.enqueue_in(session, rt.db.is_postgres, JobKind.FIX, f"fix:{pk}:{round_no}:{attempt}",
+                              pr_key=pr.pr_key, process_key=pk, round_no=round_no,
                               payload={"attempt": attempt}, max_attempts=FIX_ATTEMPTS)
     else:
         # An asking fixer (mention, author) is pure: its comment is rendered now and posted
@@ -68,19 +71,29 @@ async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round
             findings=findings_of(findings_text) or (), instructions=tuple(instructions), pr_author=pr.author,
             kind=kind, base_branch=base_branch,
             prompt_append=repoconfig.current(rt, pr.repo).config.fixer.prompt_append))
-        await outbox.comment(session, pr.pr_key, f"convergebot:fix:{pr.process_key}:{round_no}:{attempt}",
+        await outbox.comment(session, pr.pr_key, f"convergebot:fix:{pk}:{round_no}:{attempt}",
                              verdict.comment or "Please address the review findings.",
-                             process_key=pr.process_key)
-    await queue_progress(session, pr.pr_key, pr.process_key, round_no, attempt, "deadline",
+                             process_key=pk)
+    await queue_progress(session, pr.pr_key, pk, round_no, attempt, "deadline",
                          run_at=utcnow() + timeout + DEADLINE_MARGIN)
     log.info("fixer.dispatched", pr_key=pr.pr_key, round=round_no, attempt=attempt, fixer=fixer,
              findings=len(json.loads(findings_text or "[]")))
+
+
+async def new_attempt(session: AsyncSession, pr_key: str, process_key: str, round_no: int,
+                      values: dict[str, Any]) -> int:
+    """`rounds.next_attempt` (no expected attempt) of a round that exists: started, or read just
+    before. Its one None, a round with no row, is a bug here, not a race."""
+    attempt = await rounds.next_attempt(session, pr_key, process_key, round_no, values)
+    if attempt is None:
+        raise LookupError(f"round {round_no} of {pr_key} (run {process_key}) has no row")
+    return attempt
 
 
 async def requeue(session: AsyncSession, pr_key: str, why: str, *, delay_seconds: float = 0.0) -> None:
     """In the caller's transaction: take the PR's next step now (or after `delay_seconds`) rather
     than at the next webhook or poll (it coalesces into a sync already queued for the PR, pulling
     that one forward)."""
-    await jobs.enqueue_in(session, session.bind.dialect.name == "postgresql", JobKind.SYNC,
+    await jobs.enqueue_in(session, on_postgres(session), JobKind.SYNC,
                           f"sync:{pr_key}:{why}:{utcnow().isoformat()}", pr_key=pr_key,
                           delay_seconds=delay_seconds)

@@ -9,7 +9,7 @@ from bot.engine import repoconfig
 from bot.intake.submit import SubmitOptions, submit_pr
 from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
-from storage import jobs
+from storage import jobs, prs
 from storage.models import Job
 from storage.statuses import JobKind
 
@@ -26,7 +26,7 @@ def enroll_rule(pr: dict, cfg: ConvergenceConfig) -> str | None:
 
 
 async def enroll(rt: Runtime, job: Job) -> None:
-    key = parse_pr_key(job.pr_key)
+    key = parse_pr_key(prs.pr_key_of(job))
     pr = await rt.github.pull(key.owner, key.repo, key.number)
     cfg = rt.config.convergence
     rule = enroll_rule(pr, cfg)

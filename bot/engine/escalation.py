@@ -39,6 +39,14 @@ def marker(escalation_id: int) -> str:
     return f"convergebot:escalation:{escalation_id}"
 
 
+def stored_id(esc: Escalation) -> int:
+    """The id of an escalation read from the table or just written to it (the model's None is
+    for one not inserted yet, which nothing here holds)."""
+    if esc.id is None:
+        raise ValueError(f"an escalation of {esc.pr_key} that was never stored has no id")
+    return esc.id
+
+
 def render(esc: Escalation, maintainers: list[str]) -> str:
     who = " ".join(f"@{m.lstrip('@')}" for m in maintainers) or "Maintainers"
     title = KIND_TITLES.get(esc.kind, esc.kind)
@@ -57,7 +65,7 @@ def _maintainers(rt: Runtime, pr_key: str) -> list[str]:
 
 async def queue_comment(session: AsyncSession, rt: Runtime, esc: Escalation) -> None:
     """The escalation's comment, as an effect keyed on the escalation: posted once."""
-    await outbox.comment(session, esc.pr_key, marker(esc.id), render(esc, _maintainers(rt, esc.pr_key)),
+    await outbox.comment(session, esc.pr_key, marker(stored_id(esc)), render(esc, _maintainers(rt, esc.pr_key)),
                          process_key=esc.process_key, escalation_id=esc.id)
 
 
@@ -71,7 +79,7 @@ async def escalate(
     Fenced on the run, the expected status and the round, so of two deciders only one asks.
     A job passes its own `process_key`: the row it read may already carry a newer run's.
     """
-    pk = process_key or pr.process_key
+    pk = process_key or prs.process_key_of(pr)
     won = await prs.fenced_update(None, pr.pr_key, pk, {
         "status": Status.ESCALATED, "escalated_at": utcnow(),
         "last_action": f"escalated: {action.kind}", **(extra or {}),

@@ -15,6 +15,7 @@ from datetime import timedelta
 
 import structlog
 from sqlalchemy import update
+from sqlmodel import col
 
 from bot import metrics
 from bot.effects import outbox
@@ -41,10 +42,11 @@ log = structlog.get_logger(__name__)
 
 async def fix(rt: Runtime, job: Job) -> None:
     attempt = json.loads(job.payload).get("attempt", 0)
-    pk, n = job.process_key, job.round_no
-    bound = log.bind(pr_key=job.pr_key, process_key=pk, round=n, attempt=attempt)
-    view = await prs.get(rt.db, job.pr_key)
-    rnd = await rounds.get(rt.db, job.pr_key, pk, n)
+    # A fix job is its run's, of one round (`dispatch.queue_fixer`).
+    pr_key, pk, n = prs.pr_key_of(job), prs.process_key_of(job), prs.round_of(job)
+    bound = log.bind(pr_key=pr_key, process_key=pk, round=n, attempt=attempt)
+    view = await prs.get(rt.db, pr_key)
+    rnd = await rounds.get(rt.db, pr_key, pk, n)
     # The job's own run first: a stopped run's round row can still look open at the new run's
     # round and attempt, and its fix job would run the agent (and push) for a run nobody drives.
     if (view is None or view.pr.process_key != pk or view.pr.status != Status.CONVERGING
@@ -105,9 +107,12 @@ async def fix(rt: Runtime, job: Job) -> None:
                     and latest.entry_head == rnd.entry_head and latest.fixer_started_at is not None
                     and latest.fixer_finished_at is None and latest.status is None)
 
+        entry_head = moved if again else rnd.entry_head
+        if entry_head is None:  # a round starts at a head (`rounds.start`), and a move is one
+            raise ValueError(f"round {n} of {pr.pr_key} has no entry head to lease the push on")
         request = FixRequest(
             pr_key=pr.pr_key, round_no=n, attempt=attempt, title=gh_pr.get("title") or pr.title,
-            description=gh_pr.get("body") or "", head_branch=branch, entry_head=moved if again else rnd.entry_head,
+            description=gh_pr.get("body") or "", head_branch=branch, entry_head=entry_head,
             clone_url=head_repo.get("clone_url") or "", token=await rt.github.clone_token(key.owner, key.repo),
             findings=findings, instructions=tuple(json.loads(rnd.instructions or "[]")),
             kind=rnd.kind, base_branch=(gh_pr.get("base") or {}).get("ref"),
@@ -138,7 +143,7 @@ async def _dry_run(rt: Runtime, job: Job, pr: PullRequest, rnd, bound) -> None:
     """Record that the fixer would run now, and with what, and stop: it would push. Nothing is
     cloned either: a clone is a read, but it costs the disk and minutes a dry run has no use for,
     and the agent's inputs are all in the round already."""
-    n, pk = rnd.round_no, pr.process_key
+    n, pk = rnd.round_no, prs.process_key_of(pr)
     findings = findings_of(rnd.findings) or ()
     instructions = json.loads(rnd.instructions or "[]")
     summary = (f"run the {rt.config.fixer.kind} fixer on round {n} ({rnd.kind}) at "
@@ -162,8 +167,8 @@ async def hold_round_checks(session, pr_key: str, process_key: str, round_no: in
     """In the caller's transaction: put the round's waiting progress checks off by
     `DRY_RUN_HOLD`, in a dry run where no fixer (nor a person it asked) was set to work."""
     await session.exec(update(Job).where(
-        Job.kind == JobKind.PROGRESS_CHECK, Job.pr_key == pr_key, Job.process_key == process_key,
-        Job.round_no == round_no, Job.status == JobStatus.QUEUED,
+        col(Job.kind) == JobKind.PROGRESS_CHECK, col(Job.pr_key) == pr_key, col(Job.process_key) == process_key,
+        col(Job.round_no) == round_no, col(Job.status) == JobStatus.QUEUED,
     ).values(run_at=utcnow() + DRY_RUN_HOLD, last_error="dry run: held, the fixer did not run"))
 
 
@@ -192,10 +197,10 @@ async def _over_budget(rt: Runtime, pr: PullRequest, attempt: int, entry_head: s
     """The fixer does not start past an agent budget: the run's own is escalated naming the
     figure; the hour's (all PRs together) is waited out, the round's deadline put off with it."""
     metrics.AGENT_BUDGET_WAITS.labels(over.budget).inc()
-    pk, n = pr.process_key, pr.current_round
+    pk, n = prs.process_key_of(pr), pr.current_round
     if over.until is None:
         action = Escalate(spending.AGENT_BUDGET, spending.question(over),
-                          fingerprint(spending.AGENT_BUDGET, pk or "", str(n), str(attempt)))
+                          fingerprint(spending.AGENT_BUDGET, pk, str(n), str(attempt)))
         await _refuse(rt, pr, attempt, entry_head, action, bound, f"the fixer did not run: {over.why}")
         return
     async with rt.db.session() as s:
@@ -203,7 +208,7 @@ async def _over_budget(rt: Runtime, pr: PullRequest, attempt: int, entry_head: s
             "last_action": f"fixer waits until {over.until:%H:%M} UTC: {over.why}"},
             expect_status=Status.CONVERGING, expect_round=n, session=s)
         if won:
-            await spending.put_off_deadline(s, rt, pr.pr_key, pk or "", n, over.until)
+            await spending.put_off_deadline(s, rt, pr.pr_key, pk, n, over.until)
     bound.info("fix.over_hour_budget", until=over.until.isoformat(), why=over.why)
     if won:
         raise Reschedule(over.until, over.why)
@@ -213,7 +218,7 @@ async def _refuse(rt: Runtime, pr: PullRequest, attempt: int, entry_head: str | 
                   bound, summary: str = "the fixer did not run: the PR's branch is in a fork") -> None:
     """Escalate instead of running the fixer, and end the round; fenced on the job's own run, round
     and attempt, so a fix job that runs twice (a redelivery, a retry after a lost commit) asks once."""
-    pk, n = pr.process_key, pr.current_round
+    pk, n = prs.process_key_of(pr), pr.current_round
     try:
         async with rt.db.session() as s:
             if await escalate(s, rt, pr, action, expect_status=Status.CONVERGING, process_key=pk) is None:

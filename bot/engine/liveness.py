@@ -10,7 +10,7 @@ happens in its normal course.
 from __future__ import annotations
 
 import structlog
-from sqlmodel import select
+from sqlmodel import col, select
 
 from bot import metrics
 from bot.engine.dispatch import queue_progress
@@ -28,9 +28,11 @@ async def _pending_rounds(rt: Runtime) -> set[tuple[str, str, int]]:
     """(pr_key, process_key, round) of every fix or progress-check job still to run (a few: one
     per round at work, whatever the number of enrolled PRs)."""
     query = select(Job.pr_key, Job.process_key, Job.round_no).where(
-        Job.kind.in_(CLOSERS), Job.status.in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)))
+        col(Job.kind).in_(CLOSERS), col(Job.status).in_((jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING)))
     async with rt.db.read_session() as s:
-        return {tuple(row) for row in await s.exec(query)}
+        # Each job carries all three (`dispatch`); one lacking any would match no PR's round.
+        return {(k, pk, n) for k, pk, n in await s.exec(query)
+                if k is not None and pk is not None and n is not None}
 
 
 async def _fixer_at_work(rt: Runtime, keys: list[str]) -> list[tuple[str, str, int, int]]:

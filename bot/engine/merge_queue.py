@@ -129,7 +129,7 @@ async def settle(rt: Runtime, pr: PullRequest, bound) -> bool:
     if step.kind == "merge":
         return False
     if step.kind == "queued" and (step.reason, q.group) != (pr.last_action, pr.merge_group):
-        await say(rt, pr.pr_key, pr.process_key, step.reason, q.group)
+        await say(rt, pr.pr_key, prs.process_key_of(pr), step.reason, q.group)
     elif step.kind == "back":
         # The group the row kept (GitHub deletes its branch once it is done with it), read now:
         # the merge effect may have recorded it after this step read the row.
@@ -137,11 +137,11 @@ async def settle(rt: Runtime, pr: PullRequest, bound) -> bool:
         group = fresh.pr.merge_group if fresh is not None else pr.merge_group
         failing = await _failing(rt, key, group) if group else ()
         reason = removal_reason(group, failing)
-        if failing:
+        if failing and group:  # (`failing` is read off the group: none without one)
             # Queued again, the same head would fail the same way: the fixer gets the checks.
             if await queue_removed(rt, pr, failing, group, bound):
                 bound.info("merge.dequeued", reason=reason, group=group, then="ci round")
-        elif await back(rt, pr.pr_key, pr.process_key, reason, "dequeued"):
+        elif await back(rt, pr.pr_key, prs.process_key_of(pr), reason, "dequeued"):
             bound.info("merge.dequeued", reason=reason, group=group)
     return True
 

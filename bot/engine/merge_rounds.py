@@ -4,7 +4,7 @@ took out for checks that failed on its merge group)."""
 
 from __future__ import annotations
 
-from bot.engine.dispatch import queue_fixer
+from bot.engine.dispatch import new_attempt, queue_fixer
 from bot.engine.escalation import escalate
 from bot.engine.read import findings_json
 from bot.rules.findings import fingerprint
@@ -21,7 +21,7 @@ async def queue_removed(rt: Runtime, pr: PullRequest, failing: tuple[FailedCheck
     """A PR the merge queue took out for checks that failed on its merge group: queueing the same
     head again would fail the same way, so the checks go to the fixer in a CI round (within the
     budget), then escalate. False when the fence lost (the run or the stage moved on)."""
-    used = await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI, pr.merge_budget_since)
+    used = await rounds.count_kind(rt.db, pr.pr_key, prs.process_key_of(pr), RoundKind.CI, pr.merge_budget_since)
     step = ci_step(failing, used, rt.config.merge.ci_fix_attempts, f" on merge group {group[:7]}")
     view = MergeView(status=pr.status, head=pr.head_sha, converged_head=pr.converged_head, mergeable_state=None,
                      unmerged_deps=(), cycle=None, require_approval=False, approved=True, failing_checks=failing)
@@ -38,18 +38,21 @@ async def fix_round(s, rt: Runtime, pr: PullRequest, step: MergeStep, view: Merg
     merge as its findings; the fresh review of what it pushes is the round after. Fenced on the
     status the caller read (`waiting_merge`, or `merging` for a PR the merge queue took out)."""
     now, n, head = utcnow(), pr.current_round + 1, pr.head_sha or ""
+    pk, kind = prs.process_key_of(pr), step.round_kind
+    if kind is None:  # a fix_round step names its kind (`bot/rules/merge.py`)
+        raise ValueError(f"a fix round of {pr.pr_key} of no kind: {step!r}")
     findings = fix_findings(step, view, base)
     text = findings_json(findings)
-    if not await prs.fenced_update(None, pr.pr_key, pr.process_key, {
+    if not await prs.fenced_update(None, pr.pr_key, pk, {
             "status": Status.CONVERGING, "current_round": n, "husk_retries": 0, "converged_head": None,
             "converged_at": None, "last_round_head": head, "mergeability_unknown_since": None,
             "last_action": f"{step.round_kind} round: {step.reason}"},
             expect_status=pr.status, expect_round=pr.current_round, session=s):
         return False
-    await rounds.start(s, pr.pr_key, pr.process_key, n, head, kind=step.round_kind)
-    attempt = await rounds.next_attempt(s, pr.pr_key, pr.process_key, n, {
+    await rounds.start(s, pr.pr_key, pk, n, head, kind=kind)
+    attempt = await new_attempt(s, pr.pr_key, pk, n, {
         "findings": text, "fixer": rt.config.fixer.kind, "fixer_started_at": now, "instructions": "[]"})
     moved = pr.model_copy(update={"current_round": n, "last_round_head": head, "status": Status.CONVERGING})
-    await queue_fixer(s, rt, moved, n, attempt, text, [], kind=step.round_kind, base_branch=base)
+    await queue_fixer(s, rt, moved, n, attempt, text, [], kind=kind, base_branch=base)
     bound.info("merge.fix_round", kind=step.round_kind, round=n, reason=step.reason)
     return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import structlog
 
@@ -97,13 +98,13 @@ async def _merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> Pull
         # Where the failures point, read only for the fixer.
         view = replace(view, failing_checks=tuple(await asyncio.gather(
             *(_annotated(rt, key, c) for c in view.failing_checks))))
-    pk = pr.process_key
+    pk = prs.process_key_of(pr)
     if step.kind == "back_to_waiting" and await outbox.pending(rt.db, pr.pr_key, "merge", dry_run=rt.config.github.dry_run):
         return None  # the merge effect is still trying: it alone settles `merging`
     if (step.kind == "back_to_waiting" and mergequeue.queue_known(rt, pr.pr_key)
             and await mergequeue.settle(rt, pr, bound)):
         return None  # a merge-queue branch: still queued, or sent back with the queue's reason
-    fence = dict(expect_status=pr.status, expect_round=pr.current_round)
+    fence: dict[str, Any] = dict(expect_status=pr.status, expect_round=pr.current_round)
     # Since when GitHub has said "unknown": kept while it does, cleared once it says anything.
     unknown = {"mergeability_unknown_since": (pr.mergeability_unknown_since or now)
                if step.kind == "wait_unknown" else None}
@@ -142,6 +143,8 @@ async def _merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> Pull
         elif step.kind == "merge":
             # `merging` and the merge effect commit together; the effect re-reads the PR before
             # every try, so a merge whose answer was lost is never made blind a second time.
+            if pr.converged_head is None:  # the merge stage is a converged PR's: its head is noted
+                raise ValueError(f"{pr.pr_key} is in the merge stage with no converged head")
             if await prs.fenced_update(None, pr.pr_key, pk, {"status": Status.MERGING, "last_action": "merging",
                                                              **unknown},
                                        expect_status=Status.WAITING_MERGE, expect_round=pr.current_round, session=s):
@@ -155,6 +158,7 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
     checks of a blocked (or, with `required_checks`, unstable) PR, the files of a dirty one, and
     the fix rounds the run already spent on either."""
     key = parse_pr_key(pr.pr_key)
+    pk = prs.process_key_of(pr)
     state, head = view.mergeable_state, pr.head_sha or ""
     required = (await repoconfig.effective_config(rt, pr.repo)).convergence.required_checks
     since = pr.merge_budget_since
@@ -171,7 +175,7 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
                 pending = tuple(n for n in pending if n in protected)
         view = replace(view, failing_checks=failing, pending_checks=pending)
         if failing:
-            view = replace(view, ci_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CI,
+            view = replace(view, ci_rounds=await rounds.count_kind(rt.db, pr.pr_key, pk, RoundKind.CI,
                                                                    since))
     elif state == "dirty":
         base = (gh_pr.get("base") or {}).get("ref") or ""
@@ -183,10 +187,10 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
             log.warning("merge.conflicting_files_unread", pr_key=pr.pr_key, error=str(e))
             files = []
         view = replace(view, conflict_files=tuple(files),
-                       conflict_rounds=await rounds.count_kind(rt.db, pr.pr_key, pr.process_key, RoundKind.CONFLICT,
+                       conflict_rounds=await rounds.count_kind(rt.db, pr.pr_key, pk, RoundKind.CONFLICT,
                                                                since))
     if state in MERGEABLE_NOW:
-        view = replace(view, merge_tries=await outbox.count(rt.db, pr.pr_key, "merge", pr.process_key, since),
+        view = replace(view, merge_tries=await outbox.count(rt.db, pr.pr_key, "merge", pk, since),
                        merge_attempts=MERGE_TRIES, last_action=pr.last_action)
     return view
 

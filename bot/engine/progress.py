@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import structlog
 
@@ -13,7 +14,8 @@ from bot.engine.escalation import escalate
 from bot.engine.read import memory_of, pr_state, round_state, settings_of
 from bot.github.errors import GitHubError, NotFound, RateLimited, Unavailable
 from bot.prkey import parse_pr_key
-from bot.rules.decide import decide_progress
+from bot.rules.decide import Progress, decide_progress
+from bot.rules.model import Escalate
 from bot.runtime.context import Runtime
 from storage import prs, rounds
 from storage.models import Job, utcnow
@@ -26,7 +28,7 @@ async def progress_check(rt: Runtime, job: Job) -> None:
     # Behind the PR's step, in this process and across replicas (`Runtime.pr_turn`). The writes
     # below are compare-and-sets that stand alone (docs/guards.md, "kept"): the turn saves a
     # check from reading GitHub while the step is deciding.
-    async with rt.pr_turn(job.pr_key):
+    async with rt.pr_turn(prs.pr_key_of(job)):
         await _progress_check(rt, job)
 
 
@@ -52,15 +54,24 @@ async def _head(rt: Runtime, pr) -> str:
     return str(found["head"]["sha"])
 
 
+def _escalation(outcome: Progress) -> Escalate:
+    """The question of an outcome that is neither `advance` nor `rerun`: an `escalate` always
+    names one (the other, `fail_open`, is for a head unread, and `_head` raises instead)."""
+    if outcome.escalation is None:
+        raise ValueError(f"progress-check: a {outcome.kind!r} outcome names no escalation")
+    return outcome.escalation
+
+
 class _Lost(Exception):
     """The decision's round write lost its fence: the whole transaction rolls back."""
 
 
 async def _progress_check(rt: Runtime, job: Job) -> None:
     attempt = json.loads(job.payload).get("attempt", 0)
-    pk, n = job.process_key, job.round_no
+    # A check is its run's, of one round (`dispatch.queue_progress`).
+    pk, n = prs.process_key_of(job), prs.round_of(job)
     bound = log.bind(pr_key=job.pr_key, process_key=pk, round=n, job_key=job.key)
-    view = await prs.get(rt.db, job.pr_key)
+    view = await prs.get(rt.db, prs.pr_key_of(job))
     if view is None:
         return
     pr = view.pr
@@ -102,7 +113,7 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
     # from the row): a straggler of an older run, or a second check of the same attempt in
     # another process, matches nothing and the whole decision rolls back.
     round_end = {"status": outcome.round_status, "exit_head": outcome.exit_head, "ended_at": now}
-    fence = dict(expect_status=Status.CONVERGING, expect_round=n)
+    fence: dict[str, Any] = dict(expect_status=Status.CONVERGING, expect_round=n)
 
     async def end_round(s) -> None:
         if not await rounds.update_round(s, pr.pr_key, pk, n, round_end, expect_attempt=attempt, open_only=True):
@@ -143,7 +154,7 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
                         raise _Lost()
                     await queue_fixer(s, rt, pr, n, nxt, rnd.findings or "[]", instructions, kind=rnd.kind)
             else:
-                won = await escalate(s, rt, pr, outcome.escalation, extra=stamp, process_key=pk,
+                won = await escalate(s, rt, pr, _escalation(outcome), extra=stamp, process_key=pk,
                                      expect_status=Status.CONVERGING) is not None
                 if won:
                     await end_round(s)

@@ -6,6 +6,7 @@ import json
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import overload
 
 from bot.config import Config
 from bot.effects import outbox
@@ -31,7 +32,7 @@ from bot.rules.model import (
     Thread,
 )
 from bot.runtime.context import Runtime
-from storage import adjudications, dependencies, escalations, rounds
+from storage import adjudications, dependencies, escalations, prs, rounds
 from storage.database import Database
 from storage.models import PullRequest, Round, utcnow
 from storage.statuses import Status
@@ -118,6 +119,14 @@ def findings_json(findings) -> str:
     return json.dumps([f.__dict__ for f in findings])
 
 
+@overload
+def round_state(r: Round) -> RoundState: ...
+
+
+@overload
+def round_state(r: Round | None) -> RoundState | None: ...
+
+
 def round_state(r: Round | None) -> RoundState | None:
     if r is None:
         return None
@@ -144,7 +153,7 @@ async def memory_of(rt: Runtime, pr_key: str) -> dict[str, Adjudication]:
 
 async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_reviews: list[dict]) -> Snapshot:
     key = parse_pr_key(pr.pr_key)
-    history = await rounds.history(rt.db, pr.pr_key, pr.process_key)
+    history = await rounds.history(rt.db, pr.pr_key, prs.process_key_of(pr))
     current = next((r for r in history if r.round_no == pr.current_round), None)
     config = await repoconfig.effective_config(rt, pr.repo)
     settings = settings_of(rt, config)

@@ -144,9 +144,7 @@ def _cache(rt: Runtime) -> RepoConfigs:
     return rt.repo_configs
 
 
-def _fresh(rt: Runtime, entry: _Entry | None) -> bool:
-    if entry is None:
-        return False
+def _fresh(rt: Runtime, entry: _Entry) -> bool:
     cfg = rt.config
     ttl = cfg.poller.interval_seconds if entry.result.sha else max(cfg.poller.interval_seconds,
                                                                    cfg.scan.interval_seconds, ABSENT_SECONDS)
@@ -161,11 +159,11 @@ async def repo_config(rt: Runtime, repo: str) -> RepoConfig:
     refusal (a 403: credentials without read access to contents) means the global settings: the
     bot must not stop for a file it cannot read."""
     cache, name = _cache(rt), repo.lower()
-    if _fresh(rt, entry := cache.entries.get(name)):
+    if (entry := cache.entries.get(name)) is not None and _fresh(rt, entry):
         return entry.result
     # One read per repository at a time: its PRs stepping side by side wait for it.
     async with cache.locks.hold(name):
-        if _fresh(rt, entry := cache.entries.get(name)):
+        if (entry := cache.entries.get(name)) is not None and _fresh(rt, entry):
             return entry.result
         owner, _, short = repo.partition("/")
         try:
@@ -216,7 +214,7 @@ def forget(rt: Runtime, repo: str) -> None:
 def touched(payload: dict) -> str | None:
     """The repository (`owner/name`) whose file a `push` webhook to its default branch changed,
     else None: the push's own commit list says so, no read needed."""
-    repo = payload.get("repository") if isinstance(payload.get("repository"), dict) else {}
+    repo = found if isinstance(found := payload.get("repository"), dict) else {}
     branch, name = repo.get("default_branch"), repo.get("full_name")
     if not isinstance(name, str) or payload.get("ref") != f"refs/heads/{branch}":
         return None

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 from sqlalchemy import func, update
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot import metrics
@@ -74,7 +74,7 @@ async def _fresh_since(rt: Runtime, pr_key: str, process_key: str) -> datetime:
     async with rt.db.read_session() as s:
         answered = (await s.exec(select(func.max(Escalation.answered_at)).where(
             Escalation.pr_key == pr_key, Escalation.process_key == process_key,
-            Escalation.kind == AGENT_BUDGET, Escalation.answered_at.is_not(None)))).one()
+            Escalation.kind == AGENT_BUDGET, col(Escalation.answered_at).is_not(None)))).one()
     return answered or _EPOCH
 
 
@@ -88,8 +88,8 @@ async def put_off_deadline(session: AsyncSession, rt: Runtime, pr_key: str, proc
     """In the caller's transaction: the round's deadline check waits for the fixer that waits
     for the hour's budget, so the round is not called a husk before its agent ever ran."""
     await session.exec(update(Job).where(
-        Job.kind == JobKind.PROGRESS_CHECK, Job.pr_key == pr_key, Job.process_key == process_key,
-        Job.round_no == round_no, Job.status == JobStatus.QUEUED,
+        col(Job.kind) == JobKind.PROGRESS_CHECK, col(Job.pr_key) == pr_key, col(Job.process_key) == process_key,
+        col(Job.round_no) == round_no, col(Job.status) == JobStatus.QUEUED,
     ).values(run_at=until + timedelta(seconds=rt.config.fixer.timeout_seconds) + DEADLINE_MARGIN))
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
 from bot import metrics
 from bot.effects import outbox
 from bot.engine import checkrun, repoconfig
-from bot.engine.dispatch import queue_fixer, queue_progress, requeue
+from bot.engine.dispatch import new_attempt, queue_fixer, queue_progress, requeue
 from bot.engine.escalation import escalate, queue_missing
 from bot.engine.merge_stage import MERGE_STATUSES, merge_stage
 from bot.engine.observe import Observation, Observed, observe
@@ -53,8 +54,9 @@ SETTLING_RETRY_SECONDS = 3.0
 async def step(rt: Runtime, job: Job) -> None:
     # One step per PR at a time, in this process and across replicas (`Runtime.pr_turn`); the
     # fenced writes below still expect exactly what the step read.
-    async with rt.pr_turn(job.pr_key):
-        await _step(rt, job.pr_key)
+    pr_key = prs.pr_key_of(job)
+    async with rt.pr_turn(pr_key):
+        await _step(rt, pr_key)
 
 
 async def _end(rt: Runtime, pr_key: str, pk: str, values: dict, state: RunState) -> bool:
@@ -72,7 +74,7 @@ async def _step(rt: Runtime, pr_key: str) -> None:
     if view is None or view.resubmittable:
         return
     pr = view.pr
-    pk = pr.process_key
+    pk = prs.process_key_of(pr)
     bound = log.bind(pr_key=pr_key, process_key=pk, round=pr.current_round)
     try:
         seen, unchanged = await read_tracked(rt, pr_key)
@@ -113,11 +115,11 @@ async def _step(rt: Runtime, pr_key: str) -> None:
         await checkrun.publish(rt, pr_key)
         return
     snap = await read_snapshot(rt, pr, seen.head_sha, list(seen.reviews))
-    if snap.threads_settling:
+    if (due := snap.replies_due) is not None:  # `snap.threads_settling`
         # A fresh review came while our replies to the last round are still being posted: look
         # again once they may be done (their webhooks are echoes and wake nothing). A reply
         # effect backing off through a GitHub failure sets the pace, not a 3 s loop.
-        wait = max(0.0, (snap.replies_due - utcnow()).total_seconds())
+        wait = max(0.0, (due - utcnow()).total_seconds())
         async with rt.db.session() as s:
             await requeue(s, pr_key, "settling", delay_seconds=wait + SETTLING_RETRY_SECONDS)
     decision = decide_step(snap)
@@ -149,7 +151,7 @@ async def _nothing_due(rt: Runtime, view: PrView, observed: Observed, seen: Obse
     pr = view.pr
     if not view.awaits_review or seen.head_sha is None or not records_nothing_new(pr, observed.values):
         return False
-    rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, pr.current_round)
+    rnd = await rounds.get(rt.db, pr.pr_key, prs.process_key_of(pr), pr.current_round)
     reviews = tuple(review_of(r) for r in seen.reviews if isinstance(r.get("id"), int))
     snap = Snapshot(pr=pr_state(pr), round=round_state(rnd), head=seen.head_sha, reviews=reviews,
                     threads=None, checks=Checks("success"), open_escalations=0, adjudications={},
@@ -181,7 +183,7 @@ async def _wait(rt: Runtime, pr: PullRequest, action: Wait, bound) -> bool:
 
 
 async def _start_round(rt: Runtime, pr: PullRequest, action: StartRound, bound) -> bool:
-    pk = pr.process_key
+    pk = prs.process_key_of(pr)
     now = utcnow()
     n = pr.current_round
     # Fenced on exactly the status and the wait this step read: a second step that decided
@@ -205,7 +207,7 @@ async def _start_round(rt: Runtime, pr: PullRequest, action: StartRound, bound) 
 
 
 async def _nudge(rt: Runtime, pr: PullRequest, action: Nudge, bound) -> bool:
-    pk = pr.process_key
+    pk = prs.process_key_of(pr)
     now = utcnow()
     n = pr.current_round
     async with rt.db.session() as s:
@@ -221,11 +223,11 @@ async def _nudge(rt: Runtime, pr: PullRequest, action: Nudge, bound) -> bool:
 
 
 async def _fix(rt: Runtime, pr: PullRequest, action: Fix, bound) -> bool:
-    pk = pr.process_key
+    pk = prs.process_key_of(pr)
     now = utcnow()
     n = pr.current_round
     text = findings_json(action.findings)
-    fence = {"expect_status": Status.WAITING_REVIEW, "expect_round": n}
+    fence: dict[str, Any] = {"expect_status": Status.WAITING_REVIEW, "expect_round": n}
     try:
         async with rt.db.session() as s:
             if action.findings and not await prs.fenced_update(None, pr.pr_key, pk, {
@@ -240,7 +242,7 @@ async def _fix(rt: Runtime, pr: PullRequest, action: Fix, bound) -> bool:
             queued = await outbox.replies(s, pr.pr_key, pk, [(f, reason, True) for f, reason in action.declines],
                                           key=f"{n}:declined:{answered}", round_no=n)
             if action.findings:
-                attempt = await rounds.next_attempt(s, pr.pr_key, pk, n, {
+                attempt = await new_attempt(s, pr.pr_key, pk, n, {
                     "review_id": action.review_id, "findings": text, "fixer": rt.config.fixer.kind,
                     "fixer_started_at": now, "instructions": json.dumps(action.instructions)})
                 await queue_fixer(s, rt, pr, n, attempt, text, action.instructions)
@@ -263,7 +265,7 @@ async def _fix(rt: Runtime, pr: PullRequest, action: Fix, bound) -> bool:
 
 
 async def _converge(rt: Runtime, pr: PullRequest, action: Converge, bound) -> bool:
-    pk = pr.process_key
+    pk = prs.process_key_of(pr)
     now = utcnow()
     n = pr.current_round
     status = Status.CONVERGED if pr.converge_only else Status.WAITING_DEPS
@@ -296,7 +298,7 @@ async def _escalate(rt: Runtime, pr: PullRequest, action: Escalate, bound) -> bo
 
 
 async def _check_progress(rt: Runtime, pr: PullRequest, action: CheckProgress, bound) -> bool:
-    pk = pr.process_key
+    pk = prs.process_key_of(pr)
     n = pr.current_round
     async with rt.db.session() as s:
         await queue_progress(s, pr.pr_key, pk, n, action.attempt, action.why)
@@ -304,7 +306,7 @@ async def _check_progress(rt: Runtime, pr: PullRequest, action: CheckProgress, b
 
 
 async def _heal(rt: Runtime, pr: PullRequest, action: Heal, bound) -> bool:
-    pk = pr.process_key
+    pk = prs.process_key_of(pr)
     async with rt.db.session() as s:
         # Fenced on `escalated`: a heal decided from a row read before a maintainer's answer
         # resumed the PR (or the run moved on) must not overwrite what that answer wrote.

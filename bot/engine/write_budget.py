@@ -12,7 +12,7 @@ import json
 from datetime import timedelta
 
 from sqlalchemy import bindparam, func
-from sqlmodel import select
+from sqlmodel import col, select
 
 from bot.engine.escalation import escalate
 from bot.rules.findings import fingerprint
@@ -30,12 +30,12 @@ RUNAWAY = "runaway"
 # Built once: the count runs before every effect. Parameters: pr_key, and since (the hour's
 # start, or a maintainer's later answer to a runaway escalation: a fresh hour).
 _ANSWERED = select(Escalation.answered_at).where(
-    Escalation.pr_key == bindparam("pr_key"), Escalation.kind == RUNAWAY, Escalation.answered_at.is_not(None))
-_DONE = (Job.kind == JobKind.EFFECT, Job.pr_key == bindparam("pr_key"), Job.process_key.is_not(None),
+    Escalation.pr_key == bindparam("pr_key"), Escalation.kind == RUNAWAY, col(Escalation.answered_at).is_not(None))
+_DONE = (Job.kind == JobKind.EFFECT, Job.pr_key == bindparam("pr_key"), col(Job.process_key).is_not(None),
          Job.status == JobStatus.DONE, Job.finished_at >= bindparam("since"))
 _WRITES = select(func.count()).select_from(Job).where(*_DONE)
 _POSTED = select(Job.payload).where(
-    *_DONE, Job.payload.contains('"effect": "comment"') | Job.payload.contains('"effect": "reply"'))
+    *_DONE, col(Job.payload).contains('"effect": "comment"') | col(Job.payload).contains('"effect": "reply"'))
 
 
 async def over_budget(rt: Runtime, pr_key: str, effect: str) -> str | None:
