@@ -30,6 +30,7 @@ demo: $(STAMP)
 TEST_WORKERS ?= 3
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m mypy bot storage simulator sharedio
 	scripts/ensure-postgres.sh
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
