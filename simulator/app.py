@@ -1,4 +1,5 @@
-"""The Starlette application: GitHub's API at the root, the control API under /_sim/."""
+"""A Simulator's web face, built by whoever serves it: GitHub's API at the root, the control API
+under /_sim/."""
 
 from __future__ import annotations
 

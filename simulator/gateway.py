@@ -13,21 +13,21 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .chaos import WRITE_METHODS, ChaosDecision, fault_answer, is_mutation
-from .counters import DROPPED
+from .chaos import WRITE_METHODS, ChaosDecision, RequestChaos, fault_answer, is_mutation
+from .counters import DROPPED, Counters
 from .errors import ApiError
-from .faults import Fault
+from .faults import Fault, Faults
+from .installations import Installations
 from .pagination import paginate
-
-if TYPE_CHECKING:
-    from .simulator import Simulator
+from .ratelimit import RateLimiter
+from .state import State
 
 log = structlog.get_logger("simulator.gateway")
 
@@ -85,7 +85,24 @@ class ApiRequest:
         return chunk, ({"Link": link} if link else {})
 
 
-Handler = Callable[["Simulator", ApiRequest], Awaitable[Reply]]
+class Front(Protocol):
+    """What the pipeline consults before and after a handler runs (the Simulator is one)."""
+
+    faults: Faults
+    request_chaos: RequestChaos
+    installations: Installations
+    rate_limits: RateLimiter
+    counters: Counters
+    state: State  # the repository a path names, by name or by id
+    closing: asyncio.Event  # set on shutdown: releases the requests a `drop` holds
+
+    def token_actor(self, token: str | None) -> str | None: ...
+
+
+# A handler is given the object the gateway was built with (the Simulator, for its
+# operations); the gateway itself reads only the `Front` of it.
+S = TypeVar("S", bound=Front)
+Handler = Callable[[S, ApiRequest], Awaitable[Reply]]
 
 
 def _etag(body: bytes) -> str:
@@ -117,13 +134,13 @@ BY_NAME = "/repos/{owner}/{repo}/"
 BY_ID = "/repositories/{repository_id}/"
 
 
-class Gateway:
-    def __init__(self, sim: Simulator) -> None:
+class Gateway(Generic[S]):
+    def __init__(self, sim: S) -> None:
         self.sim = sim
         # (method, template, handler, resource, counted) of each GET route under a repository
-        self._by_name: list[tuple[str, str, Handler, str, bool]] = []
+        self._by_name: list[tuple[str, str, Handler[S], str, bool]] = []
 
-    def route(self, method: str, template: str, handler: Handler, resource: str = "core",
+    def route(self, method: str, template: str, handler: Handler[S], resource: str = "core",
               counted: bool = True, app_jwt: bool = False) -> Route:
         """A Starlette route whose request goes through the whole GitHub pipeline.
 
@@ -153,7 +170,7 @@ class Gateway:
             routes.append(Route(_pattern(twin), endpoint, methods=[method], name=f"{method} {twin}"))
         return routes
 
-    async def _by_id(self, request: Request, method: str, template: str, handler: Handler,
+    async def _by_id(self, request: Request, method: str, template: str, handler: Handler[S],
                      resource: str, counted: bool) -> Response:
         repo = self.sim.state.repo_by_id(int(request.path_params["repository_id"]))
         if repo is None:
@@ -162,7 +179,7 @@ class Gateway:
         request.scope["path_params"] = {**request.path_params, "owner": repo.owner, "repo": repo.name}
         return await self.handle(request, method, template, handler, resource, counted)
 
-    async def handle(self, request: Request, method: str, template: str, handler: Handler,
+    async def handle(self, request: Request, method: str, template: str, handler: Handler[S],
                      resource: str, counted: bool, app_jwt: bool = False) -> Response:
         sim = self.sim
         fault = sim.faults.take(method, request.url.path)

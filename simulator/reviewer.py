@@ -9,20 +9,29 @@ review of THAT commit, so a push during the delay yields a stale review, as on G
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import Protocol
 
 import structlog
 
-from .state import PullRequest, Repo, ReviewerScript
-
-if TYPE_CHECKING:
-    from .simulator import Simulator
+from .state import PullRequest, Repo, Review, ReviewerScript, ThreadSpec
 
 log = structlog.get_logger("simulator.reviewer")
 
 
+class Reviews(Protocol):
+    """What a scripted reviewer does to a PR: read its head, then review it (the Simulator)."""
+
+    async def head_sha(self, repo: Repo, pr: PullRequest) -> str: ...
+
+    async def submit_review(self, repo_name: str, number: int, *, user: str, body: str = "",
+                            state: str = "COMMENTED",
+                            threads: Iterable[ThreadSpec | dict] = (),
+                            commit_id: str | None = None) -> Review: ...
+
+
 class ReviewerRunner:
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: Reviews) -> None:
         self.sim = sim
         self._tasks: dict[tuple[str, int, str], asyncio.Task] = {}
 

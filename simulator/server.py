@@ -11,10 +11,12 @@ from pathlib import Path
 
 import structlog
 import uvicorn
+from starlette.types import ASGIApp
 
 from sharedio.children import children_watched_by_pidfd
 
-from .scenario import load_scenario
+from .app import build_app
+from .scenario import Scenario, apply_scenario, load_scenario
 from .simulator import Simulator
 
 log = structlog.get_logger("simulator.server")
@@ -63,11 +65,16 @@ class AsgiServer:
 
 class SimulatorServer:
     """`await start()` returns once listening; `.url` is the GitHub REST base URL
-    (`http://127.0.0.1:PORT/`), GraphQL is at `{url}graphql`."""
+    (`http://127.0.0.1:PORT/`), GraphQL is at `{url}graphql`.
 
-    def __init__(self, sim: Simulator, host: str = "127.0.0.1", port: int = 0) -> None:
+    `scenario`: its repositories and PRs are created on the first start. `app`: what to serve
+    instead of `build_app(sim)` (a test's wrapper around it)."""
+
+    def __init__(self, sim: Simulator, scenario: Scenario | None = None, *,
+                 app: ASGIApp | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
         self.sim = sim
-        self._http = AsgiServer(sim.app, host, port)
+        self._scenario = scenario
+        self._http = AsgiServer(build_app(sim) if app is None else app, host, port)
 
     @property
     def port(self) -> int:
@@ -81,8 +88,11 @@ class SimulatorServer:
         await self._http.start()
         self.sim.base_url = self.url
         self.sim.git.set_hook_url(self.sim.hook_endpoint)
-        # The scenario is applied after binding, so every URL it renders carries the real port.
-        await self.sim.start()
+        # The scenario is applied after binding, so every URL it renders carries the real port;
+        # and once: a server started again serves the repositories it already made.
+        scenario, self._scenario = self._scenario, None
+        if scenario is not None:
+            await apply_scenario(self.sim, scenario)
         log.info("simulator listening", url=self.url, root=str(self.sim.root))
 
     async def stop(self) -> None:
@@ -112,9 +122,8 @@ async def run_simulator(port: int, scenario_path: Path | None = None,
         stack.enter_context(children_watched_by_pidfd())
         if root is None:
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="convergebot-sim-")))
-        sim = Simulator(scenario, root=root, webhook_url=webhook_url,
-                        webhook_secret=webhook_secret)
-        server = SimulatorServer(sim, host=host, port=port)
+        sim = Simulator(root=root, webhook_url=webhook_url, webhook_secret=webhook_secret)
+        server = SimulatorServer(sim, scenario, host=host, port=port)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,11 +1,11 @@
-"""The `Simulator`: a stateful fake GitHub, usable from Python and served over HTTP as `app`."""
+"""The `Simulator`: a stateful fake GitHub, driven from Python or served over HTTP (app.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .chaos import ChaosSettings, RequestChaos
 from .core import DEFAULT_TOKEN_USER
@@ -27,27 +27,23 @@ from .reviewer import ReviewerRunner
 from .webhook_chaos import WebhookChaosSettings
 from .webhooks import Delivery, WebhookFaults
 
-if TYPE_CHECKING:
-    from .scenario import Scenario
-
 
 class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps, QueueOps):
-    """Fake GitHub state with real git branches. Serve `app` (see SimulatorServer) or call the
-    operations directly; both send the same webhooks.
+    """Fake GitHub state with real git branches. Serve it (SimulatorServer, or `build_app` for
+    the ASGI app alone) or call the operations directly; both send the same webhooks.
 
     `tokens`: None accepts any (or no) token as `token_user`; a set accepts those tokens as
     `token_user`; a mapping names the user of each token. Anything else answers 401.
     `cache_heads=False` reads every ref from git (see refcache.py; also `sim.git.cache_heads`).
     """
 
-    def __init__(self, scenario: Scenario | None = None, *, root: Path,
-                 webhook_url: str | None = None, webhook_secret: str | None = None,
+    def __init__(self, *, root: Path, webhook_url: str | None = None,
+                 webhook_secret: str | None = None,
                  tokens: set[str] | Mapping[str, str] | None = None,
                  token_user: str = DEFAULT_TOKEN_USER, rate_limit: int = 5000,
                  cache_heads: bool = True) -> None:
         super().__init__(root=root, webhook_url=webhook_url, webhook_secret=webhook_secret,
                          token_user=token_user, cache_heads=cache_heads)
-        self.scenario = scenario
         self.tokens = tokens
         # The App's installations (one reaching every repository unless a test adds some), and
         # the installation tokens handed to App-auth clients (token -> installation id).
@@ -59,20 +55,6 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps, Que
         self.rate_limits = RateLimiter(rate_limit)
         self.reviewer = ReviewerRunner(self)
         self.closing = asyncio.Event()  # set on shutdown; releases requests held by `drop`
-        self._started = False
-        from .app import build_app
-
-        self.app = build_app(self)
-
-    async def start(self) -> None:
-        """Create the scenario's repos and PRs (once). Needs a running event loop."""
-        if self._started:
-            return
-        self._started = True
-        if self.scenario is not None:
-            from .scenario import apply_scenario
-
-            await apply_scenario(self, self.scenario)
 
     async def aclose(self) -> None:
         self.closing.set()
@@ -80,7 +62,6 @@ class Simulator(RepoOps, PullOps, MergeOps, ReviewOps, CommentOps, CheckOps, Que
         await self.webhooks.aclose()
 
     async def __aenter__(self) -> Simulator:
-        await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -33,7 +33,7 @@ WEBHOOK_SECRET = "sim-test-secret"
 async def start_simulator(root: Path, scenario: Scenario | None = None,
                           **options) -> SimulatorServer:
     """A started simulator on a free port with its git repositories under `root`."""
-    server = SimulatorServer(Simulator(scenario, root=root, **options))
+    server = SimulatorServer(Simulator(root=root, **options), scenario)
     await server.start()
     return server
 

@@ -103,14 +103,14 @@ async def running(preset: str, program: Path, tmp_path: Path, plan: Plan, *,
     model = FakeModel(plan, log_path=tmp_path / "model.jsonl")
     model_url, stop_model = serve_in_thread(model)
     port = free_port()
-    sim = Simulator(load_scenario(scenario), root=tmp_path / "github",
-                    webhook_url=f"http://127.0.0.1:{port}/webhook", webhook_secret=SECRET)
+    sim = Simulator(root=tmp_path / "github", webhook_url=f"http://127.0.0.1:{port}/webhook",
+                    webhook_secret=SECRET)
     home = bot_home(tmp_path)
     env_add, args = provider(preset, model_url, home)
     settings = {"kind": "command", "preset": preset, "command": [str(program)], "preset_args": args,
                 "sandbox": "bwrap", "timeout_seconds": 600, **(fixer or {})}
     try:
-        async with SimulatorServer(sim) as server:
+        async with SimulatorServer(sim, load_scenario(scenario)) as server:
             config = tmp_path / "convergebot.toml"
             config.write_text(_toml({
                 "database": {"url": f"sqlite:///{tmp_path / 'bot.db'}"},

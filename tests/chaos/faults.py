@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from simulator import Fault, Simulator
+from simulator import Fault, Simulator, build_app
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -47,7 +47,8 @@ class WebhookRates:
 
 
 class Chaos:
-    """Install before the simulator is served (the lost-ack wrapper wraps `sim.app`)."""
+    """Serve the simulator through `app` (`SimulatorServer(sim, app=chaos.app)`): the lost-ack
+    fallback wraps the simulator's own."""
 
     def __init__(self, sim: Simulator, *, native: bool = True) -> None:
         """`native=False` uses the fallbacks even where the simulator has the real thing."""
@@ -64,7 +65,7 @@ class Chaos:
         if not self.native_api:
             self._take = sim.faults.take
             sim.faults.take = self._fallback_take  # type: ignore[method-assign]
-            sim.app = _LostAcks(sim.app, self)
+        self.app = build_app(sim) if self.native_api else _LostAcks(build_app(sim), self)
         if not self.native_hooks:
             self._emit = sim.webhooks.emit
             sim.webhooks.emit = self._fallback_emit  # type: ignore[method-assign]

@@ -123,7 +123,7 @@ class ChaosRun:
         self.log_path = tmp / "bot.log"
         self.result = Result(seed, self.backend)
         self.sim = Simulator(root=tmp / "github")
-        self.chaos = Chaos(self.sim)  # before the simulator is served: it may wrap its app
+        self.chaos = Chaos(self.sim)  # served through its app, which may wrap the simulator's
         self.bot: BotProcess | None = None
         self.kills_done = 0
         self.crashes: list[int] = []
@@ -149,7 +149,7 @@ class ChaosRun:
         self.db = Database(self.db_url)
         try:
             with simulator_log(self.tmp / "simulator.log"):
-                async with SimulatorServer(self.sim) as server:
+                async with SimulatorServer(self.sim, app=self.chaos.app) as server:
                     await self._run_against(server.url)
         except Exception as e:  # reported with the seed, the config and the log, not bare
             self.fail(f"the run stopped: {type(e).__name__}: {e}")

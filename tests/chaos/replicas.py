@@ -120,7 +120,7 @@ async def run_replicas(n: int, count: int, db_url: str, tmp: Path, *, deadline: 
     bots: list[BotProcess] = []
     try:
         with simulator_log(tmp / "simulator.log"):
-            async with SimulatorServer(sim) as server:
+            async with SimulatorServer(sim, app=chaos.app) as server:
                 await sim.create_repo(REPO, files={"README.md": "# replicas\n"},
                                       collaborators={MAINTAINER: "write", AUTHOR: "write"})
                 for p in plans:

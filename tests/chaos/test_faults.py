@@ -17,7 +17,7 @@ REPO = "acme/app"
 async def test_fallback_request_faults_lost_acks_and_webhook_drops(tmp_path, webhook_receiver):
     sim = Simulator(root=tmp_path / "github")
     chaos = Chaos(sim, native=False)
-    async with SimulatorServer(sim) as server, httpx.AsyncClient(base_url=server.url) as http:
+    async with SimulatorServer(sim, app=chaos.app) as server, httpx.AsyncClient(base_url=server.url) as http:
         sim.configure_webhooks(webhook_receiver.url, webhook_receiver.secret)
         await sim.create_repo(REPO)
         pr = await sim.open_pr(REPO, title="t", head="f", files={"a.txt": "a\n"})

@@ -41,10 +41,10 @@ async def test_serve_against_the_simulator_with_the_stand_in_agent_merges_the_de
     # The example's relative paths (the agent, the database) resolve from where serve runs.
     shutil.copytree(EXAMPLE, tmp_path / "examples" / "simulator")
     port = _free_port()
-    sim = Simulator(load_scenario(DEMO_SCENARIO), root=tmp_path / "github",
-                    webhook_url=f"http://127.0.0.1:{port}/webhook", webhook_secret="s3cret")
+    sim = Simulator(root=tmp_path / "github", webhook_url=f"http://127.0.0.1:{port}/webhook",
+                    webhook_secret="s3cret")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVERGEBOT_")}
-    async with SimulatorServer(sim) as server:
+    async with SimulatorServer(sim, load_scenario(DEMO_SCENARIO)) as server:
         env |= {"CONVERGEBOT_GITHUB_API_URL": server.url, "CONVERGEBOT_SERVER_PORT": str(port)}
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bot", "serve", "--config", "examples/simulator/convergebot.toml",
