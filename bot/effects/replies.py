@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from bot.github.client import ThreadWrite
+from bot.github.endpoints.reviews import ThreadWrite
 from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
 

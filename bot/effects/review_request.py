@@ -11,7 +11,7 @@ import structlog
 from bot.effects.outbox import first_try
 from bot.engine import repoconfig
 from bot.engine.read import review_of
-from bot.github.client import COPILOT_REVIEWER
+from bot.github.endpoints.reviews import COPILOT_REVIEWER
 from bot.github.stamps import parse_time
 from bot.intake import redelivery
 from bot.prkey import parse_pr_key

@@ -12,7 +12,7 @@ from bot.config import Config
 from bot.effects import outbox
 from bot.effects.replies import reply_marker
 from bot.engine import repoconfig
-from bot.github.client import THREAD_COMMENTS_READ
+from bot.github.endpoints.reviews import THREAD_COMMENTS_READ
 from bot.github.stamps import github_id, parse_time
 from bot.prkey import parse_pr_key, try_parse_pr_key
 from bot.rules import reviewers

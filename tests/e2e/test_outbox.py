@@ -297,7 +297,7 @@ async def test_a_round_s_first_reply_writes_from_the_round_s_read_without_readin
     from that read (one GraphQL request, the write). A thread it saw our reply on is only
     resolved. A retry reads first."""
     from bot.effects.replies import reply_marker
-    from bot.github.client import ThreadWrite
+    from bot.github.endpoints.reviews import ThreadWrite
 
     async with bot_on_simulator(tmp_path, db_url, fixer=ASKS, poller={"interval_seconds": 3600}) as h:
         key, number, pk, _ = await _round_with_threads(h, 2)

@@ -6,7 +6,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bot.github.client import DryRunRefused, GitHubClient, ThreadWrite, open_github
+from bot.github.client import GitHubClient, open_github
+from bot.github.endpoints.reviews import ThreadWrite
+from bot.github.transport import DryRunRefused
 
 from ..simulator_fixtures import sim, simulator  # noqa: F401
 

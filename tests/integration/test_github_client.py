@@ -9,7 +9,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bot.github.client import COPILOT_REVIEWER, GitHubClient, open_github
+from bot.github.client import GitHubClient, open_github
+from bot.github.endpoints.reviews import COPILOT_REVIEWER
 from bot.github.errors import RateLimited, Unavailable
 
 from ..simulator_fixtures import sim, simulator  # noqa: F401
@@ -203,7 +204,7 @@ async def test_a_round_s_replies_are_one_read_and_one_write_and_a_retry_writes_o
     from types import SimpleNamespace
 
     from bot.effects.replies import Reply, reply_and_resolve, reply_marker
-    from bot.github.client import ThreadWrite
+    from bot.github.endpoints.reviews import ThreadWrite
 
     n = await _pr(sim)
     await sim.submit_review(REPO, n, user=COPILOT_REVIEWER,

@@ -5,7 +5,7 @@ import pytest
 
 from bot.effects.replies import Reply, as_read, reply_marker, writes_for
 from bot.engine.read import checks_of, comment_id_of, thread_of
-from bot.github.client import THREAD_COMMENTS_READ
+from bot.github.endpoints.reviews import THREAD_COMMENTS_READ
 
 
 def raw(thread_id: str, bodies: list[str]) -> dict:
