@@ -7,8 +7,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .database import Database, on_postgres
+from .database import Database
 from .models import Adjudication, utcnow
+from .statements import on_postgres
 
 
 async def invalidate_all(session: AsyncSession, pr_key: str) -> int:

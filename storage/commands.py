@@ -9,8 +9,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .database import Database, present
+from .database import Database
 from .models import Command, utcnow
+from .statements import present
 
 
 async def claim(db: Database, comment_id: int, pr_key: str, author: str, verb: str, args: str | None) -> bool:

@@ -14,8 +14,9 @@ from sqlalchemy.sql.dml import ReturningInsert
 from sqlmodel import Session, col, select
 
 from . import jobs
-from .database import Database, plain_insert, present, sqlite_stamps
+from .database import Database
 from .models import WebhookDelivery, utcnow
+from .statements import plain_insert, present, sqlite_stamps
 
 
 @dataclass(frozen=True)

@@ -23,16 +23,9 @@ from sqlmodel import Session, col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import Select, SelectOfScalar
 
-from .database import (
-    Database,
-    Shape,
-    plain_insert,
-    present,
-    set_clause,
-    split_values,
-    sqlite_stamps,
-)
+from .database import Database
 from .models import Job, utcnow
+from .statements import Shape, plain_insert, present, set_clause, split_values, sqlite_stamps
 from .statuses import JobKind
 
 

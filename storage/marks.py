@@ -10,8 +10,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .database import Database, on_postgres
+from .database import Database
 from .models import RepoWatchMark, utcnow
+from .statements import on_postgres
 
 
 async def load(db: Database) -> dict[str, datetime]:

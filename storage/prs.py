@@ -13,8 +13,9 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import Select
 
-from .database import Database, Shape, on_postgres, set_clause, split_values
+from .database import Database
 from .models import Job, PullRequest, Run, utcnow
+from .statements import Shape, on_postgres, set_clause, split_values
 from .statuses import TERMINAL, RunState, Status, derived_status, is_resubmittable
 
 

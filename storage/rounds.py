@@ -13,8 +13,9 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import events
-from .database import IN_BATCH, Database, Shape, on_postgres, set_clause, split_values
+from .database import Database
 from .models import Round, utcnow
+from .statements import IN_BATCH, Shape, on_postgres, set_clause, split_values
 
 # A rerun (husk, retry, resume after an answer) clears these, so a round without a result can
 # never be read as having the previous attempt's result.

@@ -21,8 +21,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.rules.model import Finding
 from storage import jobs
-from storage.database import on_postgres
 from storage.models import Job, utcnow
+from storage.statements import on_postgres
 from storage.statuses import JobKind
 
 KIND = JobKind.EFFECT

@@ -16,8 +16,8 @@ from bot.engine.read import findings_of
 from bot.fixers.base import FixRequest
 from bot.runtime.context import Runtime
 from storage import jobs, prs, rounds
-from storage.database import on_postgres
 from storage.models import PullRequest, utcnow
+from storage.statements import on_postgres
 from storage.statuses import JobKind
 
 log = structlog.get_logger(__name__)

@@ -19,8 +19,9 @@ from bot.prkey import PrKey, PrKeyError, parse_pr_key
 from bot.rules.model import MAX_ROUNDS
 from bot.surfaces.views import dependencies_text, pr_detail, prs_json
 from storage import prs
-from storage.database import Database, NoDatabase, UnsupportedURL, connect_failure, normalize_url
+from storage.database import Database
 from storage.migrate import current_revision, head_revision, migrate
+from storage.urls import NoDatabase, UnsupportedURL, connect_failure, normalize_url
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1

@@ -17,8 +17,9 @@ from bot.fixers.sandbox import SandboxUnavailable, sandbox_for
 from bot.github.client import connect
 from bot.github.errors import GitHubError
 from bot.intake.redelivery import Log
-from storage.database import Database, NoDatabase, connect_failure
+from storage.database import Database
 from storage.migrate import current_revision, head_revision
+from storage.urls import NoDatabase, connect_failure
 
 
 async def run_doctor(config: Config, say: Callable[[str], None] = print) -> int:

@@ -12,8 +12,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from storage import adjudications, deliveries, escalations, prs, rounds
-from storage.database import Database, ReadOnlyViolation
+from storage.database import Database
 from storage.models import Job, utcnow
+from storage.readonly import ReadOnlyViolation
 
 from ..helpers import enroll
 

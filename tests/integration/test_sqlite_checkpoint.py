@@ -1,4 +1,4 @@
-"""A SQLite file's WAL is checkpointed on a thread of its own (`storage.database._Checkpointer`),
+"""A SQLite file's WAL is checkpointed on a thread of its own (`storage.checkpoint.Checkpointer`),
 not inside a commit on the event loop: the loop goes on while it runs, this process's writes wait
 for it, and the WAL starts over after it instead of growing."""
 
@@ -15,14 +15,14 @@ from pathlib import Path
 import structlog
 from sqlalchemy import text
 
-from storage import database, deliveries
-from storage.database import (
+from storage import checkpoint, deliveries
+from storage.checkpoint import (
     BACKSTOP_AUTOCHECKPOINT_PAGES,
     CHECKPOINT_COMMITS_BOUNDS,
     CHECKPOINT_PAGES,
     WAL_LOOK_COMMITS,
-    Database,
 )
+from storage.database import Database
 from storage.deliveries import Delivery
 
 from ..helpers import until
@@ -123,17 +123,17 @@ async def test_the_commits_between_checkpoints_follow_the_pages_a_commit_writes(
 
 
 async def test_while_a_checkpoint_runs_the_loop_goes_on_and_the_processs_writes_wait(sqlite_db_url, monkeypatch):
-    monkeypatch.setattr(database, "CHECKPOINT_PAGES", 1)  # the first look at the WAL starts one
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_PAGES", 1)  # the first look at the WAL starts one
     db = Database(sqlite_db_url)
     started, release = threading.Event(), threading.Event()
-    real = database._Checkpointer._checkpoint
+    real = checkpoint.Checkpointer._checkpoint
 
     def held(self) -> None:
         started.set()
         release.wait(30)
         real(self)
 
-    monkeypatch.setattr(database._Checkpointer, "_checkpoint", held)
+    monkeypatch.setattr(checkpoint.Checkpointer, "_checkpoint", held)
     try:
         for _ in range(WAL_LOOK_COMMITS):
             await deliveries.record_many(db, _batch(1))
@@ -155,9 +155,9 @@ async def test_while_a_checkpoint_runs_the_loop_goes_on_and_the_processs_writes_
 
 
 async def test_a_failed_checkpoint_is_logged_and_the_next_one_runs(sqlite_db_url, monkeypatch):
-    monkeypatch.setattr(database, "CHECKPOINT_PAGES", 1)  # each look at the WAL starts one
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_PAGES", 1)  # each look at the WAL starts one
     db = Database(sqlite_db_url)
-    real = database._Checkpointer._checkpoint
+    real = checkpoint.Checkpointer._checkpoint
     calls = []
 
     def failing_once(self) -> None:
@@ -166,7 +166,7 @@ async def test_a_failed_checkpoint_is_logged_and_the_next_one_runs(sqlite_db_url
             raise sqlite3.OperationalError("disk I/O error")
         real(self)
 
-    monkeypatch.setattr(database._Checkpointer, "_checkpoint", failing_once)
+    monkeypatch.setattr(checkpoint.Checkpointer, "_checkpoint", failing_once)
     try:
         with structlog.testing.capture_logs() as logs:
             await _commit(db, WAL_LOOK_COMMITS, 1)  # the first fails: `due` stays as it was
