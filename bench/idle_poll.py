@@ -64,6 +64,8 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
+from storage.statuses import SameWork
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -184,7 +186,8 @@ async def old_tick(rt) -> None:
             continue
         active.append(view.pr.pr_key)
         if view.pr.pr_key not in waiting:
-            await jobs.enqueue(rt.db, "sync", f"poll:{view.pr.pr_key}:{stamp}", pr_key=view.pr.pr_key)
+            await jobs.enqueue(rt.db, "sync", f"poll:{view.pr.pr_key}:{stamp}", pr_key=view.pr.pr_key,
+                               same_as=SameWork.PR)
     await liveness.check(rt, active)
     rt.health.runaway = await paused(rt)
     await jobs.prune(rt.db, utcnow() - timedelta(days=1), utcnow() - timedelta(days=7))

@@ -14,6 +14,7 @@ from sqlmodel import select
 
 from bot.github.routes import request_of
 from storage import events
+from storage.keys import PrKey
 from storage.models import PullRequest
 from storage.statuses import Status
 
@@ -179,7 +180,7 @@ def webhook_woke(pr_keys: Iterable[str | None]) -> None:
             del _woken[key]
 
 
-def job_done(pr_key: str | None, started: float) -> None:
+def job_done(pr_key: PrKey | None, started: float) -> None:
     """A job of the PR finished: the webhook latency, if it started after the PR was woken."""
     if pr_key is None:
         return

@@ -8,11 +8,12 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database
+from .keys import PrKey
 from .models import Adjudication, utcnow
 from .statements import on_postgres
 
 
-async def invalidate_all(session: AsyncSession, pr_key: str) -> int:
+async def invalidate_all(session: AsyncSession, pr_key: PrKey) -> int:
     """Revoke every live adjudication of the PR (resubmit, `/converge forget`)."""
     stmt = (
         update(Adjudication)
@@ -22,7 +23,7 @@ async def invalidate_all(session: AsyncSession, pr_key: str) -> int:
     return (await session.exec(stmt)).rowcount
 
 
-async def record(session: AsyncSession, pr_key: str, fingerprint: str, answer: str, by: str) -> None:
+async def record(session: AsyncSession, pr_key: PrKey, fingerprint: str, answer: str, by: str) -> None:
     now = utcnow()
     values = {"answer": answer, "adjudicated_by": by, "adjudicated_at": now, "invalidated_at": None}
     dialect = postgresql if on_postgres(session) else sqlite
@@ -35,6 +36,6 @@ _LIVE = select(Adjudication).where(Adjudication.pr_key == bindparam("pr_key"),
                                    col(Adjudication.invalidated_at).is_(None))
 
 
-async def live_for(db: Database, pr_key: str) -> list[Adjudication]:
+async def live_for(db: Database, pr_key: PrKey) -> list[Adjudication]:
     async with db.read_session() as s:
         return list(await s.exec(_LIVE, params={"pr_key": pr_key}))

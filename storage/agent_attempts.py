@@ -10,6 +10,7 @@ from sqlalchemy import ColumnElement, bindparam, func
 from sqlmodel import col, select
 
 from .database import Database
+from .keys import PrKey, ProcessKey
 from .models import AgentAttempt
 
 
@@ -36,7 +37,7 @@ _OF_RUN = select(*_SUMS).where(
 _SINCE = select(*_SUMS).where(AgentAttempt.finished_at >= bindparam("since"))
 
 
-async def of_run(db: Database, pr_key: str, process_key: str, since: datetime) -> Spent:
+async def of_run(db: Database, pr_key: PrKey, process_key: ProcessKey, since: datetime) -> Spent:
     """What the run's agent attempts finished at or after `since` spent."""
     async with db.read_session() as s:
         row = (await s.exec(_OF_RUN, params={"pr_key": pr_key, "process_key": process_key,
@@ -58,7 +59,7 @@ async def oldest_since(db: Database, since: datetime) -> datetime | None:
             AgentAttempt.finished_at >= since, col(AgentAttempt.cost_usd).is_not(None)))).one()
 
 
-async def for_pr(db: Database, pr_key: str) -> list[AgentAttempt]:
+async def for_pr(db: Database, pr_key: PrKey) -> list[AgentAttempt]:
     async with db.read_session() as s:
         return list(await s.exec(select(AgentAttempt).where(AgentAttempt.pr_key == pr_key)
                                  .order_by(col(AgentAttempt.id))))

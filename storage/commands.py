@@ -10,11 +10,12 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database
+from .keys import PrKey
 from .models import Command, utcnow
 from .statements import present
 
 
-async def claim(db: Database, comment_id: int, pr_key: str, author: str, verb: str, args: str | None) -> bool:
+async def claim(db: Database, comment_id: int, pr_key: PrKey, author: str, verb: str, args: str | None) -> bool:
     """Record the command before acting on it; False if this comment was settled already.
 
     A row still marked `received` belongs to an attempt that died midway: a retry may go on,
@@ -38,7 +39,7 @@ async def settle(session: AsyncSession, comment_id: int, accepted: bool, why: st
                        .values(accepted=accepted, why=why))
 
 
-async def for_pr(db: Database, pr_key: str) -> list[Command]:
+async def for_pr(db: Database, pr_key: PrKey) -> list[Command]:
     async with db.read_session() as s:
         return list(await s.exec(select(Command).where(Command.pr_key == pr_key).order_by(col(Command.id))))
 

@@ -8,10 +8,11 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import events
 from .database import Database
+from .keys import PrKey, ProcessKey
 from .models import Escalation, utcnow
 
 
-async def mark_open_stale(session: AsyncSession, pr_key: str, *, except_id: int | None = None) -> int:
+async def mark_open_stale(session: AsyncSession, pr_key: PrKey, *, except_id: int | None = None) -> int:
     """Every open escalation of the PR becomes `stale` (its question no longer stands)."""
     conds = [col(Escalation.pr_key) == pr_key, col(Escalation.status) == "open"]
     if except_id is not None:
@@ -21,7 +22,7 @@ async def mark_open_stale(session: AsyncSession, pr_key: str, *, except_id: int 
 
 
 async def create(
-    session: AsyncSession, pr_key: str, process_key: str, round_no: int, kind: str, question: str,
+    session: AsyncSession, pr_key: PrKey, process_key: ProcessKey, round_no: int, kind: str, question: str,
     fingerprint: str,
 ) -> Escalation:
     esc = Escalation(pr_key=pr_key, process_key=process_key, round_no=round_no, kind=kind,
@@ -37,12 +38,12 @@ _OPEN = select(Escalation).where(Escalation.pr_key == bindparam("pr_key"), Escal
     col(Escalation.id))
 
 
-async def open_for(db: Database, pr_key: str) -> list[Escalation]:
+async def open_for(db: Database, pr_key: PrKey) -> list[Escalation]:
     async with db.read_session() as s:
         return list(await s.exec(_OPEN, params={"pr_key": pr_key}))
 
 
-async def for_pr(db: Database, pr_key: str) -> list[Escalation]:
+async def for_pr(db: Database, pr_key: PrKey) -> list[Escalation]:
     async with db.read_session() as s:
         return list(await s.exec(select(Escalation).where(Escalation.pr_key == pr_key)
                                  .order_by(col(Escalation.id))))

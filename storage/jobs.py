@@ -24,9 +24,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import Select, SelectOfScalar
 
 from .database import Database
-from .models import Job, utcnow
+from .keys import PrKey, ProcessKey
+from .models import Job, read_pr_keys, utcnow
 from .statements import Shape, plain_insert, present, set_clause, split_values, sqlite_stamps
-from .statuses import JobKind
+from .statuses import SameWork
 
 
 class JobStatus(StrEnum):
@@ -61,29 +62,26 @@ async def enqueue_in(
     kind: str,
     key: str,
     *,
-    pr_key: str | None = None,
-    process_key: str | None = None,
+    pr_key: PrKey | None = None,
+    process_key: ProcessKey | None = None,
     round_no: int | None = None,
     payload: Mapping[str, Any] | None = None,
     run_at: datetime | None = None,
     delay_seconds: float = 0.0,
     max_attempts: int = 8,
+    same_as: SameWork | None = None,
 ) -> tuple[int, bool]:
     """`enqueue` inside the caller's transaction.
 
-    A `sync` of a PR coalesces: while one is queued (not yet running) for the PR, another is
-    not added; the queued one runs at the earlier of the two times instead. A sync re-reads the
-    whole PR, so one queued is as good as ten, and a burst of webhooks (a review and its
-    comments, a push and its checks) costs one read. A sync already running does not count: it
-    may have read GitHub before the news that queued the next one. A `sync_ref` coalesces the
-    same way into the one queued with the same payload (the same repository and sha or branch):
-    a CI's statuses for one sha cost one.
+    With `same_as`, the job coalesces: while one of its kind is queued (not yet running) for
+    the same PR, or with the same payload, another is not added; the queued one runs at the
+    earlier of the two times instead. A job already running does not count: it may have read
+    GitHub before the news that queued the next one.
     """
     now = utcnow()
     run_at = run_at or now + timedelta(seconds=delay_seconds)
     queued_by_kind[kind] += 1
-    same = (col(Job.pr_key) == pr_key if kind == JobKind.SYNC and pr_key is not None
-            else col(Job.payload) == payload_text(payload) if kind == JobKind.SYNC_REF else None)
+    same = _same(same_as, pr_key, payload)
     if same is not None:
         waiting = (
             await session.exec(
@@ -110,6 +108,16 @@ async def enqueue_in(
     return (await conn.execute(_ID_OF_KEY, {"key": key})).one()[0], False
 
 
+def _same(same_as: SameWork | None, pr_key: PrKey | None, payload: Mapping[str, Any] | None) -> ColumnElement[bool] | None:
+    """The test a queued job passes to be the same work as a new one, None if the new one does
+    not coalesce (or names no PR to coalesce by)."""
+    if same_as == SameWork.PR:
+        return None if pr_key is None else col(Job.pr_key) == pr_key
+    if same_as == SameWork.PAYLOAD:
+        return col(Job.payload) == payload_text(payload)
+    return None
+
+
 @functools.cache
 def _insert_new(dialect: str) -> ReturningInsert[int]:
     """New jobs' INSERT (their columns bound at execution), skipping a key that exists; it
@@ -123,8 +131,8 @@ def _insert_new(dialect: str) -> ReturningInsert[int]:
 _ID_OF_KEY = select(Job.__table__.c.id).where(Job.__table__.c.key == bindparam("key"))
 
 
-def _row(kind: str, key: str, now: datetime, run_at: datetime, *, pr_key: str | None = None,
-         process_key: str | None = None, round_no: int | None = None,
+def _row(kind: str, key: str, now: datetime, run_at: datetime, *, pr_key: PrKey | None = None,
+         process_key: ProcessKey | None = None, round_no: int | None = None,
          payload: Mapping[str, Any] | None = None, max_attempts: int = 8) -> dict[str, Any]:
     """A new queued job's columns."""
     return dict(kind=kind, key=key, pr_key=pr_key, process_key=process_key, round_no=round_no,
@@ -133,52 +141,53 @@ def _row(kind: str, key: str, now: datetime, run_at: datetime, *, pr_key: str | 
 
 
 def payload_text(payload: Mapping[str, Any] | None) -> str:
-    """A job's payload as stored: JSON with sorted keys, so two payloads alike are one text (a
-    `sync_ref` coalesces by it)."""
+    """A job's payload as stored: JSON with sorted keys, so two payloads alike are one text (what
+    `SameWork.PAYLOAD` compares)."""
     return json.dumps(dict(payload or {}), sort_keys=True)
 
 
-SYNC_BATCH = 500  # PR keys per statement: well under every backend's bound-parameter limit
+BATCH = 500  # PR keys per statement: well under every backend's bound-parameter limit
 
 
-async def enqueue_syncs(
+async def enqueue_per_pr(
     session: AsyncSession,
-    pr_keys: Sequence[str],
-    key_of: Callable[[str], str],
+    kind: str,
+    pr_keys: Sequence[PrKey],
+    key_of: Callable[[PrKey], str],
     *,
     run_at: datetime | None = None,
 ) -> int:
-    """Queue a `sync` for each PR, in the caller's transaction, with a few statements in all.
+    """Queue a job of `kind` for each PR that has none queued, in the caller's transaction, with
+    a few statements in all.
 
-    The batch form of `enqueue_in` for syncs, with its coalescing: a PR whose sync is already
-    queued gets no second one. Unlike `enqueue_in`, the queued one keeps its time: the poller
-    must not pull forward a sync a rate limit put off until when GitHub said. The rest are one
-    multi-row INSERT per `SYNC_BATCH` PRs, keyed by `key_of(pr_key)` and skipping a key that
-    exists. Returns how many jobs were created.
+    The batch form of `enqueue_in` with `same_as=SameWork.PR`, but a queued job keeps its time:
+    the poller must not pull forward a re-read a rate limit put off until when GitHub said. The
+    rest are one multi-row INSERT per `BATCH` PRs, keyed by `key_of(pr_key)` and skipping a key
+    that exists. Returns how many jobs were created.
     """
     now = utcnow()
     run_at = run_at or now
     wanted = list(dict.fromkeys(pr_keys))
-    queued_by_kind[JobKind.SYNC] += len(wanted)
+    queued_by_kind[kind] += len(wanted)
     created = 0
-    for start in range(0, len(wanted), SYNC_BATCH):
-        chunk = wanted[start:start + SYNC_BATCH]
+    for start in range(0, len(wanted), BATCH):
+        chunk = wanted[start:start + BATCH]
         waiting = set((await session.exec(select(Job.pr_key).where(
-            Job.kind == JobKind.SYNC, Job.status == JobStatus.QUEUED, col(Job.pr_key).in_(chunk)))).all())
-        rows = [_row(JobKind.SYNC, key_of(pr_key), now, run_at, pr_key=pr_key) for pr_key in chunk if pr_key not in waiting]
+            Job.kind == kind, Job.status == JobStatus.QUEUED, col(Job.pr_key).in_(chunk)))).all())
+        rows = [_row(kind, key_of(pr_key), now, run_at, pr_key=pr_key) for pr_key in chunk if pr_key not in waiting]
         created += await session.run_sync(_insert_rows, rows)
     return created
 
 
-async def busy_pr_keys(db: Database, before: datetime) -> set[str]:
+async def busy_pr_keys(db: Database, before: datetime) -> set[PrKey]:
     """The PRs with a job queued to run before `before` (their work under way or coming)."""
     async with db.read_session() as s:
-        keys = set((await s.exec(select(col(Job.pr_key)).distinct().where(
-            Job.status == JobStatus.QUEUED, Job.run_at < before, col(Job.pr_key).is_not(None)))).all())
-    return cast(set[str], keys)  # no None: the query leaves NULL out
+        rows = (await s.exec(select(col(Job.pr_key)).distinct().where(
+            Job.status == JobStatus.QUEUED, Job.run_at < before, col(Job.pr_key).is_not(None)))).all()
+    return set(read_pr_keys(rows))
 
 
-async def in_hand(db: Database, pr_key: str, besides_id: int | None = None, before: datetime | None = None, *,
+async def in_hand(db: Database, pr_key: PrKey, besides_id: int | None = None, before: datetime | None = None, *,
                   kinds: Collection[str] | None = None, besides_prefix: str | None = None) -> bool:
     """Whether the PR has a job other than `besides_id` running, or queued (to run before
     `before`, when given); only of `kinds` when given, and none whose key starts with
@@ -206,21 +215,14 @@ def _insert_rows(session: orm.Session, rows: list[dict[str, Any]]) -> int:
 
 
 @functools.cache
-def _waiting_syncs() -> Select[int, str, datetime]:
-    """The queued syncs of the PRs in `keys`, built once (the intake runs it for every batch of
-    deliveries, and building it was a sixth of a batch's cost)."""
-    # Neither id nor pr_key is None here: a stored job's id is set, and its pr_key is in `keys`.
-    return cast("Select[int, str, datetime]", select(Job.id, Job.pr_key, Job.run_at).where(
-        Job.kind == JobKind.SYNC, Job.status == JobStatus.QUEUED, col(Job.pr_key).in_(bindparam("keys", expanding=True))))
-
-
-@functools.cache
-def _waiting_refs() -> Select[int, str, datetime]:
-    """The queued `sync_ref` jobs whose payload is one of `payloads` (texts), built once."""
-    # A stored job's id is set (the model's None is for a Job not inserted yet).
-    return cast("Select[int, str, datetime]", select(Job.id, Job.payload, Job.run_at).where(
-        Job.kind == JobKind.SYNC_REF, Job.status == JobStatus.QUEUED,
-        col(Job.payload).in_(bindparam("payloads", expanding=True))))
+def _waiting(kind: str, by: SameWork) -> Select[int, str, datetime]:
+    """The queued jobs of `kind` whose `by` column is one of `values`, built once per pair (the
+    intake runs it for every batch of deliveries, and building it was a sixth of a batch's
+    cost)."""
+    column = Job.__table__.c[by.value]
+    # A stored job's id is set, and its column's value is one of `values` (none is None).
+    return cast("Select[int, str, datetime]", select(Job.id, column, Job.run_at).where(
+        Job.kind == kind, Job.status == JobStatus.QUEUED, column.in_(bindparam("values", expanding=True))))
 
 
 @functools.cache
@@ -238,10 +240,10 @@ async def bring_forward(session: AsyncSession, job_id: int, at: datetime) -> Non
 
 
 class _Queueing(NamedTuple):
-    """The four statements `queue_wakes` needs, on one connection in its transaction."""
+    """The three statements `queue_wakes` needs, on one connection in its transaction."""
 
-    waiting: Callable[[list[str]], Sequence[tuple[int, str, datetime]]]  # the PRs' queued syncs
-    waiting_refs: Callable[[list[str]], Sequence[tuple[int, str, datetime]]]  # queued sync_refs, by payload
+    # The queued jobs of a kind that are the same work as any of `values`: (id, value, run_at).
+    waiting: Callable[[str, SameWork, list[str]], Sequence[tuple[int, str, datetime]]]
     bring_forward: Callable[[int, datetime], None]  # a queued job's run_at moved earlier
     insert: Callable[[list[dict[str, Any]]], int]  # new jobs' rows, a key that exists skipped
 
@@ -255,9 +257,10 @@ def _core(session: Session) -> _Queueing:
     def bring_forward(job_id: int, at: datetime) -> None:
         conn.execute(_bring_forward(), {"job_id": job_id, "at": at})
 
-    return _Queueing(lambda keys: conn.execute(_waiting_syncs(), {"keys": keys}).all(),
-                     lambda payloads: conn.execute(_waiting_refs(), {"payloads": payloads}).all(),
-                     bring_forward, lambda rows: _insert_rows(session, rows))
+    def waiting(kind: str, by: SameWork, values: list[str]) -> Sequence[tuple[int, str, datetime]]:
+        return conn.execute(_waiting(kind, by), {"values": values}).all()
+
+    return _Queueing(waiting, bring_forward, lambda rows: _insert_rows(session, rows))
 
 
 # The rows `_row` makes, in this order, for the plain sqlite3 statements below.
@@ -266,23 +269,18 @@ _ROW_COLUMNS = ("kind", "key", "pr_key", "process_key", "round_no", "payload", "
 
 
 # Rows per plain INSERT: well under SQLite's bound on parameters.
-_PLAIN_ROWS = SYNC_BATCH // len(_ROW_COLUMNS)
+_PLAIN_ROWS = BATCH // len(_ROW_COLUMNS)
 
 
 def _plain(conn: sqlite3.Connection) -> _Queueing:
     stamp, read = sqlite_stamps()
 
-    def waiting(keys: list[str]) -> list[tuple[int, str, datetime]]:
+    def waiting(kind: str, by: SameWork, values: list[str]) -> list[tuple[int, str, datetime]]:
+        # `by` names a column (SameWork's values are the two column names), never user input.
         rows = conn.execute(
-            f"SELECT id, pr_key, run_at FROM jobs WHERE kind = 'sync' AND status = ? "
-            f"AND pr_key IN ({', '.join('?' * len(keys))})", [JobStatus.QUEUED.value, *keys]).fetchall()
-        return [(job_id, pr_key, read(run_at)) for job_id, pr_key, run_at in rows]
-
-    def waiting_refs(payloads: list[str]) -> list[tuple[int, str, datetime]]:
-        rows = conn.execute(
-            f"SELECT id, payload, run_at FROM jobs WHERE kind = 'sync_ref' AND status = ? "
-            f"AND payload IN ({', '.join('?' * len(payloads))})", [JobStatus.QUEUED.value, *payloads]).fetchall()
-        return [(job_id, payload, read(run_at)) for job_id, payload, run_at in rows]
+            f"SELECT id, {by.value}, run_at FROM jobs WHERE kind = ? AND status = ? "
+            f"AND {by.value} IN ({', '.join('?' * len(values))})", [kind, JobStatus.QUEUED.value, *values]).fetchall()
+        return [(job_id, value, read(run_at)) for job_id, value, run_at in rows]
 
     def bring_forward(job_id: int, at: datetime) -> None:
         when = stamp(at)
@@ -298,19 +296,19 @@ def _plain(conn: sqlite3.Connection) -> _Queueing:
             inserted += len(conn.execute(insert, params).fetchall())
         return inserted
 
-    return _Queueing(waiting, waiting_refs, bring_forward, insert)
+    return _Queueing(waiting, bring_forward, insert)
 
 
 def queue_wakes(session: Session, wakes: Sequence[Mapping[str, Any]]) -> datetime | None:
     """`enqueue_in` for many jobs at once, in the caller's transaction, with a few statements:
-    the same result as calling it for each in order (a PR's syncs coalesce into the one queued,
-    which runs at the earliest of their times, and so do the `sync_ref`s of one repository and
-    ref; a key queued before is skipped). Each wake is
-    `enqueue_in`'s keyword arguments (`kind`, `key`, `pr_key`, `payload`, `delay_seconds`).
+    the same result as calling it for each in order (the wakes that are the same work coalesce
+    into the one queued, which runs at the earliest of their times; a key queued before is
+    skipped). Each wake is `enqueue_in`'s keyword arguments (`kind`, `key`, `pr_key`,
+    `payload`, `delay_seconds`, `same_as`).
 
     Synchronous code: `Database.write`, or `AsyncSession.run_sync` from async code. Returns
     when the soonest of the jobs it queued or brought forward falls due, or None when it did
-    neither (every sync coalesced into one already queued as soon): the caller wakes the
+    neither (every wake coalesced into a job already queued as soon): the caller wakes the
     workers for that time, or not at all."""
     return _queue(_core(session), wakes) if wakes else None
 
@@ -325,42 +323,36 @@ def queue_wakes_sqlite(conn: sqlite3.Connection, wakes: Sequence[Mapping[str, An
 
 def _queue(run: _Queueing, wakes: Sequence[Mapping[str, Any]]) -> datetime | None:
     now = utcnow()
-    syncs: dict[str, tuple[datetime, str]] = {}  # PR → (earliest run_at, the first sync's key)
-    refs: dict[str, tuple[datetime, str]] = {}  # sync_ref payload → (earliest run_at, first key)
+    # The wakes that coalesce, by what makes them one: (kind, SameWork, the PR's key or the
+    # payload's text) -> (the earliest run_at, the first one's key, its row's fields).
+    same: dict[tuple[str, SameWork, str], tuple[datetime, str, dict[str, Any]]] = {}
     others: list[dict[str, Any]] = []
     for w in wakes:
         queued_by_kind[w["kind"]] += 1
         run_at = now + timedelta(seconds=w.get("delay_seconds") or 0.0)
-        if w["kind"] == JobKind.SYNC and w.get("pr_key") is not None:
-            at, key = syncs.get(w["pr_key"], (run_at, w["key"]))
-            syncs[w["pr_key"]] = (min(at, run_at), key)
-        elif w["kind"] == JobKind.SYNC_REF:
-            text = payload_text(w.get("payload"))
-            at, key = refs.get(text, (run_at, w["key"]))
-            refs[text] = (min(at, run_at), key)
-        else:
-            others.append(_row(w["kind"], w["key"], now, run_at, pr_key=w.get("pr_key"),
-                               payload=w.get("payload")))
+        by = w.get("same_as")
+        value = (w.get("pr_key") if by == SameWork.PR else payload_text(w.get("payload")) if by == SameWork.PAYLOAD
+                 else None)
+        if by is None or value is None:
+            others.append(_row(w["kind"], w["key"], now, run_at, pr_key=w.get("pr_key"), payload=w.get("payload")))
+            continue
+        at, key, fields = same.get((w["kind"], by, value), (run_at, w["key"], {"pr_key": w.get("pr_key"),
+                                                                              "payload": w.get("payload")}))
+        same[(w["kind"], by, value)] = (min(at, run_at), key, fields)
     # A row skipped because its key exists still counts here: a needless wake costs one look.
     due = [row["run_at"] for row in others]
-    # A PR's syncs, and a ref's sync_refs, each coalesce into the one queued (brought forward if
-    # this one is sooner), or else are one new row.
-    def sync_row(pr_key: str, key: str, at: datetime) -> dict[str, Any]:
-        return _row(JobKind.SYNC, key, now, at, pr_key=pr_key)
-
-    def ref_row(text: str, key: str, at: datetime) -> dict[str, Any]:
-        return _row(JobKind.SYNC_REF, key, now, at, payload=json.loads(text))
-
-    for coalescing, waiting, new_row in ((syncs, run.waiting, sync_row), (refs, run.waiting_refs, ref_row)):
-        if not coalescing:
-            continue
-        for job_id, same, run_at in waiting(list(coalescing)):
-            at, _ = coalescing.pop(same, (None, None))
+    # The wakes that are one work each coalesce into the one queued (brought forward if this
+    # one is sooner), or else are one new row.
+    for kind, by in dict.fromkeys((kind, by) for kind, by, _ in same):
+        values = [value for k, b, value in same if (k, b) == (kind, by)]
+        for job_id, value, run_at in run.waiting(kind, by, values):
+            at, _, _ = same.pop((kind, by, value), (None, None, None))
             if at is not None and at < run_at:
                 run.bring_forward(job_id, at)
                 due.append(at)
-        others += [new_row(same, key, at) for same, (at, key) in coalescing.items()]
-        due += [at for at, _ in coalescing.values()]
+    others += [_row(kind, key, now, at, pr_key=fields["pr_key"], payload=fields["payload"])
+               for (kind, _, _), (at, key, fields) in same.items()]
+    due += [at for at, _, _ in same.values()]
     if others:
         run.insert(others)
     return min(due, default=None)
@@ -547,7 +539,7 @@ async def get_job(db: Database, job_id: int) -> Job | None:
         return await s.get(Job, job_id)
 
 
-async def list_jobs(db: Database, pr_key: str | None = None) -> list[Job]:
+async def list_jobs(db: Database, pr_key: PrKey | None = None) -> list[Job]:
     async with db.read_session() as s:
         query = select(Job).order_by(col(Job.id))
         if pr_key is not None:
@@ -568,11 +560,11 @@ async def prune(db: Database, before: datetime, failed_before: datetime | None =
     return n
 
 
-async def pending_pr_keys(db: Database, kind: str) -> set[str]:
+async def pending_pr_keys(db: Database, kind: str) -> set[PrKey]:
     """PRs that already have a job of this kind waiting to run."""
     async with db.session() as s:
         rows = await s.exec(select(Job.pr_key).where(Job.kind == kind, Job.status == JobStatus.QUEUED))
-        return {k for k in rows if k}
+        return set(read_pr_keys(rows))
 
 
 async def existing_keys(db: Database, keys: Collection[str]) -> set[str]:

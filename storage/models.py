@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -16,7 +17,9 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
 )
-from sqlmodel import Field, SQLModel
+from sqlmodel import AutoString, Field, SQLModel
+
+from .keys import PrKey, ProcessKey, stored_pr_key
 
 if TYPE_CHECKING:
     class _Table(SQLModel):
@@ -25,7 +28,17 @@ if TYPE_CHECKING:
 
         __table__: ClassVar[Table]
 else:
-    _Table = SQLModel
+    class _Table(SQLModel):
+        def __setattr__(self, name: str, value: Any) -> None:
+            # A row made in code holds what it was given until it is read back: a PR key given
+            # as text (a test's, a caller's) is parsed here, so a PR key column holds a `PrKey`
+            # always. (SQLModel sets the attribute on its own after SQLAlchemy's events.)
+            if name in _PR_KEY_COLUMNS and isinstance(value, str) and not isinstance(value, PrKey):
+                value = stored_pr_key(value)
+            super().__setattr__(name, value)
+
+
+_PR_KEY_COLUMNS = frozenset({"pr_key", "depends_on_key"})  # the `PrKeyText` columns' names
 
 
 def utcnow() -> datetime:
@@ -49,6 +62,26 @@ class UTCDateTime(TypeDecorator[datetime]):
         return None if value is None else value.replace(tzinfo=UTC)
 
 
+class PrKeyText(TypeDecorator[PrKey]):
+    """A PR's key: stored as its text, read back as a `PrKey`."""
+
+    impl = AutoString
+    cache_ok = True
+
+    def process_bind_param(self, value: PrKey | str | None, dialect: Dialect) -> str | None:
+        return None if value is None else str(value)
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> PrKey | None:
+        return None if value is None else stored_pr_key(value)
+
+
+def read_pr_keys(values: Iterable[str | None]) -> list[PrKey]:
+    """The keys a select of one `PrKeyText` column read, NULLs left out. They are `PrKey`s
+    already (the column reads them so); sqlmodel's `select` types one column's values by a
+    type variable that stops at `str`, so the type is restated here, once."""
+    return [cast(PrKey, v) for v in values if v is not None]
+
+
 # Column helpers. `Any`, as sqlmodel's `Field` itself: the value stands for the column's Python
 # type in the model's annotation (`created_at: datetime = ts(nullable=False)`).
 def ts(nullable: bool = True, **kw: Any) -> Any:
@@ -67,14 +100,14 @@ class PullRequest(_Table, table=True):
     __tablename__ = "pull_requests"
     __table_args__ = (Index("ix_pull_requests_status", "status"),)
 
-    pr_key: str = Field(primary_key=True, max_length=300)
+    pr_key: PrKey = Field(primary_key=True, sa_type=PrKeyText(300))
     repo: str = Field(max_length=250)
     number: int
     url: str = Field(max_length=500)
     title: str = Field(max_length=500)
     status: str = Field(max_length=32)
     current_round: int = 0
-    process_key: str | None = Field(default=None, max_length=64)
+    process_key: ProcessKey | None = Field(default=None, sa_type=AutoString(length=64))
     waiting_since: datetime | None = ts()
     last_review_id: int | None = big()
     last_nudge_at: datetime | None = ts()
@@ -118,8 +151,8 @@ class Run(_Table, table=True):
     __tablename__ = "runs"
     __table_args__ = (Index("ix_runs_pr_key", "pr_key"),)
 
-    process_key: str = Field(primary_key=True, max_length=64)
-    pr_key: str = Field(max_length=300)
+    process_key: ProcessKey = Field(primary_key=True, sa_type=AutoString(length=64))
+    pr_key: PrKey = Field(sa_type=PrKeyText(300))
     kind: str = Field(max_length=16)
     state: str = Field(max_length=16)
     started_at: datetime = ts(nullable=False)
@@ -132,8 +165,8 @@ class Round(_Table, table=True):
     __table_args__ = (UniqueConstraint("pr_key", "process_key", "round_no", name="uq_rounds_run_round"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    pr_key: str = Field(max_length=300)
-    process_key: str = Field(max_length=64)
+    pr_key: PrKey = Field(sa_type=PrKeyText(300))
+    process_key: ProcessKey = Field(sa_type=AutoString(length=64))
     round_no: int
     # What the round asks of the fixer: review (findings of a review), conflict (the base
     # branch brought in), ci (failing checks made to pass). storage.statuses.RoundKind.
@@ -168,8 +201,8 @@ class AgentAttempt(_Table, table=True):
                       Index("ix_agent_attempts_finished_at", "finished_at"))
 
     id: int | None = Field(default=None, primary_key=True)
-    pr_key: str = Field(max_length=300)
-    process_key: str = Field(max_length=64)
+    pr_key: PrKey = Field(sa_type=PrKeyText(300))
+    process_key: ProcessKey = Field(sa_type=AutoString(length=64))
     round_no: int
     attempt: int
     fixer: str = Field(max_length=32)  # the preset's name, or the fixer's kind
@@ -188,8 +221,8 @@ class Escalation(_Table, table=True):
     __table_args__ = (Index("ix_escalations_pr_status", "pr_key", "status"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    pr_key: str = Field(max_length=300)
-    process_key: str = Field(max_length=64)
+    pr_key: PrKey = Field(sa_type=PrKeyText(300))
+    process_key: ProcessKey = Field(sa_type=AutoString(length=64))
     round_no: int
     kind: str = Field(max_length=32)
     question: str = Field(sa_column=Column(Text(), nullable=False))
@@ -207,7 +240,7 @@ class Adjudication(_Table, table=True):
     __table_args__ = (UniqueConstraint("pr_key", "fingerprint", name="uq_adjudications_pr_fp"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    pr_key: str = Field(max_length=300)
+    pr_key: PrKey = Field(sa_type=PrKeyText(300))
     fingerprint: str = Field(max_length=64)
     answer: str = Field(sa_column=Column(Text(), nullable=False))
     adjudicated_by: str = Field(max_length=100)
@@ -218,8 +251,8 @@ class Adjudication(_Table, table=True):
 class Dependency(_Table, table=True):
     __tablename__ = "dependencies"
 
-    pr_key: str = Field(primary_key=True, max_length=300)
-    depends_on_key: str = Field(primary_key=True, max_length=300)
+    pr_key: PrKey = Field(primary_key=True, sa_type=PrKeyText(300))
+    depends_on_key: PrKey = Field(primary_key=True, sa_type=PrKeyText(300))
 
 
 class Job(_Table, table=True):
@@ -232,8 +265,8 @@ class Job(_Table, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     kind: str = Field(max_length=64)
-    pr_key: str | None = Field(default=None, max_length=300)
-    process_key: str | None = Field(default=None, max_length=64)
+    pr_key: PrKey | None = Field(default=None, sa_type=PrKeyText(300))
+    process_key: ProcessKey | None = Field(default=None, sa_type=AutoString(length=64))
     round_no: int | None = None
     key: str = Field(max_length=300, unique=True)
     payload: str = Field(default="{}", sa_column=Column(Text(), nullable=False))
@@ -266,7 +299,7 @@ class Command(_Table, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     comment_id: int = Field(sa_column=Column(BigInteger(), nullable=False, unique=True))
-    pr_key: str = Field(max_length=300)
+    pr_key: PrKey = Field(sa_type=PrKeyText(300))
     author: str = Field(max_length=100)
     verb: str = Field(max_length=32)
     args: str | None = text()
@@ -294,3 +327,4 @@ class Cursor(_Table, table=True):
     name: str = Field(primary_key=True, max_length=300)
     value: str = Field(sa_column=Column(Text, nullable=False))
     updated_at: datetime = ts(nullable=False)
+

@@ -14,6 +14,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import Select
 
 from .database import Database
+from .keys import PrKey, ProcessKey
 from .models import Job, PullRequest, Run, utcnow
 from .statements import Shape, on_postgres, set_clause, split_values
 from .statuses import TERMINAL, RunState, Status, derived_status, is_resubmittable
@@ -46,7 +47,7 @@ class MissingKey(LookupError):
     """A PR row or a job read where the code relies on a key it does not hold: a bug, not a race."""
 
 
-def process_key_of(item: PullRequest | Job) -> str:
+def process_key_of(item: PullRequest | Job) -> ProcessKey:
     """The key of the run that owns a PR row, or of the run a job was queued for.
 
     For where the code relies on one: the row of a PR being driven (an active run's, read as not
@@ -59,7 +60,7 @@ def process_key_of(item: PullRequest | Job) -> str:
     return item.process_key
 
 
-def pr_key_of(job: Job) -> str:
+def pr_key_of(job: Job) -> PrKey:
     """The PR a job is for. Every job of a PR carries its key (the column is nullable for the
     few jobs of no one PR): a handler of a PR's job relies on it."""
     if job.pr_key is None:
@@ -85,7 +86,7 @@ def _with_run() -> Select[PullRequest, str | None]:
 _GET = _with_run().where(PullRequest.pr_key == bindparam("pr_key"))
 
 
-async def get(db: Database, pr_key: str) -> PrView | None:
+async def get(db: Database, pr_key: PrKey) -> PrView | None:
     async with db.read_session() as s:
         row = (await s.exec(_GET, params={"pr_key": pr_key})).first()
     return None if row is None else PrView(row[0], row[1])
@@ -135,8 +136,8 @@ def _owned_by(process_key: Any) -> ColumnElement[bool]:
 
 async def fenced_update(
     db: Database | None,
-    pr_key: str,
-    process_key: str,
+    pr_key: PrKey,
+    process_key: ProcessKey,
     values: Mapping[str, Any],
     *,
     expect_status: str | Collection[str] | None = None,
@@ -192,7 +193,7 @@ def _fenced(shape: Shape, by_status: bool, by_round: bool,
         set_clause(PullRequest.__table__, (*shape, ("updated_at", None))))
 
 
-async def note_check_run(db: Database, pr_key: str, process_key: str, values: Mapping[str, Any]) -> bool:
+async def note_check_run(db: Database, pr_key: PrKey, process_key: ProcessKey, values: Mapping[str, Any]) -> bool:
     """Record the check run's head and id (`check_run_head`, `check_run_id`) while the row is
     still the run's, ended or not: the run only mirrors the row, and its last update (merged,
     abandoned) comes after the run's end. A row another run took over is left alone."""
@@ -233,7 +234,7 @@ async def insert_new(db: Database, pr: PullRequest, run: Run) -> bool:
     return True
 
 
-def reopen_values(process_key: str, options: Mapping[str, Any]) -> dict[str, Any]:
+def reopen_values(process_key: ProcessKey, options: Mapping[str, Any]) -> dict[str, Any]:
     """Everything a fresh run starts from: status, round 1, cleared baselines and replay stamps.
     The check run stays: on the same head a new run updates the one already there."""
     now = utcnow()
@@ -262,10 +263,10 @@ def reopen_values(process_key: str, options: Mapping[str, Any]) -> dict[str, Any
 
 async def reopen(
     session: AsyncSession,
-    pr_key: str,
+    pr_key: PrKey,
     *,
-    old_process_key: str | None,
-    new_process_key: str,
+    old_process_key: ProcessKey | None,
+    new_process_key: ProcessKey,
     options: Mapping[str, Any],
 ) -> bool:
     """The atomic reopen: ONE statement resets the row and publishes the new process_key.

@@ -14,6 +14,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import events
 from .database import Database
+from .keys import PrKey, ProcessKey
 from .models import Round, utcnow
 from .statements import IN_BATCH, Shape, on_postgres, set_clause, split_values
 
@@ -29,7 +30,7 @@ _GET = select(Round).where(Round.pr_key == bindparam("pr_key"), Round.process_ke
                            Round.round_no == bindparam("round_no"))  # built once: most steps read a round
 
 
-async def get(db: Database, pr_key: str, process_key: str, round_no: int) -> Round | None:
+async def get(db: Database, pr_key: PrKey, process_key: ProcessKey, round_no: int) -> Round | None:
     async with db.read_session() as s:
         return (await s.exec(_GET, params={"pr_key": pr_key, "process_key": process_key,
                                            "round_no": round_no})).first()
@@ -55,17 +56,17 @@ _HISTORY = select(Round).where(
     Round.pr_key == bindparam("pr_key"), Round.process_key == bindparam("process_key")).order_by(col(Round.round_no))
 
 
-async def history(db: Database, pr_key: str, process_key: str) -> list[Round]:
+async def history(db: Database, pr_key: PrKey, process_key: ProcessKey) -> list[Round]:
     async with db.read_session() as s:
         return list(await s.exec(_HISTORY, params={"pr_key": pr_key, "process_key": process_key}))
 
 
-async def for_pr(db: Database, pr_key: str) -> list[Round]:
+async def for_pr(db: Database, pr_key: PrKey) -> list[Round]:
     async with db.read_session() as s:
         return list(await s.exec(select(Round).where(Round.pr_key == pr_key).order_by(col(Round.id))))
 
 
-async def count_kind(db: Database, pr_key: str, process_key: str, kind: str, since: datetime | None = None) -> int:
+async def count_kind(db: Database, pr_key: PrKey, process_key: ProcessKey, kind: str, since: datetime | None = None) -> int:
     """How many rounds of `kind` the run has had (started after `since`): the merge stage's fix
     budgets."""
     conds = [Round.pr_key == pr_key, Round.process_key == process_key, Round.kind == kind]
@@ -75,7 +76,7 @@ async def count_kind(db: Database, pr_key: str, process_key: str, kind: str, sin
         return (await s.exec(select(func.count()).select_from(Round).where(*conds))).one()
 
 
-async def start(session: AsyncSession, pr_key: str, process_key: str, round_no: int, entry_head: str,
+async def start(session: AsyncSession, pr_key: PrKey, process_key: ProcessKey, round_no: int, entry_head: str,
                 kind: str = "review") -> None:
     """Create the round, or restart it at a new entry head with its verdict fields cleared.
 
@@ -94,7 +95,7 @@ async def start(session: AsyncSession, pr_key: str, process_key: str, round_no: 
 
 
 async def update_round(
-    session: AsyncSession, pr_key: str, process_key: str, round_no: int, values: dict[str, Any],
+    session: AsyncSession, pr_key: PrKey, process_key: ProcessKey, round_no: int, values: dict[str, Any],
     *, expect_attempt: int | None = None, open_only: bool = False,
 ) -> bool:
     """Update the round; with `expect_attempt` only while that dispatch is the round's latest,
@@ -121,7 +122,7 @@ def _updating(shape: Shape, by_attempt: bool, open_only: bool) -> Update:
 
 
 async def next_attempt(
-    session: AsyncSession, pr_key: str, process_key: str, round_no: int, values: dict[str, Any],
+    session: AsyncSession, pr_key: PrKey, process_key: ProcessKey, round_no: int, values: dict[str, Any],
     *, expect_attempt: int | None = None,
 ) -> int | None:
     """Number a new fixer dispatch of the round (and write `values` with it).

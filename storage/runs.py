@@ -9,15 +9,16 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database
+from .keys import PrKey, ProcessKey
 from .models import Run, utcnow
 from .statuses import RunKind, RunState
 
 
-def new_process_key() -> str:
-    return f"run-{uuid.uuid4().hex}"
+def new_process_key() -> ProcessKey:
+    return ProcessKey(f"run-{uuid.uuid4().hex}")
 
 
-def new_run(pr_key: str, kind: RunKind = RunKind.CONVERGENCE) -> Run:
+def new_run(pr_key: PrKey, kind: RunKind = RunKind.CONVERGENCE) -> Run:
     return Run(
         process_key=new_process_key(),
         pr_key=pr_key,
@@ -27,7 +28,7 @@ def new_run(pr_key: str, kind: RunKind = RunKind.CONVERGENCE) -> Run:
     )
 
 
-async def create_run(db: Database, pr_key: str, kind: RunKind = RunKind.CONVERGENCE) -> Run:
+async def create_run(db: Database, pr_key: PrKey, kind: RunKind = RunKind.CONVERGENCE) -> Run:
     run = new_run(pr_key, kind)
     async with db.session() as s:
         s.add(run)
@@ -36,7 +37,7 @@ async def create_run(db: Database, pr_key: str, kind: RunKind = RunKind.CONVERGE
 
 async def end_run(
     db: Database | None,
-    process_key: str,
+    process_key: ProcessKey,
     state: RunState,
     reason: str,
     *,
@@ -55,16 +56,16 @@ async def end_run(
         return (await s.exec(stmt)).rowcount == 1
 
 
-async def terminate_run(db: Database, process_key: str, reason: str) -> bool:
+async def terminate_run(db: Database, process_key: ProcessKey, reason: str) -> bool:
     return await end_run(db, process_key, RunState.TERMINATED, reason)
 
 
-async def get_run(db: Database, process_key: str) -> Run | None:
+async def get_run(db: Database, process_key: ProcessKey) -> Run | None:
     async with db.session() as s:
         return await s.get(Run, process_key)
 
 
-async def runs_for(db: Database, pr_key: str) -> list[Run]:
+async def runs_for(db: Database, pr_key: PrKey) -> list[Run]:
     async with db.read_session() as s:
         rows = await s.exec(select(Run).where(Run.pr_key == pr_key).order_by(col(Run.started_at)))
         return list(rows)

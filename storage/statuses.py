@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from .keys import ProcessKey
+
 
 class Status(StrEnum):
     CONVERGING = "converging"
@@ -56,12 +58,21 @@ class JobKind(StrEnum):
     EFFECT = "effect"  # a GitHub write of the outbox
 
 
+class SameWork(StrEnum):
+    """What makes a new job the same work as one of its kind still queued, which then takes its
+    place (run at the earlier of their two times) rather than queue a second: the queue's only
+    coalescing. Which kinds coalesce, and by what, is the bot's to say (`bot/rules/model.py`)."""
+
+    PR = "pr_key"  # the same PR
+    PAYLOAD = "payload"  # the same payload
+
+
 class RunKind(StrEnum):
     CONVERGENCE = "convergence"
     MERGE = "merge"
 
 
-def derived_status(status: str, process_key: str | None, run_state: str | None) -> str:
+def derived_status(status: str, process_key: ProcessKey | None, run_state: str | None) -> str:
     """What every "is it finished?" check reads.
 
     A row whose run ended out of band (terminated by `abandon`, a crash clean-up, a lost race)
@@ -75,7 +86,7 @@ def derived_status(status: str, process_key: str | None, run_state: str | None) 
     return status
 
 
-def is_resubmittable(status: str, process_key: str | None, run_state: str | None) -> bool:
+def is_resubmittable(status: str, process_key: ProcessKey | None, run_state: str | None) -> bool:
     if process_key is None:
         return True
     return derived_status(status, process_key, run_state) in TERMINAL

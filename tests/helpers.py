@@ -13,9 +13,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from sqlalchemy import text
 
 from bot.intake.submit import SubmitOptions, submit_pr
-from bot.prkey import parse_pr_key
 from storage import prs, runs
 from storage.database import Database
+from storage.keys import parse_pr_key
 from storage.statuses import RunState
 
 

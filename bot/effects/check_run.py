@@ -10,11 +10,11 @@ import structlog
 
 from bot.effects import outbox
 from bot.engine import checkrun
-from bot.prkey import parse_pr_key
 from bot.rules.model import CHECK_RUN_NAME
 from bot.runtime.context import Runtime
 from bot.runtime.workers import Reschedule
 from storage import jobs, prs
+from storage.keys import PrKey
 from storage.models import Job, utcnow
 from storage.prs import PrView
 from storage.statuses import Status
@@ -70,16 +70,16 @@ async def hold(rt: Runtime, job: Job, view: PrView) -> bool:
     return True
 
 
-async def sync(rt: Runtime, pr_key: str, job: Job | None = None) -> None:
+async def sync(rt: Runtime, pr_key: PrKey, job: Job | None = None) -> None:
     """The effect: make the check run on the current head say what the row says. `job`: the
     update's job, which the row read here may `hold` first."""
-    key = parse_pr_key(pr_key)
+    key = pr_key
     # Read, look and create under the PR's mutation lock (in this process): two updates of one
     # PR on two workers must not both find no run on the head and both create one, and the row
     # read under it shows the run the other may have just made. One read of the row and its
     # round per update (two of each before: one outside the lock to skip an unchanged update),
     # and the row once more after a hold's look that found nothing else in hand (see `hold`).
-    async with rt.github.mutating(pr_key):
+    async with rt.github.pr(pr_key).mutating():
         view = await prs.get(rt.db, pr_key)
         if view is not None and view.pr.head_sha and job is not None and await hold(rt, job, view):
             view = await prs.get(rt.db, pr_key)
@@ -91,10 +91,10 @@ async def sync(rt: Runtime, pr_key: str, job: Job | None = None) -> None:
             return
         run_id = await _run_on(rt, view, head)
         if run_id is None:
-            run_id = (await rt.github.create_check_run(key.owner, key.repo, name=CHECK_RUN_NAME,
+            run_id = (await rt.github.pr(key).create_check_run(name=CHECK_RUN_NAME,
                                                        head_sha=head, **fields))["id"]
         else:
-            await rt.github.update_check_run(key.owner, key.repo, run_id, **fields)
+            await rt.github.pr(key).update_check_run(run_id, **fields)
         checkrun.said(rt)[pr_key] = (head, fields)
         if pr.check_run_id != run_id and pr.process_key:
             await prs.note_check_run(rt.db, pr_key, pr.process_key, {"check_run_id": run_id, "check_run_head": head})
@@ -113,14 +113,14 @@ async def _run_on(rt: Runtime, view: PrView, head: str) -> int | None:
     if pr.check_run_head != head and pr.process_key and await prs.note_check_run(
             rt.db, pr.pr_key, pr.process_key, {"check_run_head": head, "check_run_id": None}):
         return None
-    key = parse_pr_key(pr.pr_key)
+    key = pr.pr_key
     app = rt.config.github.bot_login.removesuffix("[bot]").lower()
-    ours = [r for r in await rt.github.check_runs(key.owner, key.repo, head, name=CHECK_RUN_NAME)
+    ours = [r for r in await rt.github.pr(key).check_runs(head, name=CHECK_RUN_NAME)
             if ((r.get("app") or {}).get("slug") or "").lower() == app]
     return min((r["id"] for r in ours), default=None)
 
 
-async def said_in_dry_run(rt: Runtime, pr_key: str) -> str | None:
+async def said_in_dry_run(rt: Runtime, pr_key: PrKey) -> str | None:
     """Take the check run as said, in this process, as it would have been written: `publish`
     then queues no update until the row changes again (else every step of an unchanged PR
     would queue one, never written). What it would say, for the record; None: nothing to say."""

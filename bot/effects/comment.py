@@ -9,7 +9,6 @@ from bot.effects import outbox
 from bot.effects.outbox import first_try
 from bot.effects.replies import Reply, reply_and_resolve
 from bot.github.errors import NotFound
-from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
 from storage import escalations, prs, rounds
 from storage.models import Job
@@ -18,8 +17,8 @@ log = structlog.get_logger(__name__)
 
 
 async def comment(rt: Runtime, job: Job, p: dict) -> None:
-    key = parse_pr_key(prs.pr_key_of(job))
-    posted = await rt.github.comment_once(key.owner, key.repo, key.number, p["marker"], p["body"])
+    key = prs.pr_key_of(job)
+    posted = await rt.github.pr(key).comment_once(p["marker"], p["body"])
     if p.get("escalation_id") is not None:
         await escalations.set_comment(rt.db, p["escalation_id"], posted["id"])
 
@@ -56,8 +55,8 @@ async def _answered(rt: Runtime, job: Job, p: dict, items: list[dict]) -> dict[s
 
 async def react(rt: Runtime, job: Job, p: dict) -> None:
     # GitHub answers 200 to a reaction the user already made: a repeat creates nothing.
-    key = parse_pr_key(prs.pr_key_of(job))
+    key = prs.pr_key_of(job)
     try:
-        await rt.github.react(key.owner, key.repo, p["comment_id"], p["content"], review_comment=p["review_comment"])
+        await rt.github.pr(key).react(p["comment_id"], p["content"], review_comment=p["review_comment"])
     except NotFound:
         log.info("reaction.comment_gone", pr_key=job.pr_key, comment_id=p["comment_id"])  # deleted meanwhile

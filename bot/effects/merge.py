@@ -12,9 +12,9 @@ from bot.effects.outbox import first_try
 from bot.engine import merge_queue, repoconfig
 from bot.engine.dispatch import requeue
 from bot.github.errors import Conflict
-from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
 from storage import dependencies, prs, runs
+from storage.keys import PrKey, ProcessKey
 from storage.models import Job, utcnow
 from storage.statuses import RunState, Status
 
@@ -22,11 +22,11 @@ log = structlog.get_logger(__name__)
 
 
 async def update_branch(rt: Runtime, job: Job, p: dict) -> None:
-    key = parse_pr_key(prs.pr_key_of(job))
+    key = prs.pr_key_of(job)
     try:
         # `expected_head_sha` makes a repeat harmless: once the base is merged in, the head
         # moved and GitHub refuses (422) instead of merging again.
-        await rt.github.update_branch(key.owner, key.repo, key.number, p["expected_head"])
+        await rt.github.pr(key).update_branch(p["expected_head"])
     except Conflict as e:
         log.info("merge.update_branch_refused", pr_key=job.pr_key, error=str(e))
 
@@ -43,22 +43,22 @@ async def merge(rt: Runtime, job: Job, p: dict) -> None:
         await run_enqueue(rt, pr_key, pk, p["sha"], first_try=first)
 
 
-async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> str | None:
+async def run_merge(rt: Runtime, pr_key: PrKey, pk: ProcessKey, sha: str) -> str | None:
     """The merge effect: re-read, then merge with `sha` as the precondition, and record it.
     "merge_queue" when GitHub refused because the base takes changes only through its merge
     queue (the caller queues the PR instead)."""
-    key = parse_pr_key(pr_key)
+    key = pr_key
     bound = log.bind(pr_key=pr_key, process_key=pk)
     method = (await repoconfig.effective_config(rt, key.full_repo)).merge.method
     # Re-read before every try: a try whose answer was lost (GitHub merged, then answered 502)
     # is retried, and a blind second PUT would be refused (405) and taken for a refusal.
-    gh_pr = await rt.github.pull(key.owner, key.repo, key.number)
+    gh_pr = await rt.github.pr(key).read()
     if not gh_pr.get("merged"):
         if gh_pr.get("state") != "open":
             return None  # closed meanwhile: the next step ends the run
         try:
             # The converged head is the precondition: GitHub refuses (409) if anything else landed.
-            await rt.github.merge(key.owner, key.repo, key.number, sha, method)
+            await rt.github.pr(key).merge(sha, method)
         except Conflict as e:
             if merge_queue.refused_for_queue(str(e)):
                 merge_queue.learn_queue(rt, pr_key)
@@ -88,18 +88,18 @@ async def run_merge(rt: Runtime, pr_key: str, pk: str, sha: str) -> str | None:
     return None
 
 
-async def run_enqueue(rt: Runtime, pr_key: str, pk: str, sha: str, *, first_try: bool) -> bool:
+async def run_enqueue(rt: Runtime, pr_key: PrKey, pk: ProcessKey, sha: str, *, first_try: bool) -> bool:
     """The merge effect where the base requires a merge queue: queue the PR with `sha` as its
     expected head, and record where it stands. False when there is no queue to go through (or
     the PR merged or closed): `run_merge` carries on."""
-    key = parse_pr_key(pr_key)
-    q = merge_queue.read_queue(await rt.github.merge_queue(key.owner, key.repo, key.number))
+    key = pr_key
+    q = merge_queue.read_queue(await rt.github.pr(key).merge_queue())
     step = merge_queue.decide_effect(q, first_try)
     if step.kind == "merge":
         return False
     if step.kind == "enqueue":
         try:
-            entry = await rt.github.enqueue(key.owner, key.repo, key.number, q.node_id, sha)
+            entry = await rt.github.pr(key).enqueue(q.node_id, sha)
         except Conflict as e:
             # Refused (the head moved since the convergence, the PR cannot be queued): the
             # merge stage decides again on a fresh read.

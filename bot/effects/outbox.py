@@ -21,6 +21,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.rules.model import Finding
 from storage import jobs
+from storage.keys import PrKey, ProcessKey
 from storage.models import Job, utcnow
 from storage.statements import on_postgres
 from storage.statuses import JobKind
@@ -43,7 +44,7 @@ DRY_RUN = "dry_run"
 
 
 async def add(
-    session: AsyncSession, effect: str, key: str, *, pr_key: str, process_key: str | None = None,
+    session: AsyncSession, effect: str, key: str, *, pr_key: PrKey, process_key: ProcessKey | None = None,
     delay_seconds: float = 0.0, **payload: Any,
 ) -> bool:
     """Record one effect in the caller's transaction; False if its key was recorded before.
@@ -71,7 +72,7 @@ def _effects() -> tuple:
     return Job.kind == KIND, Job.pr_key == bindparam("fx_pr_key"), col(Job.payload).contains(bindparam("fx_effect"))
 
 
-def _of(pr_key: str, effect: str) -> dict[str, str]:
+def _of(pr_key: PrKey, effect: str) -> dict[str, str]:
     return {"fx_pr_key": pr_key, "fx_effect": f'"effect": "{effect}"'}
 
 
@@ -81,14 +82,14 @@ _NEXT_DUE = select(func.min(Job.run_at)).where(
 _WAITING_UPDATE = select(Job.id).where(*_effects(), Job.status == jobs.JobStatus.QUEUED).limit(1).with_for_update()
 
 
-async def next_due(db, pr_key: str, effect: str) -> datetime | None:
+async def next_due(db, pr_key: PrKey, effect: str) -> datetime | None:
     """When the PR's earliest effect of this kind still to be done (queued or running) is due (a
     running one: its past start), or None when none is waiting."""
     async with db.read_session() as s:
         return (await s.exec(_NEXT_DUE, params=_of(pr_key, effect))).one()
 
 
-async def count(db, pr_key: str, effect: str, process_key: str, since: datetime | None = None) -> int:
+async def count(db, pr_key: PrKey, effect: str, process_key: ProcessKey, since: datetime | None = None) -> int:
     """How many effects of this kind the run queued for the PR (after `since`), whatever became
     of them."""
     conds = [*_effects(), Job.process_key == process_key]
@@ -98,7 +99,7 @@ async def count(db, pr_key: str, effect: str, process_key: str, since: datetime 
         return (await s.exec(select(func.count()).select_from(Job).where(*conds), params=_of(pr_key, effect))).one()
 
 
-async def queued_since(db, pr_key: str, effect: str, since: datetime, *, besides: int | None) -> bool:
+async def queued_since(db, pr_key: PrKey, effect: str, since: datetime, *, besides: int | None) -> bool:
     """Whether an effect of this kind for the PR, other than the job `besides`, was queued at
     or after `since` (whatever became of it)."""
     async with db.read_session() as s:
@@ -106,7 +107,7 @@ async def queued_since(db, pr_key: str, effect: str, since: datetime, *, besides
             *_effects(), Job.id != besides, Job.created_at >= since).limit(1), params=_of(pr_key, effect))).first() is not None
 
 
-async def pending(db, pr_key: str, effect: str, *, dry_run: bool = False) -> bool:
+async def pending(db, pr_key: PrKey, effect: str, *, dry_run: bool = False) -> bool:
     """Whether an effect of this kind is still to be done (queued or running) for the PR, or,
     in a dry run, was recorded as one: a dry-run merge holds `merging` ("would merge"), where a
     step finding no merge pending would decide the merge again, and again. (A real run never
@@ -163,7 +164,7 @@ def describe(effect: str, payload: dict, reviewers: Sequence[Any] = ()) -> str:
 # -- the effects, one builder each ----------------------------------------------------------
 
 
-async def request_review(session: AsyncSession, pr_key: str, process_key: str, round_no: int, why: str,
+async def request_review(session: AsyncSession, pr_key: PrKey, process_key: ProcessKey, round_no: int, why: str,
                          head: str | None, baseline: int | None, *, reviews_known_at: datetime | None = None,
                          nudge: bool = False) -> bool:
     """Ask the configured reviewers for a review of `head`, each its way (bot/rules/reviewers.py);
@@ -177,14 +178,14 @@ async def request_review(session: AsyncSession, pr_key: str, process_key: str, r
                      reviews_known_at=reviews_known_at.isoformat() if reviews_known_at else None)
 
 
-async def comment(session: AsyncSession, pr_key: str, marker: str, body: str, *,
-                  process_key: str | None = None, escalation_id: int | None = None) -> bool:
+async def comment(session: AsyncSession, pr_key: PrKey, marker: str, body: str, *,
+                  process_key: ProcessKey | None = None, escalation_id: int | None = None) -> bool:
     """An issue comment carrying the hidden `marker`, posted at most once per marker."""
     return await add(session, "comment", marker, pr_key=pr_key, process_key=process_key, marker=marker,
                      body=body, escalation_id=escalation_id)
 
 
-async def replies(session: AsyncSession, pr_key: str, process_key: str,
+async def replies(session: AsyncSession, pr_key: PrKey, process_key: ProcessKey,
                   items: Sequence[tuple[Finding, str, bool]], *, key: str, round_no: int) -> bool:
     """Reply on each finding's review thread (once per thread), resolving those asked
     (`(finding, text, resolve)`) in round `round_no`: one effect, so at most one read of the
@@ -201,22 +202,22 @@ async def replies(session: AsyncSession, pr_key: str, process_key: str,
                      replies=entries, round=round_no)
 
 
-async def react(session: AsyncSession, pr_key: str, comment_id: int, content: str, *, review_comment: bool) -> bool:
+async def react(session: AsyncSession, pr_key: PrKey, comment_id: int, content: str, *, review_comment: bool) -> bool:
     return await add(session, "react", f"{comment_id}:{content}", pr_key=pr_key, comment_id=comment_id,
                      content=content, review_comment=review_comment)
 
 
-async def merge(session: AsyncSession, pr_key: str, process_key: str, sha: str, round_no: int) -> bool:
+async def merge(session: AsyncSession, pr_key: PrKey, process_key: ProcessKey, sha: str, round_no: int) -> bool:
     return await add(session, "merge", f"{process_key}:{round_no}:{sha}:{utcnow().isoformat()}",
                      pr_key=pr_key, process_key=process_key, sha=sha)
 
 
-async def update_branch(session: AsyncSession, pr_key: str, process_key: str, expected_head: str) -> bool:
+async def update_branch(session: AsyncSession, pr_key: PrKey, process_key: ProcessKey, expected_head: str) -> bool:
     return await add(session, "update_branch", f"{process_key}:{expected_head}", pr_key=pr_key,
                      process_key=process_key, expected_head=expected_head)
 
 
-async def check_run(session: AsyncSession, pr_key: str, settle_seconds: float = CHECK_RUN_SETTLE_SECONDS) -> bool:
+async def check_run(session: AsyncSession, pr_key: PrKey, settle_seconds: float = CHECK_RUN_SETTLE_SECONDS) -> bool:
     """Bring the `convergebot` check run up to date with the row; one waiting update per PR.
 
     The handler renders from the row when it runs, so a queued update already covers any later

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import structlog
 
 from bot.github.endpoints.reviews import ThreadWrite
-from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
+from storage.keys import PrKey
 
 log = structlog.get_logger(__name__)
 
@@ -51,7 +51,7 @@ def as_read(answered: dict[str, bool]) -> dict[str, dict]:
             for tid, yes in answered.items()}
 
 
-async def reply_and_resolve(rt: Runtime, pr_key: str, replies: Sequence[Reply],
+async def reply_and_resolve(rt: Runtime, pr_key: PrKey, replies: Sequence[Reply],
                             answered: dict[str, bool] | None = None) -> None:
     """Reply on each thread, then resolve it when asked: one GraphQL request for all the
     writes, however many threads.
@@ -63,12 +63,12 @@ async def reply_and_resolve(rt: Runtime, pr_key: str, replies: Sequence[Reply],
     is written. A thread someone resolved since the round's read still gets its reply (and a
     resolve GitHub takes as a no-op); one deleted since makes the write fail, and the retry reads.
     """
-    key = parse_pr_key(pr_key)
+    key = pr_key
     # Read, check and write under the PR's mutation lock: two reply effects for one thread (a
     # retried one of the last round, a new one of this round) must not both find no reply yet.
-    async with rt.github.mutating(pr_key):
+    async with rt.github.pr(pr_key).mutating():
         if answered is not None:
             current = as_read(answered)
         else:
-            current = {t["id"]: t for t in await rt.github.review_threads(key.owner, key.repo, key.number)}
-        await rt.github.write_threads(writes_for(current, replies), repo=key.full_repo)
+            current = {t["id"]: t for t in await rt.github.pr(key).review_threads()}
+        await rt.github.pr(key).write_threads(writes_for(current, replies))

@@ -14,7 +14,6 @@ from bot.engine.read import review_of
 from bot.github.endpoints.reviews import COPILOT_REVIEWER
 from bot.github.stamps import parse_time
 from bot.intake import redelivery
-from bot.prkey import parse_pr_key
 from bot.rules import reviewers
 from bot.rules.model import Review
 from bot.runtime.context import Runtime
@@ -42,7 +41,7 @@ async def request_review(rt: Runtime, job: Job, p: dict) -> None:
     asks at once while a review since would be known here (`_would_have_heard`); otherwise, and
     on a retry or for a decision that cannot say, it looks first.
     """
-    key = parse_pr_key(prs.pr_key_of(job))
+    key = prs.pr_key_of(job)
     since = job.created_at.replace(microsecond=0)  # GitHub stamps reviews to the second
 
     def answers(r: Review) -> bool:
@@ -60,12 +59,12 @@ async def request_review(rt: Runtime, job: Job, p: dict) -> None:
     # earlier try's request (its answer lost) in between then shows in the reviews. Read in the
     # other order, a review submitted between the two reads was in neither (its request gone
     # from the first, itself not yet in the second), and the retry asked for a second review.
-    pending = await rt.github.requested_reviewers(key.owner, key.repo, key.number) if look else None
+    pending = await rt.github.pr(key).requested_reviewers() if look else None
     reviewed: set[str] = set()
     known_at = parse_time(p.get("reviews_known_at"))
     if not first_try(job) or known_at is None or (utcnow() - known_at > REVIEW_LOOK_AFTER
                                                   and not await _would_have_heard(rt, job, p)):
-        raw = await rt.github.reviews(key.owner, key.repo, key.number)
+        raw = await rt.github.pr(key).reviews()
         reviewed = {reviewers.normalise(r.user) for r in (review_of(x) for x in raw if isinstance(x.get("id"), int))
                     if answers(r)}
     roster = reviewers.roster(await repoconfig.effective_config(rt, key.full_repo))
@@ -79,10 +78,9 @@ async def request_review(rt: Runtime, job: Job, p: dict) -> None:
     triggered = []
     for r in wanted if not p.get("nudge") else ():
         if r.kind == "comment":
-            await rt.github.comment_once(key.owner, key.repo, key.number,
-                                         trigger_marker(job, p, r.login), r.trigger)
+            await rt.github.pr(key).comment_once(trigger_marker(job, p, r.login), r.trigger)
             triggered.append(r.login)
-    asked = (await rt.github.request_review(key.owner, key.repo, key.number, requested, look=look, pending=pending)
+    asked = (await rt.github.pr(key).request_review(requested, look=look, pending=pending)
              if requested else [])
     asked = [*asked, *triggered]
     log.info("review.requested", pr_key=job.pr_key, asked=asked, already_reviewed=sorted(reviewed))
@@ -98,7 +96,7 @@ async def _would_have_heard(rt: Runtime, job: Job, p: dict) -> bool:
     review submitted just after a look would not show in it either. At a busy hour the request
     runs tens of seconds after its decision, and the look was one rate-limited read a round."""
     pr_key = prs.pr_key_of(job)
-    if not redelivery.covers(rt, parse_pr_key(pr_key).full_repo):
+    if not redelivery.covers(rt, pr_key.full_repo):
         return False
     view = await prs.get(rt.db, pr_key)
     if view is None or (view.pr.latest_review_id or 0) > (p.get("baseline") or 0):

@@ -19,7 +19,6 @@ from bot.effects import check_run, comment, merge, outbox, review_request
 from bot.engine import repoconfig
 from bot.engine.fixing import hold_round_checks
 from bot.engine.write_budget import over_budget, pause_runaway
-from bot.prkey import parse_pr_key
 from bot.rules import reviewers
 from bot.runtime.context import Runtime
 from storage import prs
@@ -60,7 +59,7 @@ async def _dry_run(rt: Runtime, job: Job, effect: str, payload: dict) -> None:
     pr_key = prs.pr_key_of(job)  # every effect is a PR's (`outbox.add`)
     roster: tuple[reviewers.Reviewer, ...] = ()
     if effect == "request_review":  # the PR's repository's reviewers: its file may name its own
-        roster = reviewers.roster(await repoconfig.effective_config(rt, parse_pr_key(pr_key).full_repo))
+        roster = reviewers.roster(await repoconfig.effective_config(rt, pr_key.full_repo))
     summary = outbox.describe(effect, payload, roster)
     if effect == "check_run":
         summary = await check_run.said_in_dry_run(rt, pr_key) or summary

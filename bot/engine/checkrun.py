@@ -19,6 +19,7 @@ from bot.rules.findings import normalised
 from bot.rules.model import Finding
 from bot.runtime.context import Runtime
 from storage import prs, rounds
+from storage.keys import PrKey
 from storage.models import Round
 from storage.prs import PrView
 
@@ -118,7 +119,7 @@ def says(rt: Runtime, view: PrView, rnd: Round | None) -> bool:
     return said(rt).get(view.pr.pr_key) == (view.pr.head_sha, fields_of(view, rnd, problem))
 
 
-async def publish(rt: Runtime, pr_key: str) -> None:
+async def publish(rt: Runtime, pr_key: PrKey) -> None:
     """Queue a check-run update when what it would say changed since this process last said it."""
     view = await prs.get(rt.db, pr_key)
     if view is None or not view.pr.head_sha:

@@ -18,15 +18,15 @@ from bot.github.errors import NotFound
 from bot.github.stamps import parse_time
 from bot.intake.routing import edited
 from bot.intake.submit import SubmitOptions, abandon_pr, submit_pr
-from bot.prkey import PrKey, parse_pr_key
 from bot.rules.commands import Command, Refusal, parse_command
 from bot.rules.findings import attribution
 from bot.rules.model import Adjudication
 from bot.rules.resume import ROUND_CAP_EXTENSION, resume_plan
 from bot.runtime.context import Runtime
-from storage import adjudications, commands, escalations, jobs, prs, rounds
+from storage import adjudications, commands, escalations, prs, rounds
+from storage.keys import PrKey
 from storage.models import Job, utcnow
-from storage.statuses import JobKind, RoundKind, Status
+from storage.statuses import RoundKind, Status
 
 log = structlog.get_logger(__name__)
 
@@ -41,13 +41,13 @@ CARRIED_FOR = timedelta(minutes=2)
 
 async def handle_command(rt: Runtime, job: Job) -> None:
     p = json.loads(job.payload)
-    key = parse_pr_key(prs.pr_key_of(job))
+    key = prs.pr_key_of(job)
     review = p.get("kind") == "review"
     comment_id = int(p["comment_id"])
     comment = _carried(job, p)
     if comment is None:
         try:
-            comment = await rt.github.comment(key.owner, key.repo, comment_id, review_comment=review)
+            comment = await rt.github.pr(key).comment(comment_id, review_comment=review)
         except NotFound:
             return  # deleted before we got to it
         if edited(comment):
@@ -63,17 +63,17 @@ async def handle_command(rt: Runtime, job: Job) -> None:
     if cmd is None:
         return
     verb = "invalid" if isinstance(cmd, Refusal) else cmd.verb
-    if not await commands.claim(rt.db, comment_id, str(key), author, verb, comment.get("body", "")[:2000]):
+    if not await commands.claim(rt.db, comment_id, key, author, verb, comment.get("body", "")[:2000]):
         return  # this comment was handled already
-    bound = log.bind(pr_key=str(key), comment_id=comment_id, author=author, verb=verb)
+    bound = log.bind(pr_key=key, comment_id=comment_id, author=author, verb=verb)
     async with rt.db.session() as s:
-        await outbox.react(s, str(key), comment_id, "eyes", review_comment=review)
+        await outbox.react(s, key, comment_id, "eyes", review_comment=review)
 
     accepted: bool
     message: str | None
     if isinstance(cmd, Refusal):
         accepted, message = False, cmd.why
-    elif not await rt.github.can_write(key.owner, key.repo, author,
+    elif not await rt.github.pr(key).can_write(author,
                                        fresh=cmd.verb not in READ_ONLY_VERBS):
         accepted, message = False, f"@{author}, only collaborators with write access can give convergebot commands."
     else:
@@ -81,10 +81,10 @@ async def handle_command(rt: Runtime, job: Job) -> None:
     # The acknowledgement, the audit row and the next step commit together.
     async with rt.db.session() as s:
         if accepted:
-            await outbox.react(s, str(key), comment_id, "+1", review_comment=review)
-            await jobs.enqueue_in(s, rt.db.is_postgres, JobKind.SYNC, f"sync:{key}:cmd:{comment_id}", pr_key=str(key))
+            await outbox.react(s, key, comment_id, "+1", review_comment=review)
+            await requeue(s, key, f"cmd:{comment_id}", once=True)
         if message:
-            await outbox.comment(s, str(key), f"convergebot:cmd:{comment_id}", message)
+            await outbox.comment(s, key, f"convergebot:cmd:{comment_id}", message)
         await commands.settle(s, comment_id, accepted, message or "done")
     bound.info("command.handled", accepted=accepted, why=message)
 
@@ -105,7 +105,7 @@ def _carried(job: Job, p: dict) -> dict | None:
 
 
 async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[bool, str | None]:
-    pr_key = str(key)
+    pr_key = key
     cfg = rt.config.convergence
     if cmd.verb == "start":
         cfg = (await repoconfig.effective_config(rt, key.full_repo)).convergence  # the rounds, if not given

@@ -14,8 +14,10 @@ from bot.effects import outbox
 from bot.engine import repoconfig
 from bot.engine.read import findings_of
 from bot.fixers.base import FixRequest
+from bot.rules.model import COALESCING
 from bot.runtime.context import Runtime
 from storage import jobs, prs, rounds
+from storage.keys import PrKey, ProcessKey
 from storage.models import PullRequest, utcnow
 from storage.statements import on_postgres
 from storage.statuses import JobKind
@@ -32,11 +34,11 @@ FIX_ATTEMPTS = 4
 PROGRESS_ATTEMPTS = 60
 
 
-def progress_key(process_key: str, round_no: int, attempt: int, why: str) -> str:
+def progress_key(process_key: ProcessKey, round_no: int, attempt: int, why: str) -> str:
     return f"pc:{process_key}:{round_no}:{attempt}:{why}"
 
 
-async def queue_progress(session: AsyncSession, pr_key: str, process_key: str, round_no: int, attempt: int,
+async def queue_progress(session: AsyncSession, pr_key: PrKey, process_key: ProcessKey, round_no: int, attempt: int,
                          why: str, **fields) -> bool:
     _, created = await jobs.enqueue_in(
         session, on_postgres(session), JobKind.PROGRESS_CHECK,
@@ -80,7 +82,7 @@ async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round
              findings=len(json.loads(findings_text or "[]")))
 
 
-async def new_attempt(session: AsyncSession, pr_key: str, process_key: str, round_no: int,
+async def new_attempt(session: AsyncSession, pr_key: PrKey, process_key: ProcessKey, round_no: int,
                       values: dict[str, Any]) -> int:
     """`rounds.next_attempt` (no expected attempt) of a round that exists: started, or read just
     before. Its one None, a round with no row, is a bug here, not a race."""
@@ -90,10 +92,12 @@ async def new_attempt(session: AsyncSession, pr_key: str, process_key: str, roun
     return attempt
 
 
-async def requeue(session: AsyncSession, pr_key: str, why: str, *, delay_seconds: float = 0.0) -> None:
+async def requeue(session: AsyncSession, pr_key: PrKey, why: str, *, once: bool = False,
+                  delay_seconds: float = 0.0) -> None:
     """In the caller's transaction: take the PR's next step now (or after `delay_seconds`) rather
     than at the next webhook or poll (it coalesces into a sync already queued for the PR, pulling
-    that one forward)."""
-    await jobs.enqueue_in(session, on_postgres(session), JobKind.SYNC,
-                          f"sync:{pr_key}:{why}:{utcnow().isoformat()}", pr_key=pr_key,
-                          delay_seconds=delay_seconds)
+    that one forward). `once`: `why` names this request alone (a run, a comment, a job), so a
+    retry of its caller asks no second time."""
+    key = f"sync:{pr_key}:{why}" if once else f"sync:{pr_key}:{why}:{utcnow().isoformat()}"
+    await jobs.enqueue_in(session, on_postgres(session), JobKind.SYNC, key, pr_key=pr_key,
+                          delay_seconds=delay_seconds, same_as=COALESCING[JobKind.SYNC])

@@ -6,12 +6,11 @@ import json
 
 from bot.config import ConvergenceConfig
 from bot.engine import repoconfig
+from bot.engine.dispatch import requeue
 from bot.intake.submit import SubmitOptions, submit_pr
-from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
-from storage import jobs, prs
+from storage import prs
 from storage.models import Job
-from storage.statuses import JobKind
 
 
 def enroll_rule(pr: dict, cfg: ConvergenceConfig) -> str | None:
@@ -26,8 +25,8 @@ def enroll_rule(pr: dict, cfg: ConvergenceConfig) -> str | None:
 
 
 async def enroll(rt: Runtime, job: Job) -> None:
-    key = parse_pr_key(prs.pr_key_of(job))
-    pr = await rt.github.pull(key.owner, key.repo, key.number)
+    key = prs.pr_key_of(job)
+    pr = await rt.github.pr(key).read()
     cfg = rt.config.convergence
     rule = enroll_rule(pr, cfg)
     if rule is None:
@@ -41,5 +40,6 @@ async def enroll(rt: Runtime, job: Job) -> None:
         title=pr.get("title"), url=pr.get("html_url"), head_branch=(pr.get("head") or {}).get("ref"),
         author=author or None, only_if_new=bool(json.loads(job.payload or "{}").get("only_if_new"))))
     if result.outcome == "started":
-        await jobs.enqueue(rt.db, JobKind.SYNC, f"sync:{key}:enrolled:{result.process_key}", pr_key=str(key))
+        async with rt.db.session() as s:
+            await requeue(s, key, f"enrolled:{result.process_key}", once=True)
         rt.wake_workers()

@@ -11,10 +11,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.effects import outbox
 from bot.engine import repoconfig
-from bot.prkey import parse_pr_key
 from bot.rules.model import Escalate
 from bot.runtime.context import Runtime
 from storage import escalations, prs
+from storage.keys import PrKey, ProcessKey
 from storage.models import Escalation, PullRequest, utcnow
 from storage.statuses import Status
 
@@ -58,9 +58,9 @@ def render(esc: Escalation, maintainers: list[str]) -> str:
     )
 
 
-def _maintainers(rt: Runtime, pr_key: str) -> list[str]:
+def _maintainers(rt: Runtime, pr_key: PrKey) -> list[str]:
     # Inside the caller's transaction: the repository's settings as the step read them, no read.
-    return repoconfig.current(rt, parse_pr_key(pr_key).full_repo).config.convergence.maintainers
+    return repoconfig.current(rt, pr_key.full_repo).config.convergence.maintainers
 
 
 async def queue_comment(session: AsyncSession, rt: Runtime, esc: Escalation) -> None:
@@ -72,7 +72,7 @@ async def queue_comment(session: AsyncSession, rt: Runtime, esc: Escalation) -> 
 async def escalate(
     session: AsyncSession, rt: Runtime, pr: PullRequest, action: Escalate, *,
     expect_status: str | Collection[str], extra: dict[str, Any] | None = None,
-    process_key: str | None = None, expect: dict[str, Any] | None = None,
+    process_key: ProcessKey | None = None, expect: dict[str, Any] | None = None,
 ) -> Escalation | None:
     """In the caller's transaction: status `escalated`, the escalation row and its comment.
 
@@ -93,7 +93,7 @@ async def escalate(
     return esc
 
 
-async def queue_missing(rt: Runtime, pr_key: str) -> None:
+async def queue_missing(rt: Runtime, pr_key: PrKey) -> None:
     """Open escalations whose comment is not known to be posted get their effect again; its
     key is the escalation's, so one still queued (or done) is not doubled."""
     missing = [e for e in await escalations.open_for(rt.db, pr_key) if e.comment_id is None]

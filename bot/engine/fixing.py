@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import structlog
 from sqlalchemy import update
@@ -20,21 +21,21 @@ from sqlmodel import col
 from bot import metrics
 from bot.effects import outbox
 from bot.engine import checkrun, repoconfig, spending
-from bot.engine.dispatch import queue_progress
+from bot.engine.dispatch import queue_progress, requeue
 from bot.engine.escalation import escalate
 from bot.engine.read import findings_of
 from bot.fixers.base import FixRequest, ThreadAction, Verdict
 from bot.github.errors import NotFound
 from bot.intake.routing import own_pushes
-from bot.prkey import parse_pr_key
 from bot.rules.findings import fingerprint, settled_json, settlements, threads_of
 from bot.rules.forks import fork_refusal
 from bot.rules.model import Escalate, Finding
 from bot.runtime.context import Runtime
 from bot.runtime.workers import Reschedule
-from storage import jobs, prs, rounds
+from storage import prs, rounds
 from storage.jobs import JobStatus
-from storage.models import Job, PullRequest, utcnow
+from storage.keys import PrKey, ProcessKey
+from storage.models import Job, PullRequest, Round, utcnow
 from storage.statuses import JobKind, Status
 
 log = structlog.get_logger(__name__)
@@ -45,22 +46,18 @@ async def fix(rt: Runtime, job: Job) -> None:
     # A fix job is its run's, of one round (`dispatch.queue_fixer`).
     pr_key, pk, n = prs.pr_key_of(job), prs.process_key_of(job), prs.round_of(job)
     bound = log.bind(pr_key=pr_key, process_key=pk, round=n, attempt=attempt)
-    view = await prs.get(rt.db, pr_key)
-    rnd = await rounds.get(rt.db, pr_key, pk, n)
-    # The job's own run first: a stopped run's round row can still look open at the new run's
-    # round and attempt, and its fix job would run the agent (and push) for a run nobody drives.
-    if (view is None or view.pr.process_key != pk or view.pr.status != Status.CONVERGING
-            or view.pr.current_round != n or rnd is None or rnd.attempt != attempt
-            or rnd.fixer_finished_at is not None or rnd.status is not None):
+    found = await _open_round(rt, pr_key, pk, n, attempt)
+    if found is None:
         bound.info("fix.not_applicable")
         return
-    pr = view.pr
-    key = parse_pr_key(pr.pr_key)
-    gh_pr = await rt.github.pull(key.owner, key.repo, key.number)
+    pr, rnd = found
+    key = pr.pr_key
+    gh_pr = await rt.github.pr(key).read()
     if gh_pr.get("state") != "open":
         # Closed or merged while the job waited, its webhook not in yet (or lost): nothing is
         # run or pushed, and a sync ends the run as it reads the PR.
-        await jobs.enqueue(rt.db, JobKind.SYNC, f"sync:{pr.pr_key}:fix-on-closed:{job.id}", pr_key=pr.pr_key)
+        async with rt.db.session() as s:
+            await requeue(s, key, f"fix-on-closed:{job.id}", once=True)
         bound.info("fix.pr_not_open", state=gh_pr.get("state"), merged=bool(gh_pr.get("merged")))
         return
     head_repo = (gh_pr.get("head") or {}).get("repo") or {}  # a fork's, for a PR from a fork
@@ -93,44 +90,72 @@ async def fix(rt: Runtime, job: Job) -> None:
         await _dry_run(rt, job, pr, rnd, bound)
         return
     else:
-        over = await spending.over_budget(rt, pr.pr_key, pk)
-        if over is not None:
-            await _over_budget(rt, pr, attempt, rnd.entry_head, over, bound)
+        ran = await _run_agent(rt, pr, rnd, attempt, gh_pr, findings, moved if again else None, bound)
+        if ran is None:
             return
-
-        async def still_current() -> bool:
-            # Asked by the fixer right before it pushes: a run stopped or superseded, or a round
-            # rerun or retried, while the agent worked must not push what it made.
-            now, latest = await prs.get(rt.db, pr.pr_key), await rounds.get(rt.db, pr.pr_key, pk, n)
-            return (now is not None and now.pr.process_key == pk and now.derived_status == Status.CONVERGING
-                    and now.pr.current_round == n and latest is not None and latest.attempt == attempt
-                    and latest.entry_head == rnd.entry_head and latest.fixer_started_at is not None
-                    and latest.fixer_finished_at is None and latest.status is None)
-
-        entry_head = moved if again else rnd.entry_head
-        if entry_head is None:  # a round starts at a head (`rounds.start`), and a move is one
-            raise ValueError(f"round {n} of {pr.pr_key} has no entry head to lease the push on")
-        request = FixRequest(
-            pr_key=pr.pr_key, round_no=n, attempt=attempt, title=gh_pr.get("title") or pr.title,
-            description=gh_pr.get("body") or "", head_branch=branch, entry_head=entry_head,
-            clone_url=head_repo.get("clone_url") or "", token=await rt.github.clone_token(key.owner, key.repo),
-            findings=findings, instructions=tuple(json.loads(rnd.instructions or "[]")),
-            kind=rnd.kind, base_branch=(gh_pr.get("base") or {}).get("ref"),
-            base_clone_url=_base_clone_url(gh_pr, head_repo),
-            prompt_append=(await repoconfig.effective_config(rt, key.full_repo)).fixer.prompt_append,
-            still_current=still_current,
-            pushing=lambda sha: _pushing(rt, (key.full_repo, head_repo.get("full_name")), sha),
-        )
-        if again:
-            bound.info("fix.after_move", entry_head=rnd.entry_head, moved_to=moved)
-        bound.info("fix.started", fixer=rt.config.fixer.kind, findings=len(findings))
-        assert rt.fixer is not None, "a fix job runs only where serve built the fixer"
-        verdict = await rt.fixer.run(request)
-        await spending.record(rt, request, pk, verdict)
+        verdict = ran
     bound.info("fix.finished", status=verdict.status, finished=verdict.finished, pushed=verdict.pushed_head,
                push_rejected=verdict.push_rejected, detail=verdict.detail)
     if not await _record(rt, pr.pr_key, pk, n, attempt, findings, verdict, gh_pr.get("html_url") or ""):
         bound.info("fix.stale")
+
+
+async def _open_round(rt: Runtime, pr_key: PrKey, pk: ProcessKey, n: int,
+                      attempt: int) -> tuple[PullRequest, Round] | None:
+    """The PR's row and the round attempt the job is for, while its fixer is still to run."""
+    view = await prs.get(rt.db, pr_key)
+    rnd = await rounds.get(rt.db, pr_key, pk, n)
+    # The job's own run first: a stopped run's round row can still look open at the new run's
+    # round and attempt, and its fix job would run the agent (and push) for a run nobody drives.
+    if (view is None or view.pr.process_key != pk or view.pr.status != Status.CONVERGING
+            or view.pr.current_round != n or rnd is None or rnd.attempt != attempt
+            or rnd.fixer_finished_at is not None or rnd.status is not None):
+        return None
+    return view.pr, rnd
+
+
+async def _run_agent(rt: Runtime, pr: PullRequest, rnd: Round, attempt: int, gh_pr: dict,
+                     findings: tuple[Finding, ...], moved_to: str | None, bound: Any) -> Verdict | None:
+    """The fixer's run on the round, its spending recorded; None when the run's budget is spent
+    (the maintainers were asked instead). `moved_to`: the head an earlier try of this job
+    pushed, which this run starts from (and leases its push on)."""
+    pk, n, key = prs.process_key_of(pr), rnd.round_no, pr.pr_key
+    head_repo = (gh_pr.get("head") or {}).get("repo") or {}
+    over = await spending.over_budget(rt, pr.pr_key, pk)
+    if over is not None:
+        await _over_budget(rt, pr, attempt, rnd.entry_head, over, bound)
+        return None
+
+    async def still_current() -> bool:
+        # Asked by the fixer right before it pushes: a run stopped or superseded, or a round
+        # rerun or retried, while the agent worked must not push what it made.
+        now, latest = await prs.get(rt.db, pr.pr_key), await rounds.get(rt.db, pr.pr_key, pk, n)
+        return (now is not None and now.pr.process_key == pk and now.derived_status == Status.CONVERGING
+                and now.pr.current_round == n and latest is not None and latest.attempt == attempt
+                and latest.entry_head == rnd.entry_head and latest.fixer_started_at is not None
+                and latest.fixer_finished_at is None and latest.status is None)
+
+    entry_head = moved_to or rnd.entry_head
+    if entry_head is None:  # a round starts at a head (`rounds.start`), and a move is one
+        raise ValueError(f"round {n} of {pr.pr_key} has no entry head to lease the push on")
+    request = FixRequest(
+        pr_key=pr.pr_key, round_no=n, attempt=attempt, title=gh_pr.get("title") or pr.title,
+        description=gh_pr.get("body") or "", head_branch=gh_pr["head"]["ref"], entry_head=entry_head,
+        clone_url=head_repo.get("clone_url") or "", token=await rt.github.pr(key).clone_token(),
+        findings=findings, instructions=tuple(json.loads(rnd.instructions or "[]")),
+        kind=rnd.kind, base_branch=(gh_pr.get("base") or {}).get("ref"),
+        base_clone_url=_base_clone_url(gh_pr, head_repo),
+        prompt_append=(await repoconfig.effective_config(rt, key.full_repo)).fixer.prompt_append,
+        still_current=still_current,
+        pushing=lambda sha: _pushing(rt, (key.full_repo, head_repo.get("full_name")), sha),
+    )
+    if moved_to is not None:
+        bound.info("fix.after_move", entry_head=rnd.entry_head, moved_to=moved_to)
+    bound.info("fix.started", fixer=rt.config.fixer.kind, findings=len(findings))
+    assert rt.fixer is not None, "a fix job runs only where serve built the fixer"
+    verdict = await rt.fixer.run(request)
+    await spending.record(rt, request, pk, verdict)
+    return verdict
 
 
 # How long a dry run holds the round's deadline check: the fixer never ran, so the check would
@@ -163,7 +188,7 @@ async def _dry_run(rt: Runtime, job: Job, pr: PullRequest, rnd, bound) -> None:
                    findings=[f"{f.path}:{f.line}" for f in findings][:20])
 
 
-async def hold_round_checks(session, pr_key: str, process_key: str, round_no: int) -> None:
+async def hold_round_checks(session, pr_key: PrKey, process_key: ProcessKey, round_no: int) -> None:
     """In the caller's transaction: put the round's waiting progress checks off by
     `DRY_RUN_HOLD`, in a dry run where no fixer (nor a person it asked) was set to work."""
     await session.exec(update(Job).where(
@@ -187,7 +212,7 @@ async def _branch_head(rt: Runtime, full_repo: str, branch: str, base_repo: str)
     the base repository's installation (a fork's account may have none)."""
     owner, _, repo = full_repo.partition("/")
     try:
-        return await rt.github.branch_head(owner, repo, branch, via=base_repo)
+        return await rt.github.repository(owner, repo).branch_head(branch, via=base_repo)
     except NotFound:
         return None
 
@@ -242,7 +267,7 @@ def _pushing(rt: Runtime, repos: tuple[str | None, ...], sha: str) -> None:
             own_pushes(rt).add(repo, sha)
 
 
-async def _record(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findings, verdict: Verdict,
+async def _record(rt: Runtime, pr_key: PrKey, pk: ProcessKey, n: int, attempt: int, findings, verdict: Verdict,
                   pr_url: str = "") -> bool:
     """The verdict, its thread replies and the progress-check, all or nothing.
 
@@ -282,7 +307,7 @@ class _Superseded(Exception):
     """The round moved on (another attempt, another run) while this fixer ran: write nothing."""
 
 
-async def _write(rt: Runtime, pr_key: str, pk: str, n: int, attempt: int, findings, verdict: Verdict,
+async def _write(rt: Runtime, pr_key: PrKey, pk: ProcessKey, n: int, attempt: int, findings, verdict: Verdict,
                  pr_url: str = "") -> None:
     status = verdict.status
     settled: list = []

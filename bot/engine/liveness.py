@@ -16,6 +16,7 @@ from bot import metrics
 from bot.engine.dispatch import queue_progress
 from bot.runtime.context import Runtime
 from storage import jobs, prs, rounds
+from storage.keys import PrKey, ProcessKey
 from storage.models import Job, utcnow
 from storage.statuses import JobKind, Status
 
@@ -35,7 +36,7 @@ async def _pending_rounds(rt: Runtime) -> set[tuple[str, str, int]]:
                 if k is not None and pk is not None and n is not None}
 
 
-async def _fixer_at_work(rt: Runtime, keys: list[str]) -> list[tuple[str, str, int, int]]:
+async def _fixer_at_work(rt: Runtime, keys: list[PrKey]) -> list[tuple[PrKey, ProcessKey, int, int]]:
     """(pr_key, process_key, round, attempt) of rounds waiting on a dispatched fixer."""
     pr_keys = set(keys)
     at = [(v.pr.pr_key, v.pr.process_key, v.pr.current_round) for v in await prs.list_all(rt.db, active_only=True)
@@ -44,7 +45,7 @@ async def _fixer_at_work(rt: Runtime, keys: list[str]) -> list[tuple[str, str, i
     return [(*run, in_flight[run]) for run in at if run in in_flight]
 
 
-async def check(rt: Runtime, active: list[str]) -> int:
+async def check(rt: Runtime, active: list[PrKey]) -> int:
     """Heal the active PRs that nothing will move; returns how many were healed.
 
     Jobs are read before rounds, and a suspect is confirmed by reading both again: a round that

@@ -22,10 +22,10 @@ import structlog
 from bot.engine.dispatch import requeue
 from bot.engine.merge_rounds import queue_removed
 from bot.github.errors import GitHubError, RateLimited
-from bot.prkey import parse_pr_key
 from bot.rules.merge import FailedCheck, code, failed_checks
 from bot.runtime.context import Runtime
 from storage import prs
+from storage.keys import PrKey, ProcessKey
 from storage.models import PullRequest
 from storage.statuses import Status
 
@@ -105,13 +105,13 @@ def decide_settle(q: Queue) -> QueueStep:
     return QueueStep("back")
 
 
-def queue_known(rt: Runtime, pr_key: str) -> bool:
+def queue_known(rt: Runtime, pr_key: PrKey) -> bool:
     """Whether a merge in this PR's repository was refused for its merge queue (this process)."""
-    return parse_pr_key(pr_key).full_repo in rt.merge_queue_repos
+    return pr_key.full_repo in rt.merge_queue_repos
 
 
-def learn_queue(rt: Runtime, pr_key: str) -> None:
-    rt.merge_queue_repos.add(parse_pr_key(pr_key).full_repo)
+def learn_queue(rt: Runtime, pr_key: PrKey) -> None:
+    rt.merge_queue_repos.add(pr_key.full_repo)
 
 
 def refused_for_queue(message: str) -> bool:
@@ -123,8 +123,8 @@ async def settle(rt: Runtime, pr: PullRequest, bound) -> bool:
     """A `merging` PR whose merge effect is done, on a base that requires a merge queue: say its
     position while it is queued, and send it back to `waiting_merge` once it left unmerged.
     False when its base has no queue (the merge stage's own rule applies)."""
-    key = parse_pr_key(pr.pr_key)
-    q = read_queue(await rt.github.merge_queue(key.owner, key.repo, key.number))
+    key = pr.pr_key
+    q = read_queue(await rt.github.pr(key).merge_queue())
     step = decide_settle(q)
     if step.kind == "merge":
         return False
@@ -149,8 +149,8 @@ async def settle(rt: Runtime, pr: PullRequest, bound) -> bool:
 async def _failing(rt: Runtime, key, group: str) -> tuple[FailedCheck, ...]:
     """The failed checks (runs and statuses) of the merge group, whichever the queue required."""
     try:
-        runs, status = await asyncio.gather(rt.github.check_runs(key.owner, key.repo, group),
-                                            rt.github.combined_status(key.owner, key.repo, group))
+        runs, status = await asyncio.gather(rt.github.pr(key).check_runs(group),
+                                            rt.github.pr(key).combined_status(group))
     except RateLimited:
         raise
     except GitHubError as e:
@@ -162,12 +162,12 @@ async def _failing(rt: Runtime, key, group: str) -> tuple[FailedCheck, ...]:
     return tuple(c for c in failed_checks(runs, status, [])[0] if c.conclusion != "cancelled")
 
 
-async def say(rt: Runtime, pr_key: str, pk: str, text: str, group: str | None) -> bool:
+async def say(rt: Runtime, pr_key: PrKey, pk: ProcessKey, text: str, group: str | None) -> bool:
     return await prs.fenced_update(rt.db, pr_key, pk, {"last_action": text, "merge_group": group},
                                    expect_status=Status.MERGING)
 
 
-async def back(rt: Runtime, pr_key: str, pk: str, reason: str, why: str) -> bool:
+async def back(rt: Runtime, pr_key: PrKey, pk: ProcessKey, reason: str, why: str) -> bool:
     """Back to `waiting_merge` with `reason`, and the next step now: the merge stage decides
     again on a fresh read (a moved head is a new round there)."""
     async with rt.db.session() as s:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
@@ -16,11 +17,11 @@ from bot.engine.dispatch import requeue
 from bot.engine.escalation import escalate
 from bot.engine.merge_rounds import fix_round
 from bot.github.errors import GitHubError, NotFound, RateLimited
-from bot.prkey import parse_pr_key
 from bot.rules.findings import fingerprint
 from bot.rules.merge import (
     MERGEABLE_NOW,
     FailedCheck,
+    MergeStep,
     MergeView,
     decide_merge,
     failed_checks,
@@ -30,6 +31,7 @@ from bot.rules.merge import (
 from bot.rules.model import Escalate
 from bot.runtime.context import Runtime
 from storage import dependencies, prs, rounds
+from storage.keys import PrKey
 from storage.models import PullRequest, utcnow
 from storage.statuses import RoundKind, Status
 
@@ -45,15 +47,14 @@ MERGE_TRIES = 5
 PROTECTED_CACHE_SIZE = 10_000  # (pr_key, head) -> names, in `Runtime.protected_checks`
 
 
-async def _unmerged(rt: Runtime, deps: list[str]) -> tuple[str, ...]:
+async def _unmerged(rt: Runtime, deps: Sequence[PrKey]) -> tuple[PrKey, ...]:
     out = []
     for dep in deps:
         view = await prs.get(rt.db, dep)
         if view is not None and view.pr.status == Status.MERGED:
             continue
-        key = parse_pr_key(dep)
         try:
-            if (await rt.github.pull(key.owner, key.repo, key.number)).get("merged"):
+            if (await rt.github.pr(dep).read()).get("merged"):
                 continue
         except NotFound:
             pass
@@ -74,12 +75,28 @@ async def merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> None:
 async def _merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> PullRequest | None:
     """One decision of the merge stage; the row as written when it moved on to `waiting merge`
     from `waiting deps`, else None."""
-    key = parse_pr_key(pr.pr_key)
-    deps = parse_dependencies(gh_pr.get("body"), key.full_repo)
+    now = utcnow()
+    view = await _read_view(rt, pr, gh_pr, now)
+    step = decide_merge(view)
+    if step.kind == "fix_round" and step.round_kind == RoundKind.CI:
+        # Where the failures point, read only for the fixer.
+        view = replace(view, failing_checks=tuple(await asyncio.gather(
+            *(_annotated(rt, pr.pr_key, c) for c in view.failing_checks))))
+    if step.kind == "back_to_waiting" and await outbox.pending(rt.db, pr.pr_key, "merge", dry_run=rt.config.github.dry_run):
+        return None  # the merge effect is still trying: it alone settles `merging`
+    if (step.kind == "back_to_waiting" and mergequeue.queue_known(rt, pr.pr_key)
+            and await mergequeue.settle(rt, pr, bound)):
+        return None  # a merge-queue branch: still queued, or sent back with the queue's reason
+    return await _record(rt, pr, step, view, gh_pr, now, bound)
+
+
+async def _read_view(rt: Runtime, pr: PullRequest, gh_pr: dict, now: datetime) -> MergeView:
+    """What the decision reads: the PR as just read, its dependencies (recorded as its body
+    names them), and what blocks a merge when it is one to make."""
+    deps = parse_dependencies(gh_pr.get("body"), pr.pr_key.full_repo)
     await dependencies.replace_for(rt.db, pr.pr_key, deps)
     cycle = find_cycle(pr.pr_key, await dependencies.edges(rt.db)) if deps else None
     state = gh_pr.get("mergeable_state") or "unknown"
-    now = utcnow()
     view = MergeView(
         status=pr.status, head=pr.head_sha, converged_head=pr.converged_head,
         mergeable_state=state,
@@ -93,17 +110,14 @@ async def _merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> Pull
     if (pr.status == Status.WAITING_MERGE and pr.head_sha == pr.converged_head
             and (pr.merge_approved or not rt.config.merge.require_approval)):
         view = await _merge_blockers(rt, pr, gh_pr, view)
-    step = decide_merge(view)
-    if step.kind == "fix_round" and step.round_kind == RoundKind.CI:
-        # Where the failures point, read only for the fixer.
-        view = replace(view, failing_checks=tuple(await asyncio.gather(
-            *(_annotated(rt, key, c) for c in view.failing_checks))))
+    return view
+
+
+async def _record(rt: Runtime, pr: PullRequest, step: MergeStep, view: MergeView, gh_pr: dict,
+                  now: datetime, bound: Any) -> PullRequest | None:
+    """The step's writes, fenced on the status and round the decision read; the row as written
+    when it moved on to `waiting merge` for a merge to decide at once, else None."""
     pk = prs.process_key_of(pr)
-    if step.kind == "back_to_waiting" and await outbox.pending(rt.db, pr.pr_key, "merge", dry_run=rt.config.github.dry_run):
-        return None  # the merge effect is still trying: it alone settles `merging`
-    if (step.kind == "back_to_waiting" and mergequeue.queue_known(rt, pr.pr_key)
-            and await mergequeue.settle(rt, pr, bound)):
-        return None  # a merge-queue branch: still queued, or sent back with the queue's reason
     fence: dict[str, Any] = dict(expect_status=pr.status, expect_round=pr.current_round)
     # Since when GitHub has said "unknown": kept while it does, cleared once it says anything.
     unknown = {"mergeability_unknown_since": (pr.mergeability_unknown_since or now)
@@ -157,14 +171,14 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
     """What the decision needs beyond the PR, read only when its state calls for it: the failing
     checks of a blocked (or, with `required_checks`, unstable) PR, the files of a dirty one, and
     the fix rounds the run already spent on either."""
-    key = parse_pr_key(pr.pr_key)
+    key = pr.pr_key
     pk = prs.process_key_of(pr)
     state, head = view.mergeable_state, pr.head_sha or ""
     required = (await repoconfig.effective_config(rt, pr.repo)).convergence.required_checks
     since = pr.merge_budget_since
     if state == "blocked" or (state == "unstable" and required):
-        runs_, status = await asyncio.gather(rt.github.check_runs(key.owner, key.repo, head),
-                                             rt.github.combined_status(key.owner, key.repo, head))
+        runs_, status = await asyncio.gather(rt.github.pr(key).check_runs(head),
+                                             rt.github.pr(key).combined_status(head))
         failing, pending = failed_checks(runs_, status, required)
         if not required and (failing or pending):
             # No `required_checks` configured: branch protection says which of them block (a
@@ -180,7 +194,7 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
     elif state == "dirty":
         base = (gh_pr.get("base") or {}).get("ref") or ""
         try:
-            files = await rt.github.conflicting_files(key.owner, key.repo, base, head)
+            files = await rt.github.pr(key).conflicting_files(base, head)
         except RateLimited:
             raise
         except GitHubError as e:  # a compare GitHub cannot answer: the round still goes ahead
@@ -195,7 +209,7 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
     return view
 
 
-async def _protected(rt: Runtime, key, pr_key: str, head: str) -> frozenset[str] | None:
+async def _protected(rt: Runtime, key, pr_key: PrKey, head: str) -> frozenset[str] | None:
     """The checks branch protection requires of the PR at `head` (kept per PR and head: they
     change with the repository's rules, not with every read), None when GitHub cannot say."""
     cache = rt.protected_checks
@@ -203,7 +217,7 @@ async def _protected(rt: Runtime, key, pr_key: str, head: str) -> frozenset[str]
         cache.move_to_end((pr_key, head))
         return cache[(pr_key, head)]
     try:
-        names = frozenset(await rt.github.required_checks(key.owner, key.repo, key.number, head))
+        names = frozenset(await rt.github.pr(key).required_checks(head))
     except RateLimited:
         raise
     except GitHubError as e:  # e.g. a GitHub Enterprise Server without `isRequired`: all count
@@ -221,7 +235,7 @@ async def _annotated(rt: Runtime, key, check: FailedCheck) -> FailedCheck:
     if not check.run_id or not check.annotation_count:
         return check
     try:
-        found = await rt.github.check_run_annotations(key.owner, key.repo, check.run_id, limit=ANNOTATIONS_SHOWN)
+        found = await rt.github.pr(key).check_run_annotations(check.run_id, limit=ANNOTATIONS_SHOWN)
     except RateLimited:
         raise
     except GitHubError as e:  # the fixer still gets the check without them

@@ -22,14 +22,14 @@ from bot.engine.write_budget import paused
 from bot.intake import redelivery
 from bot.intake.repowatch import RepoWatch
 from bot.intake.submit import SubmitOptions, submit_pr
-from bot.prkey import parse_pr_key
 from bot.rules.decide import review_wait_deadlines
 from bot.runtime.context import Runtime
 from bot.runtime.periodic import every
 from storage import deliveries, jobs, marks, prs
+from storage.keys import PrKey
 from storage.models import utcnow
 from storage.prs import PrView
-from storage.statuses import Status
+from storage.statuses import JobKind, Status
 
 log = structlog.get_logger(__name__)
 
@@ -46,9 +46,9 @@ class Poller:
         self.skipped = 0  # re-reads the last tick left out: their repository's list said unchanged
         self.fresh = 0  # re-reads the last tick left out: a step had just read the PR
         self.watch = RepoWatch(rt.github)
-        self.polled_at: dict[str, datetime] = {}  # when this process last queued each PR's re-read
-        self.watch_changed: set[str] = set()  # PRs the last tick's list reads said changed
-        self.busy_last: set[str] = set()  # PRs the last tick left out for their queued work
+        self.polled_at: dict[PrKey, datetime] = {}  # when this process last queued each PR's re-read
+        self.watch_changed: set[PrKey] = set()  # PRs the last tick's list reads said changed
+        self.busy_last: set[PrKey] = set()  # PRs the last tick left out for their queued work
         self._ticking = asyncio.Lock()  # held while a tick runs, so a shutdown can wait for it
 
     def schedule(self, scheduler: AsyncIOScheduler) -> None:
@@ -74,7 +74,7 @@ class Poller:
         to heal."""
         return view.derived_status == Status.CONVERGING
 
-    async def _resting(self, views: list[PrView], active: list[str]) -> set[str]:
+    async def _resting(self, views: list[PrView], active: list[PrKey]) -> set[PrKey]:
         """The active PRs this tick need not re-read.
 
         In a repository with at least `repo_watch_min_prs` PRs that may rest, one conditional
@@ -102,7 +102,7 @@ class Poller:
         now = utcnow()
         settings, wanted = settings_of(self.rt), set(active)
         by_repo: dict[str, list[PrView]] = {}
-        at_work: list[str] = []
+        at_work: list[PrKey] = []
         for view in views:
             if view.pr.pr_key not in wanted:
                 continue
@@ -114,7 +114,7 @@ class Poller:
                    if cfg.repo_watch_min_prs > 0 and len(c) >= cfg.repo_watch_min_prs}
         # The repositories are read side by side (the client bounds how many at once).
         answers = await asyncio.gather(*(self.watch.changed(repo) for repo in watched))
-        resting: list[str] = []
+        resting: list[PrKey] = []
         for candidates, changed in zip(watched.values(), answers, strict=True):
             if changed is not None:
                 resting.extend(v.pr.pr_key for v in candidates if v.pr.number not in changed)
@@ -131,7 +131,7 @@ class Poller:
         share = math.ceil(len(resting) * cfg.interval_seconds / cfg.full_sync_seconds)
         return set(resting) - set(overdue[:share])
 
-    def _fresh(self, active: list[str]) -> set[str]:
+    def _fresh(self, active: list[PrKey]) -> set[PrKey]:
         """The active PRs a step read from GitHub within `fresh_read_seconds` (at most half an
         interval, so the poll's own read never leaves out its next tick): that read is as recent
         as this tick's would be. A busy PR is read by its own steps, each woken by its news; the
@@ -147,7 +147,7 @@ class Poller:
         since = time.monotonic() - window
         return {k for k in active if read_at.get(k, since) > since}
 
-    async def _busy(self, active: list[str]) -> set[str]:
+    async def _busy(self, active: list[PrKey]) -> set[PrKey]:
         """The active PRs with a job queued to run within the interval, left out of this tick
         (not of two in a row): a re-read queued now would wait behind that work. Under a backlog
         the re-reads queued behind the PRs' own work were most of the queue (1,000 PRs at once:
@@ -162,7 +162,7 @@ class Poller:
         self.busy_last = busy - self.busy_last
         return self.busy_last
 
-    def _within_budget(self, views, active: list[str]) -> list[str]:
+    def _within_budget(self, views: list[PrView], active: list[PrKey]) -> list[PrKey]:
         """The PRs this tick may re-read. Idle re-reads compete with PRs that have news for one
         rate limit: while the tick's expected cost fits above the reserve every PR is polled;
         past that, only `idle_allowance` of them, the least recently synced first, and the rest
@@ -228,7 +228,7 @@ class Poller:
                 pr = view.pr
                 if pr.process_key is None and view.derived_status not in ("converged", "merged", "abandoned"):
                     # A crash between insert and key publish left it keyless: resume it.
-                    await submit_pr(self.rt.db, parse_pr_key(pr.pr_key), SubmitOptions(
+                    await submit_pr(self.rt.db, pr.pr_key, SubmitOptions(
                         max_rounds=pr.max_rounds, converge_only=pr.converge_only, submitted_by="poller"))
                     continue
                 if view.resubmittable:
@@ -245,7 +245,7 @@ class Poller:
             # is still queued gets no second one: the queue stays one job per PR however slow
             # the workers are.
             async with self.rt.db.session() as s:
-                self.queued = await jobs.enqueue_syncs(s, polled, lambda key: f"poll:{key}:{stamp}")
+                self.queued = await jobs.enqueue_per_pr(s, JobKind.SYNC, polled, lambda key: f"poll:{key}:{stamp}")
                 # The marks move on with the syncs they asked for, or not at all.
                 await marks.save_in(s, self.watch.marks_looked())
             self.watch.accept()

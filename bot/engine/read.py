@@ -14,7 +14,6 @@ from bot.effects.replies import reply_marker
 from bot.engine import repoconfig
 from bot.github.endpoints.reviews import THREAD_COMMENTS_READ
 from bot.github.stamps import github_id, parse_time
-from bot.prkey import parse_pr_key, try_parse_pr_key
 from bot.rules import reviewers
 from bot.rules.decide import fresh_review
 from bot.rules.findings import settled_of
@@ -34,6 +33,7 @@ from bot.rules.model import (
 from bot.runtime.context import Runtime
 from storage import adjudications, dependencies, escalations, prs, rounds
 from storage.database import Database
+from storage.keys import PrKey
 from storage.models import PullRequest, Round, utcnow
 from storage.statuses import Status
 
@@ -145,14 +145,14 @@ def pr_state(pr: PullRequest) -> PrState:
                    escalated_at=pr.escalated_at)
 
 
-async def memory_of(rt: Runtime, pr_key: str) -> dict[str, Adjudication]:
+async def memory_of(rt: Runtime, pr_key: PrKey) -> dict[str, Adjudication]:
     """The PR's live adjudications, by question fingerprint."""
     return {a.fingerprint: Adjudication(a.fingerprint, a.answer, a.adjudicated_by, a.adjudicated_at)
             for a in await adjudications.live_for(rt.db, pr_key)}
 
 
 async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_reviews: list[dict]) -> Snapshot:
-    key = parse_pr_key(pr.pr_key)
+    key = pr.pr_key
     history = await rounds.history(rt.db, pr.pr_key, prs.process_key_of(pr))
     current = next((r for r in history if r.round_no == pr.current_round), None)
     config = await repoconfig.effective_config(rt, pr.repo)
@@ -172,7 +172,7 @@ async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_revi
     if (due := await outbox.next_due(rt.db, pr.pr_key, "reply")) is not None:
         return replace(snap, replies_due=due)
     # Only a fresh review needs threads and checks: that keeps the unchanged-PR poll free.
-    raw_threads, runs, status = await rt.github.review_state(key.owner, key.repo, key.number, head)
+    raw_threads, runs, status = await rt.github.pr(key).review_state(head)
     checks = checks_of(runs, status, config.convergence.required_checks)
     return replace(snap, threads=tuple(thread_of(t) for t in raw_threads), checks=checks)
 
@@ -183,23 +183,18 @@ class Dependencies:
     them the bot has not seen merged (a dependency it has no row for counts as not merged
     here; the merge stage itself asks GitHub about it)."""
 
-    depends_on: tuple[str, ...] = ()
-    unmerged: tuple[str, ...] = ()
+    depends_on: tuple[PrKey, ...] = ()
+    unmerged: tuple[PrKey, ...] = ()
 
 
 NONE = Dependencies()
 
 
-def _order(key: str):
-    parsed = try_parse_pr_key(key)
-    return (parsed.full_repo, parsed.number) if parsed else (key, 0)
-
-
-async def dependencies_of(db: Database, pr_keys: Collection[str] | None = None) -> dict[str, Dependencies]:
+async def dependencies_of(db: Database, pr_keys: Collection[PrKey] | None = None) -> dict[PrKey, Dependencies]:
     """The dependency view of every PR (or of those in `pr_keys`) that has dependencies."""
     out = {}
     for pr_key, deps in (await dependencies.with_status(db, pr_keys)).items():
-        deps = sorted(deps, key=lambda d: _order(d[0]))
+        deps = sorted(deps, key=lambda d: (d[0].full_repo, d[0].number))
         out[pr_key] = Dependencies(tuple(k for k, _ in deps),
                                    tuple(k for k, status in deps if status != Status.MERGED))
     return out

@@ -8,19 +8,19 @@ from typing import Any
 
 import structlog
 
+from bot.engine.dispatch import requeue
 from bot.engine.observe import Observation
 from bot.github.errors import NotFound, Unavailable
-from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
-from storage import jobs, prs
+from storage import prs
+from storage.keys import PrKey
 from storage.models import Job, PullRequest, utcnow
-from storage.statuses import JobKind
 
 log = structlog.get_logger(__name__)
 
 
-async def read_observation(rt: Runtime, pr_key: str) -> Observation:
-    key = parse_pr_key(pr_key)
+async def read_observation(rt: Runtime, pr_key: PrKey) -> Observation:
+    key = pr_key
     gh = rt.github
     pr = await gh.pull(key.owner, key.repo, key.number)
     head_repo = ((pr.get("head") or {}).get("repo") or {}).get("full_name") or key.full_repo
@@ -38,7 +38,7 @@ async def read_observation(rt: Runtime, pr_key: str) -> Observation:
     return Observation(pr=pr, head_sha=head, latest_review_id=latest, read_at=utcnow(), reviews=tuple(reviews))
 
 
-async def read_tracked(rt: Runtime, pr_key: str) -> tuple[Observation, bool]:
+async def read_tracked(rt: Runtime, pr_key: PrKey) -> tuple[Observation, bool]:
     """`read_observation`, and whether GitHub answered 304 to every one of its reads: nothing
     changed on GitHub since this process last read the PR."""
     with rt.github.tracking_reads() as reads:
@@ -57,6 +57,6 @@ async def sync_ref(rt: Runtime, job: Job) -> None:
     """A status, check or push names a sha or branch: wake the enrolled PRs sitting there."""
     ref = json.loads(job.payload)
     for view in await prs.active_at(rt.db, ref["repo"], sha=ref.get("sha"), branch=ref.get("branch")):
-        pr = view.pr
-        await jobs.enqueue(rt.db, JobKind.SYNC, f"sync:{pr.pr_key}:{job.key}", pr_key=pr.pr_key)
+        async with rt.db.session() as s:
+            await requeue(s, view.pr.pr_key, job.key, once=True)
     rt.wake_workers()

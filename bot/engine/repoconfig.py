@@ -167,7 +167,7 @@ async def repo_config(rt: Runtime, repo: str) -> RepoConfig:
             return entry.result
         owner, _, short = repo.partition("/")
         try:
-            found = await rt.github.file_text(owner, short, PATH)
+            found = await rt.github.repository(owner, short).file_text(PATH)
         except GitHubError as e:
             if isinstance(e, (RateLimited, Unavailable)) or e.status == 401:
                 # For now (rate limit, 5xx, no answer) or not for this token (a 401 while an App

@@ -24,6 +24,7 @@ from bot.fixers.base import FixRequest, Verdict
 from bot.runtime.context import Runtime
 from storage import agent_attempts
 from storage.jobs import JobStatus
+from storage.keys import PrKey, ProcessKey
 from storage.models import AgentAttempt, Escalation, Job, utcnow
 from storage.statuses import JobKind
 
@@ -45,7 +46,7 @@ def _usd(x: float) -> str:
     return f"${x:,.2f}"
 
 
-async def over_budget(rt: Runtime, pr_key: str, process_key: str) -> Over | None:
+async def over_budget(rt: Runtime, pr_key: PrKey, process_key: ProcessKey) -> Over | None:
     """The budget a fixer starting now for this run would break, or None."""
     cfg = rt.config.fixer
     if cfg.max_cost_usd_per_run or cfg.max_minutes_per_run:
@@ -68,7 +69,7 @@ async def over_budget(rt: Runtime, pr_key: str, process_key: str) -> Over | None
     return None
 
 
-async def _fresh_since(rt: Runtime, pr_key: str, process_key: str) -> datetime:
+async def _fresh_since(rt: Runtime, pr_key: PrKey, process_key: ProcessKey) -> datetime:
     """Where the run's spend is counted from: its start, or a maintainer's latest answer to its
     budget escalation (an answer buys a fresh budget)."""
     async with rt.db.read_session() as s:
@@ -83,7 +84,7 @@ def question(over: Over) -> str:
             "Answer to resume with a fresh budget, or stop it with `/converge stop`.")
 
 
-async def put_off_deadline(session: AsyncSession, rt: Runtime, pr_key: str, process_key: str,
+async def put_off_deadline(session: AsyncSession, rt: Runtime, pr_key: PrKey, process_key: ProcessKey,
                            round_no: int, until: datetime) -> None:
     """In the caller's transaction: the round's deadline check waits for the fixer that waits
     for the hour's budget, so the round is not called a husk before its agent ever ran."""
@@ -93,7 +94,7 @@ async def put_off_deadline(session: AsyncSession, rt: Runtime, pr_key: str, proc
     ).values(run_at=until + timedelta(seconds=rt.config.fixer.timeout_seconds) + DEADLINE_MARGIN))
 
 
-async def record(rt: Runtime, req: FixRequest, process_key: str, verdict: Verdict) -> None:
+async def record(rt: Runtime, req: FixRequest, process_key: ProcessKey, verdict: Verdict) -> None:
     """The attempt's spend, in a transaction of its own: written whether or not its verdict
     wins its fence, since the money was spent either way."""
     usage = verdict.usage

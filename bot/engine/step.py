@@ -42,6 +42,7 @@ from bot.rules.model import (
 )
 from bot.runtime.context import Runtime
 from storage import prs, rounds, runs
+from storage.keys import PrKey, ProcessKey
 from storage.models import Job, PullRequest, utcnow
 from storage.prs import PrView
 from storage.statuses import RunState, Status
@@ -59,7 +60,7 @@ async def step(rt: Runtime, job: Job) -> None:
         await _step(rt, pr_key)
 
 
-async def _end(rt: Runtime, pr_key: str, pk: str, values: dict, state: RunState) -> bool:
+async def _end(rt: Runtime, pr_key: PrKey, pk: ProcessKey, values: dict, state: RunState) -> bool:
     """The row's terminal write and the run's end, in one transaction: a reader never sees a
     finished row whose run still reads active, or the reverse."""
     async with rt.db.session() as s:
@@ -69,7 +70,7 @@ async def _end(rt: Runtime, pr_key: str, pk: str, values: dict, state: RunState)
     return won
 
 
-async def _step(rt: Runtime, pr_key: str) -> None:
+async def _step(rt: Runtime, pr_key: PrKey) -> None:
     view = await prs.get(rt.db, pr_key)
     if view is None or view.resubmittable:
         return

@@ -20,7 +20,8 @@ from bot.rules.model import Escalate
 from bot.runtime.context import Runtime
 from storage import escalations, prs
 from storage.jobs import JobStatus
-from storage.models import Escalation, Job, PullRequest, utcnow
+from storage.keys import PrKey, ProcessKey
+from storage.models import Escalation, Job, PullRequest, read_pr_keys, utcnow
 from storage.statuses import ACTIVE, JobKind, Status
 
 WINDOW = timedelta(hours=1)
@@ -38,7 +39,7 @@ _POSTED = select(Job.payload).where(
     *_DONE, col(Job.payload).contains('"effect": "comment"') | col(Job.payload).contains('"effect": "reply"'))
 
 
-async def over_budget(rt: Runtime, pr_key: str, effect: str) -> str | None:
+async def over_budget(rt: Runtime, pr_key: PrKey, effect: str) -> str | None:
     """Why this write would break the PR's budget, or None."""
     cfg = rt.config.budget
     # Reads only (the pause below looks again under the PR's row lock): one read transaction.
@@ -60,7 +61,7 @@ def comments_of(payload: str) -> int:
     return max(1, len(json.loads(payload).get("replies") or ()))
 
 
-async def pause_runaway(rt: Runtime, pr_key: str, process_key: str, why: str) -> None:
+async def pause_runaway(rt: Runtime, pr_key: PrKey, process_key: ProcessKey, why: str) -> None:
     """Escalate the run as runaway, once: a run already paused stays paused."""
     view = await prs.get(rt.db, pr_key)
     if view is None or view.pr.process_key != process_key or view.resubmittable:
@@ -82,14 +83,14 @@ async def pause_runaway(rt: Runtime, pr_key: str, process_key: str, why: str) ->
     rt.wake_workers()
 
 
-async def _open_runaway(session, pr_key: str) -> bool:
+async def _open_runaway(session, pr_key: PrKey) -> bool:
     return (await session.exec(select(Escalation.id).where(
         Escalation.pr_key == pr_key, Escalation.kind == RUNAWAY, Escalation.status == "open").limit(1))).first() is not None
 
 
-async def paused(rt: Runtime) -> list[str]:
+async def paused(rt: Runtime) -> list[PrKey]:
     """PRs whose run is paused at its budget (for /readyz and /metrics)."""
     async with rt.db.session() as s:
         rows = await s.exec(select(Escalation.pr_key).where(
             Escalation.kind == RUNAWAY, Escalation.status == "open"))
-        return sorted(set(rows))
+        return sorted(set(read_pr_keys(rows)))

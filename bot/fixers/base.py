@@ -8,6 +8,7 @@ from typing import Literal, Protocol, get_args, runtime_checkable
 
 from bot.fixers.usage import Usage
 from bot.rules.model import Finding
+from storage.keys import PrKey
 
 ADDRESSED = "addressed"
 NEEDS_INPUT = "needs_input"
@@ -23,7 +24,7 @@ THREAD_ACTIONS: frozenset[str] = frozenset(get_args(ThreadActionKind))
 
 @dataclass(frozen=True)
 class FixRequest:
-    pr_key: str  # "owner/repo#N"
+    pr_key: PrKey  # "owner/repo#N"
     round_no: int
     attempt: int  # 0 for the first run of a round, 1-2 for husk reruns
     title: str

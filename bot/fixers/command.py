@@ -22,7 +22,7 @@ from bot.fixers.environment import GitIdentity, fixer_env, scrub, secret_forms
 from bot.fixers.git import GitError
 from bot.fixers.gitdir import SAFE_CONFIG
 from bot.fixers.presets import FINDING_FILES, Preset
-from bot.fixers.process import run_process
+from bot.fixers.process import ProcessResult, run_process
 from bot.fixers.prompt import render_findings, render_prompt
 from bot.fixers.reports import Report
 from bot.fixers.sandbox import Sandbox, ensure_writable
@@ -110,6 +110,20 @@ class CommandFixer:
         return verdict
 
     async def _run_in(self, ws: Workspace, req: FixRequest, bound) -> Verdict:
+        argv, env, secrets, out_dir = self._command(ws, req)
+        started = time.monotonic()
+        try:
+            result = await run_process(argv, cwd=ws.repo, env=env, timeout=self.timeout_seconds)
+        except OSError as e:
+            return husk(f"command could not start: {e.strerror or type(e).__name__}")
+        seconds = time.monotonic() - started
+        if result.timed_out:
+            return replace(husk(f"timed out after {self.timeout_seconds:g}s"), usage=Usage(seconds=seconds))
+        return await self._verdict(ws, req, result, seconds, out_dir, secrets, bound)
+
+    def _command(self, ws: Workspace, req: FixRequest) -> tuple[list[str], dict[str, str], tuple[str, ...], Path]:
+        """The agent's command line and environment for this request, its inputs written to the
+        workspace; the secrets its output is scrubbed of; where a preset's CLI writes."""
         ws.write_inputs(render_prompt(req), render_findings(req))
         places = {
             "{prompt_file}": str(ws.prompt_file),
@@ -148,14 +162,12 @@ class CommandFixer:
             argv = self.sandbox.wrap(argv, repo=ws.repo, inputs=(ws.prompt_file, ws.findings_file),
                                      workdir=ws.root.parent,
                                      outputs=(out_dir,) if self.preset is not None else ())
-        started = time.monotonic()
-        try:
-            result = await run_process(argv, cwd=ws.repo, env=env, timeout=self.timeout_seconds)
-        except OSError as e:
-            return husk(f"command could not start: {e.strerror or type(e).__name__}")
-        seconds = time.monotonic() - started
-        if result.timed_out:
-            return replace(husk(f"timed out after {self.timeout_seconds:g}s"), usage=Usage(seconds=seconds))
+        return argv, env, secrets, out_dir
+
+    async def _verdict(self, ws: Workspace, req: FixRequest, result: ProcessResult, seconds: float,
+                       out_dir: Path, secrets: tuple[str, ...], bound) -> Verdict:
+        """What the agent's run comes to: its verdict line where it wrote one, else (a preset's
+        CLI) what its report and its changes say; the changes published either way."""
         _line, raw = parse_verdict(result.stdout)
         report = Report("", usage=Usage())
         if self.preset is not None:

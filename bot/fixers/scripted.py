@@ -17,6 +17,7 @@ from bot.fixers.git import GitError
 from bot.fixers.verdict import normalize
 from bot.fixers.workspace import Workspace, base_to_fetch, commit_message
 from bot.rules.model import Finding
+from storage.keys import PrKey
 
 BEHAVIOURS = (
     "push", "husk", "noop", "ask:<question>", "blocked:<question>", "decline", "converged"
@@ -58,7 +59,7 @@ class ScriptedFixer:
         self.cursors: dict[str, int] = {}
         self.history: list[tuple[str, int, str]] = []  # (pr_key, round, behaviour) per run
 
-    def next_behaviour(self, pr_key: str) -> str:
+    def next_behaviour(self, pr_key: PrKey) -> str:
         steps = self.plans.get(pr_key) or self.plans.get(ANY_PR) or ("push",)
         n = self.cursors.get(pr_key, 0)
         self.cursors[pr_key] = n + 1

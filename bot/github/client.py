@@ -13,6 +13,7 @@ import httpx
 from githubkit import GitHub
 from githubkit.cache import MemCacheStrategy
 
+from bot.github.bound import PrGitHub, RepoGitHub
 from bot.github.endpoints.account import AccountEndpoints
 from bot.github.endpoints.checks import CheckEndpoints
 from bot.github.endpoints.comments import CommentEndpoints
@@ -23,6 +24,7 @@ from bot.github.httpcache import NewestAnswerStorage
 from bot.github.installations import InstallationsAuthStrategy
 from bot.github.ratebudget import RateBudget
 from sharedio.httppool import SharedPool
+from storage.keys import PrKey
 
 
 class GitHubClient(PullEndpoints, ReviewEndpoints, CheckEndpoints, CommentEndpoints, RepositoryEndpoints,
@@ -36,6 +38,14 @@ class GitHubClient(PullEndpoints, ReviewEndpoints, CheckEndpoints, CommentEndpoi
         self.bot_login = bot_login
         self._permissions = {}  # the permission endpoint's answers, kept briefly
         self._clone_tokens = {}  # minted for git, kept until near their expiry
+
+    def pr(self, key: PrKey) -> PrGitHub:
+        """The calls of one pull request, its repository and number filled in."""
+        return PrGitHub(self, key)
+
+    def repository(self, owner: str, repo: str) -> RepoGitHub:
+        """The calls of one repository, its owner and name filled in."""
+        return RepoGitHub(self, owner, repo)
 
 
 class _CacheStrategy(MemCacheStrategy):

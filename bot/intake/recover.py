@@ -14,7 +14,6 @@ from datetime import timedelta
 import structlog
 
 from bot.intake.routing import edited, looks_like_command
-from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
 from storage import commands, jobs
 from storage.models import PullRequest
@@ -29,9 +28,9 @@ SLACK = timedelta(minutes=1)
 async def recover_commands(rt: Runtime, pr: PullRequest) -> int:
     if pr.escalated_at is None:
         return 0
-    key = parse_pr_key(pr.pr_key)
+    key = pr.pr_key
     since = pr.escalated_at - SLACK
-    found = await rt.github.issue_comments(key.owner, key.repo, key.number, since=since)
+    found = await rt.github.pr(key).issue_comments(since=since)
     handled = {c.comment_id for c in await commands.for_pr(rt.db, pr.pr_key)}
     queued = 0
     async with rt.db.session() as s:

@@ -64,7 +64,7 @@ class RepoWatch:
         owner, _, name = full_repo.partition("/")
         mark = self._marks.get(full_repo.lower())
         try:
-            pulls, unchanged, complete = await self.github.pulls_by_update(owner, name, mark)
+            pulls, unchanged, complete = await self.github.repository(owner, name).pulls_by_update(mark)
         except GitHubError as e:
             log.warning("repowatch.unreadable", repo=full_repo, error=str(e))
             return None

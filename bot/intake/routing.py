@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from bot.github.stamps import github_id
-from bot.prkey import MAX_NUMBER, PrKey, try_parse_pr_key
-from bot.rules.model import CHECK_RUN_NAME
+from bot.rules.model import CHECK_RUN_NAME, COALESCING
+from storage.keys import MAX_NUMBER, PrKey, try_parse_pr_key
 from storage.statuses import JobKind
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -42,7 +42,7 @@ KNOWN_EVENTS = SUBSCRIBED_EVENTS | UNSUBSCRIBED_EVENTS
 
 
 # A PR's webhooks come in bursts (a review, then each of its comments; a push, then its checks):
-# its sync waits this long so the burst coalesces into the one queued sync (storage/jobs.py).
+# its sync waits this long so the burst coalesces into the one queued sync (`COALESCING`).
 SYNC_DEBOUNCE_SECONDS = 0.2
 
 
@@ -52,14 +52,14 @@ class Wake:
 
     kind: str
     key: str
-    pr_key: str | None = None
+    pr_key: PrKey | None = None
     payload: dict[str, Any] = field(default_factory=dict)
     delay_seconds: float = 0.0
 
     def job(self) -> dict[str, Any]:
         """`jobs.enqueue_in`'s keyword arguments for it (`dataclasses.asdict` would deep-copy)."""
         return {"kind": self.kind, "key": self.key, "pr_key": self.pr_key, "payload": self.payload,
-                "delay_seconds": self.delay_seconds}
+                "delay_seconds": self.delay_seconds, "same_as": COALESCING.get(self.kind)}
 
 
 class OwnPushes:
@@ -208,7 +208,7 @@ def command_wake(key: PrKey | None, comment: object, kind: str) -> Wake | None:
         # job acts on it without reading it again, and a comment is a command as it was created.
         payload["comment"] = {"body": body, "user": {"login": _text(user, "login"), "type": user.get("type")},
                               "created_at": comment.get("created_at"), "updated_at": comment.get("updated_at")}
-    return Wake(JobKind.COMMAND, f"cmd:{comment_id}", str(key), payload)
+    return Wake(JobKind.COMMAND, f"cmd:{comment_id}", key, payload)
 
 
 def _command(key: PrKey | None, comment: object, kind: str) -> tuple[Wake, ...]:
@@ -224,7 +224,7 @@ def _enroll(delivery_id: str, key: PrKey | None, payload: dict, action: str | No
         action in ("opened", "reopened", "ready_for_review") and author in rules.authors)
     if key is None or not wanted:
         return ()
-    return (Wake(JobKind.ENROLL, f"enroll:{key}:{delivery_id}", str(key)),)
+    return (Wake(JobKind.ENROLL, f"enroll:{key}:{delivery_id}", key),)
 
 
 @dataclass(frozen=True)
@@ -236,8 +236,8 @@ class Routed:
 
 def _sync(delivery_id: str, *keys: PrKey | None) -> tuple[Wake, ...]:
     unique = sorted({k for k in keys if k is not None})
-    return tuple(Wake(JobKind.SYNC, f"sync:{text}:{delivery_id}", text, delay_seconds=SYNC_DEBOUNCE_SECONDS)
-                 for text in map(str, unique))
+    return tuple(Wake(JobKind.SYNC, f"sync:{key}:{delivery_id}", key, delay_seconds=SYNC_DEBOUNCE_SECONDS)
+                 for key in unique)
 
 
 def _pushed_head(event: str, payload: dict, action: str | None) -> str | None:

@@ -26,10 +26,10 @@ from bot.github.errors import GitHubError
 from bot.github.stamps import parse_time
 from bot.intake import redelivery
 from bot.intake.routing import Wake, command_wake, edited
-from bot.prkey import PrKey, try_parse_pr_key
 from bot.runtime.context import Runtime
 from bot.runtime.periodic import every
 from storage import commands, cursors, jobs, prs
+from storage.keys import PrKey, try_parse_pr_key
 from storage.models import utcnow
 from storage.statuses import JobKind
 
@@ -113,7 +113,7 @@ def _pull_key(comment: dict) -> PrKey | None:
     return try_parse_pr_key(f"{m[1]}/{m[2]}#{m[3]}") if m else None
 
 
-def _enroll_wakes(rt: Runtime, look: _Look, known: set[str], pending: set[str]) -> list[Wake]:
+def _enroll_wakes(rt: Runtime, look: _Look, known: set[PrKey], pending: set[PrKey]) -> list[Wake]:
     """An open PR carrying the label or by an auto-enroll author that the bot has no row for.
     A PR with a row is left alone: the bot knows it, and one stopped with `/converge stop`
     while the label stays on must stay stopped."""
@@ -122,12 +122,12 @@ def _enroll_wakes(rt: Runtime, look: _Look, known: set[str], pending: set[str]) 
         key = try_parse_pr_key(f"{look.repo}#{pull.get('number')}")
         if key is None or enroll_rule(pull, rt.config.convergence) is None:
             continue
-        if str(key) in known or str(key) in pending:
+        if key in known or key in pending:
             continue
         # Keyed by the PR's `updated_at`: one job per state of the PR, so a PR the job found it
         # could not enroll is tried again once it changes.
         # `only_if_new`: the PR may have been enrolled (and stopped) since `known` was read.
-        wakes.append(Wake(JobKind.ENROLL, f"enroll:{key}:scan:{pull.get('updated_at')}", str(key), {"only_if_new": True}))
+        wakes.append(Wake(JobKind.ENROLL, f"enroll:{key}:scan:{pull.get('updated_at')}", key, {"only_if_new": True}))
     return wakes
 
 

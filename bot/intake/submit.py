@@ -8,9 +8,9 @@ from enum import StrEnum
 import structlog
 
 from bot.effects import outbox
-from bot.prkey import PrKey
 from storage import adjudications, escalations, prs, runs
 from storage.database import Database
+from storage.keys import PrKey, ProcessKey
 from storage.locks import KeyedLocks
 from storage.models import PullRequest, utcnow
 from storage.statuses import RunState, Status
@@ -30,8 +30,8 @@ class Outcome(StrEnum):
 @dataclass(frozen=True)
 class SubmitResult:
     outcome: Outcome
-    pr_key: str
-    process_key: str | None
+    pr_key: PrKey
+    process_key: ProcessKey | None
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,10 @@ class SubmitOptions:
     only_if_new: bool = False
 
 
-def _new_row(key: PrKey, process_key: str, opts: SubmitOptions) -> PullRequest:
+def _new_row(key: PrKey, process_key: ProcessKey, opts: SubmitOptions) -> PullRequest:
     now = utcnow()
     return PullRequest(
-        pr_key=str(key),
+        pr_key=key,
         repo=key.full_repo,
         number=key.number,
         url=opts.url or f"https://github.com/{key.full_repo}/pull/{key.number}",
@@ -87,7 +87,7 @@ async def submit_pr(
     db: Database, key: PrKey, opts: SubmitOptions = SubmitOptions(), *, locks: KeyedLocks = PR_LOCKS
 ) -> SubmitResult:
     """Enroll or resubmit a PR; idempotent while its run is active."""
-    pr_key = str(key)
+    pr_key = key
     bound = log.bind(pr_key=pr_key)
     async with locks.hold(pr_key):
         current = await prs.get(db, pr_key)
@@ -132,12 +132,12 @@ async def submit_pr(
         return SubmitResult(Outcome.STARTED, pr_key, run.process_key)
 
 
-async def _lost_race(db: Database, pr_key: str) -> SubmitResult:
+async def _lost_race(db: Database, pr_key: PrKey) -> SubmitResult:
     now = await prs.get(db, pr_key)
     return SubmitResult(Outcome.ALREADY_RUNNING, pr_key, now.pr.process_key if now else None)
 
 
-async def abandon_pr(db: Database, pr_key: str, reason: str) -> bool:
+async def abandon_pr(db: Database, pr_key: PrKey, reason: str) -> bool:
     """Abandon the PR's active run: the row `abandoned` (fenced on its key) and the run
     terminated in one transaction, so no reader sees one without the other."""
     current = await prs.get(db, pr_key)

@@ -3,36 +3,37 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from bot.prkey import try_parse_pr_key
 from bot.rules.findings import fingerprint
 from bot.rules.model import CHECK_RUN_NAME, FAILED_CONCLUSIONS, Finding
+from storage.keys import PrKey, try_parse_pr_key
 from storage.statuses import RoundKind, Status
 
 DEPENDS_ON = re.compile(r"^\s*depends[- ]on\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
 MERGEABLE_NOW = {"clean", "unstable", "has_hooks"}
 
 
-def parse_dependencies(body: str | None, own_repo: str) -> list[str]:
+def parse_dependencies(body: str | None, own_repo: str) -> list[PrKey]:
     """`Depends-on: owner/repo#N, #M` lines of a PR body, as canonical keys."""
-    keys: list[str] = []
+    keys: list[PrKey] = []
     for line in DEPENDS_ON.findall(body or ""):
         for word in re.split(r"[\s,]+", line.strip()):
             if word.startswith("#") and word[1:].isdigit():
                 word = f"{own_repo}{word}"
             key = try_parse_pr_key(word)
-            if key is not None and str(key) not in keys:
-                keys.append(str(key))
+            if key is not None and key not in keys:
+                keys.append(key)
     return keys
 
 
-def find_cycle(start: str, edges: dict[str, list[str]]) -> list[str] | None:
+def find_cycle(start: PrKey, edges: Mapping[PrKey, list[PrKey]]) -> list[PrKey] | None:
     """A dependency path from `start` back to itself, if there is one."""
     stack = [(start, [start])]
-    seen: set[str] = set()
+    seen: set[PrKey] = set()
     while stack:
         node, path = stack.pop()
         for nxt in edges.get(node, []):

@@ -3,14 +3,23 @@ fixer. No I/O here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from types import MappingProxyType
 
 from bot.rules.reviewers import Reviewer, from_config
+from storage.keys import PrKey
+from storage.statuses import JobKind, SameWork
 
 MAX_ROUNDS = 100  # the most rounds a run may be given, by the config, the CLI or the API
 CHECK_RUN_NAME = "convergebot"  # the bot's own check run, left out of every reading of checks
 FAILED_CONCLUSIONS = frozenset({"failure", "timed_out", "cancelled", "action_required", "startup_failure", "stale"})
+# Which queued jobs are one piece of work, so that a new one joins the one queued (storage's
+# queue runs it at the earlier time): a PR's syncs, since a sync re-reads the whole PR and a
+# burst of webhooks (a review and its comments, a push and its checks) needs one read; the
+# sync_refs of one repository and sha or branch, so a CI's statuses for one sha cost one.
+COALESCING: Mapping[str, SameWork] = MappingProxyType({JobKind.SYNC: SameWork.PR, JobKind.SYNC_REF: SameWork.PAYLOAD})
 
 
 @dataclass(frozen=True)
@@ -102,7 +111,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class PrState:
-    pr_key: str
+    pr_key: PrKey
     status: str
     current_round: int
     max_rounds: int

@@ -16,6 +16,7 @@ from bot.github.ratebudget import RateBudget
 from bot.runtime.leadership import Leadership
 from bot.runtime.workers import Reschedule
 from storage.database import Database
+from storage.keys import PrKey
 from storage.locks import KeyedLocks
 from storage.models import utcnow
 
@@ -36,7 +37,7 @@ class Health:
     last_poll_at: datetime | None = None
     last_poll_error: str | None = None
     scheduler_running: bool = False
-    runaway: list[str] = field(default_factory=list)  # PRs paused at their write budget
+    runaway: list[PrKey] = field(default_factory=list)  # PRs paused at their write budget
     leader: bool | None = None  # whether this replica ran the last poll itself (None: not asked yet)
 
 
@@ -57,8 +58,8 @@ class Runtime:
     # redelivery's state (intake/redelivery.py); the webhook intake and its routing rules
     # (intake/webhook.py); the fixer's own pushes (intake/routing.py); when this process's last
     # reading scan began, time.monotonic() (intake/scan.py).
-    check_runs: dict[str, tuple[str, dict]] = field(default_factory=dict)
-    protected_checks: OrderedDict[tuple[str, str], frozenset[str]] = field(default_factory=OrderedDict)
+    check_runs: dict[PrKey, tuple[str, dict]] = field(default_factory=dict)
+    protected_checks: OrderedDict[tuple[PrKey, str], frozenset[str]] = field(default_factory=OrderedDict)
     merge_queue_repos: set[str] = field(default_factory=set)
     repo_configs: RepoConfigs | None = None
     redelivery: RedeliveryState | None = None
@@ -76,7 +77,7 @@ class Runtime:
     leadership: Leadership = None  # type: ignore[assignment]  # set in __post_init__
     # When a step last read each PR from GitHub in full (time.monotonic()): the poller leaves
     # out a PR read within `[poller] fresh_read_seconds`.
-    read_at: dict[str, float] = field(default_factory=dict)
+    read_at: dict[PrKey, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.config.github.dry_run:
@@ -95,7 +96,7 @@ class Runtime:
         return self.config.github.webhook_secret.get_secret_value()
 
     @asynccontextmanager
-    async def pr_turn(self, pr_key: str) -> AsyncIterator[None]:
+    async def pr_turn(self, pr_key: PrKey) -> AsyncIterator[None]:
         """The PR's turn: its step or progress check runs alone, across replicas too.
 
         In this process the per-PR asyncio lock orders them; across processes the PR's

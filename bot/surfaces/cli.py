@@ -15,11 +15,11 @@ from bot import __version__
 from bot.config import Config, ConfigError, load_config
 from bot.intake.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
 from bot.logs import configure_logging
-from bot.prkey import PrKey, PrKeyError, parse_pr_key
 from bot.rules.model import MAX_ROUNDS
 from bot.surfaces.views import dependencies_text, pr_detail, prs_json
 from storage import prs
 from storage.database import Database
+from storage.keys import PrKey, PrKeyError, parse_pr_key
 from storage.migrate import current_revision, head_revision, migrate
 from storage.urls import NoDatabase, UnsupportedURL, connect_failure, normalize_url
 
@@ -192,11 +192,11 @@ async def _check_pr_exists(config: Config, key: PrKey, repo_settings: bool = Fal
 
     try:
         async with connect(config) as github:
-            await github.pull(key.owner, key.repo, key.number)
+            await github.pr(key).read()
             if not repo_settings:
                 return config
             try:
-                found = repoconfig.load(await github.file_text(key.owner, key.repo, repoconfig.PATH), config)
+                found = repoconfig.load(await github.pr(key).file_text(repoconfig.PATH), config)
             except GitHubError as e:
                 print(f"convergebot: could not read {repoconfig.PATH} of {key.full_repo} ({e}); "
                       "the global settings apply", file=sys.stderr)

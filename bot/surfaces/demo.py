@@ -19,9 +19,11 @@ from bot.config import Config
 from bot.engine.read import NONE, dependencies_of
 from bot.fixers import ScriptedFixer
 from bot.logs import configure_logging
+from bot.runtime.context import Runtime
 from bot.runtime.serve import running
 from simulator import ReviewerScript, ReviewStep, Simulator, SimulatorServer, ThreadSpec
 from storage import escalations, prs, rounds
+from storage.keys import PrKey, parse_pr_key
 
 REPO = "octo-org/widgets"
 COPILOT = "copilot-pull-request-reviewer[bot]"
@@ -88,7 +90,7 @@ def _config(db: Path, api_url: str) -> Config:
     })
 
 
-async def _summary(rt, keys: list[str]) -> list[dict]:
+async def _summary(rt: Runtime, keys: list[PrKey]) -> list[dict]:
     out = []
     deps = await dependencies_of(rt.db, keys)
     for key in keys:
@@ -125,7 +127,7 @@ async def run_demo(as_json: bool = False, timeout: float = 110.0) -> int:
                 if p.main_conflicts:
                     await sim.push(REPO, "main", p.main_conflicts, author=MAINTAINER,
                                    message="Reword the README")
-            keys = [f"{REPO}#{n}" for n in numbers]
+            keys = [parse_pr_key(f"{REPO}#{n}") for n in numbers]
             fixer = ScriptedFixer({k: list(p.fixer) for k, p in zip(keys, PULLS, strict=True)},
                                   workdir_root=root)
             say(f"simulator at {gh.url} · database {root / 'convergebot.db'}")
@@ -146,9 +148,9 @@ async def run_demo(as_json: bool = False, timeout: float = 110.0) -> int:
     return code
 
 
-async def _watch(rt, sim, keys: list[str], say, timeout: float) -> int:
+async def _watch(rt: Runtime, sim: Simulator, keys: list[PrKey], say, timeout: float) -> int:
     started = time.monotonic()
-    seen: dict[str, tuple] = {}
+    seen: dict[PrKey, tuple] = {}
     answered = False
     while time.monotonic() - started < timeout:
         done = True

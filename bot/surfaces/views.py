@@ -17,6 +17,7 @@ from bot.engine import write_budget as budget
 from bot.engine.read import NONE, Dependencies, dependencies_of
 from storage import agent_attempts, commands, escalations, jobs, rounds, runs
 from storage.database import Database
+from storage.keys import ProcessKey
 from storage.models import AgentAttempt, Command, Escalation, Job, PullRequest, Round, utcnow
 from storage.prs import PrView
 from storage.statuses import ACTIVE, Status
@@ -148,7 +149,7 @@ def _payload(job: Job) -> dict:
     return p if isinstance(p, dict) else {}
 
 
-def _replies_of(effects: list[Job], process_key: str | None, round_no: int) -> dict:
+def _replies_of(effects: list[Job], process_key: ProcessKey | None, round_no: int) -> dict:
     """The reply effects the run queued in this round: how many replies, and their states."""
     posted, states = 0, []
     for job in effects:

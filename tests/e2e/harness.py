@@ -12,6 +12,7 @@ from typing import Any
 
 from simulator import ReviewerScript, ReviewStep, Simulator, SimulatorServer, ThreadSpec
 from storage import escalations, prs, rounds
+from storage.keys import PrKey, parse_pr_key
 from storage.prs import PrView
 
 from ..helpers import polled, until
@@ -160,11 +161,11 @@ class Recording:
 
 
 async def open_and_enroll(h: Harness, *, head: str = "feat", command: str = "/converge",
-                          files: dict | None = None) -> tuple[str, int]:
+                          files: dict | None = None) -> tuple[PrKey, int]:
     pr = await h.sim.open_pr(REPO, title=f"Change {head}", head=head, author="dev",
                              files=files or {"app/core.py": "def f():\n    return 2\n"})
     await h.sim.comment(REPO, pr.number, command, user="maint")
-    return f"{REPO}#{pr.number}", pr.number
+    return parse_pr_key(f"{REPO}#{pr.number}"), pr.number
 
 
 def due_soon():

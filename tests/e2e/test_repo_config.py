@@ -9,8 +9,8 @@ from structlog.testing import capture_logs
 
 from bot.engine import repoconfig
 from bot.github.errors import Unavailable
-from bot.prkey import parse_pr_key
 from bot.surfaces.cli import _check_pr_exists
+from storage.keys import parse_pr_key
 
 from .harness import FILES, REPO, bot_on_simulator, quiesce, steps
 

@@ -8,7 +8,7 @@ from bot.engine import step as step_module
 from bot.fixers import ScriptedFixer
 from bot.rules.decide import decide_step
 from bot.rules.model import Heal
-from storage import commands, runs
+from storage import commands, jobs, runs
 
 from .harness import REPO, HeldFixer, bot_on_simulator, open_and_enroll, quiesce, steps
 
@@ -91,7 +91,7 @@ async def test_a_pr_closed_outside_ends_its_run_and_can_be_enrolled_again(tmp_pa
 
 async def test_a_pr_merged_outside_ends_its_run_and_a_resubmit_starts_a_new_one(tmp_path, db_url):
     from bot.intake.submit import Outcome, submit_pr
-    from bot.prkey import parse_pr_key
+    from storage.keys import parse_pr_key
 
     async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"])) as h:
         key, number = await open_and_enroll(h)
@@ -136,9 +136,17 @@ async def test_a_fix_job_for_a_pr_closed_while_it_waited_runs_no_fixer(tmp_path,
                                                        Job.status == "queued"))).first()
 
         await h.wait_for("the second PR's fix job queued", queued_fix)
+
+        async def no_sync_in_hand():
+            return not await jobs.in_hand(h.rt.db, key, kinds=("sync",))
+
+        # Nothing but the fix job may read the PR after the close: a sync of its own (queued by
+        # its webhooks, a step still settling) would read it closed and end the run first, and
+        # the fix job would then be dropped as stale whether it reads the PR or not.
+        h.sim.webhook_faults(drop_all=True)
+        await h.wait_for("the second PR's syncs done", no_sync_in_hand)
         repo, pr = h.sim.pr(REPO, number)
         head = await h.sim.head_sha(repo, pr)
-        h.sim.webhook_faults(drop_all=True)
         await h.sim.close_pr(REPO, number, actor="dev")
         fixer.release.set()
 

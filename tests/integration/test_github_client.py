@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from bot.github.client import GitHubClient, open_github
 from bot.github.endpoints.reviews import COPILOT_REVIEWER
 from bot.github.errors import RateLimited, Unavailable
+from storage.keys import parse_pr_key
 
 from ..simulator_fixtures import sim, simulator  # noqa: F401
 
@@ -182,7 +183,7 @@ async def test_two_replies_to_one_thread_at_once_post_one(client, sim):  # noqa:
 
     client.review_threads = read_together
     # A retried reply of the last round and this round's reply for the same thread, at once.
-    await asyncio.gather(*(reply_and_resolve(rt, f"{REPO}#{n}", [Reply(thread["id"], f"Fixed ({i}).", False)])
+    await asyncio.gather(*(reply_and_resolve(rt, parse_pr_key(f"{REPO}#{n}"), [Reply(thread["id"], f"Fixed ({i}).", False)])
                            for i in range(2)))
     replies = [e for e in sim.effects("review_reply") if e["actor"] != COPILOT_REVIEWER]
     assert len(replies) == 1, replies
@@ -217,7 +218,7 @@ async def test_a_round_s_replies_are_one_read_and_one_write_and_a_retry_writes_o
     sim.counters.reset()
 
     rt = SimpleNamespace(github=client)
-    await reply_and_resolve(rt, f"{REPO}#{n}", [Reply(i, "Fixed.", True) for i in ids])
+    await reply_and_resolve(rt, parse_pr_key(f"{REPO}#{n}"), [Reply(i, "Fixed.", True) for i in ids])
 
     graphql = sim.counters.snapshot()["routes"]["POST /graphql"]
     assert sum(graphql.values()) == 2  # one read of the threads, one write for all of them

@@ -54,8 +54,8 @@ def test_a_guard_no_test_catches_is_reported_as_survived(tmp_path):
     # survives its test, and the script says so and exits non-zero.
     (tmp_path / "fake.toml").write_text(
         'title = "fake"\n[[guard]]\nname = "a comment is no guard"\nrace = "none."\n'
-        'path = "bot/prkey.py"\n'
-        f"code = '''{(ROOT / 'bot/prkey.py').read_text().splitlines()[0]}'''\n"
+        'path = "storage/keys.py"\n'
+        f"code = '''{(ROOT / 'storage/keys.py').read_text().splitlines()[0]}'''\n"
         "mutation = '''\"\"\"A rewritten docstring.\"\"\"'''\n"
         'tests = ["tests/unit/test_prkey.py"]\n')
     result = _script("--catalogue", str(tmp_path), timeout=300)
@@ -65,7 +65,7 @@ def test_a_guard_no_test_catches_is_reported_as_survived(tmp_path):
 
 def test_a_stale_entry_fails_the_check(tmp_path):
     (tmp_path / "stale.toml").write_text(
-        'title = "stale"\n[[guard]]\nname = "gone"\nrace = "none."\npath = "bot/prkey.py"\n'
+        'title = "stale"\n[[guard]]\nname = "gone"\nrace = "none."\npath = "storage/keys.py"\n'
         "code = '''this code is not in the file'''\nmutation = '''x'''\n"
         'tests = ["tests/unit/test_prkey.py::test_no_such_test"]\n')
     result = _script("--catalogue", str(tmp_path), "--check", timeout=60)

@@ -12,6 +12,7 @@ from bot.engine.poller import Poller
 from bot.fixers import ScriptedFixer
 from storage import jobs, prs
 from storage.models import Job, PullRequest, utcnow
+from storage.statuses import SameWork
 
 from ..e2e.harness import COPILOT, REPO, bot_on_simulator, quiesce
 from ..helpers import enroll
@@ -22,12 +23,12 @@ AUTH = {"Authorization": "Bearer api-token"}
 # -- the batch enqueue ------------------------------------------------------------------------
 
 
-async def test_enqueue_syncs_queues_one_per_pr_and_skips_those_already_queued(db):
+async def test_enqueue_per_pr_queues_one_per_pr_and_skips_those_already_queued(db):
     waiting_id, _ = await jobs.enqueue(db, "sync", "hook:o/r#2", pr_key="o/r#2", delay_seconds=30)
     running_id, _ = await jobs.enqueue(db, "sync", "hook:o/r#3", pr_key="o/r#3")
     assert (await jobs.claim(db, "w", 60)).id == running_id
     async with db.session() as s:
-        created = await jobs.enqueue_syncs(s, ["o/r#1", "o/r#2", "o/r#3", "o/r#1"], lambda k: f"poll:{k}:1")
+        created = await jobs.enqueue_per_pr(s, "sync", ["o/r#1", "o/r#2", "o/r#3", "o/r#1"], lambda k: f"poll:{k}:1")
     assert created == 2
     queued = [j for j in await jobs.list_jobs(db) if j.status == "queued"]
     assert sorted((j.pr_key, j.key) for j in queued) == [
@@ -37,15 +38,15 @@ async def test_enqueue_syncs_queues_one_per_pr_and_skips_those_already_queued(db
     assert (await jobs.get_job(db, waiting_id)).run_at > utcnow() + timedelta(seconds=20)
     # The same tick again (same keys) adds nothing; nor does `enqueue_in` while they wait.
     async with db.session() as s:
-        assert await jobs.enqueue_syncs(s, ["o/r#1", "o/r#3"], lambda k: f"poll:{k}:1") == 0
-    assert (await jobs.enqueue(db, "sync", "hook:o/r#1:b", pr_key="o/r#1"))[1] is False
+        assert await jobs.enqueue_per_pr(s, "sync", ["o/r#1", "o/r#3"], lambda k: f"poll:{k}:1") == 0
+    assert (await jobs.enqueue(db, "sync", "hook:o/r#1:b", pr_key="o/r#1", same_as=SameWork.PR))[1] is False
 
 
-async def test_enqueue_syncs_takes_more_prs_than_one_statement_holds(db):
-    keys = [f"o/r#{n}" for n in range(jobs.SYNC_BATCH * 2 + 7)]
+async def test_enqueue_per_pr_takes_more_prs_than_one_statement_holds(db):
+    keys = [f"o/r#{n}" for n in range(1, jobs.BATCH * 2 + 8)]
     await jobs.enqueue(db, "sync", "hook:o/r#5", pr_key="o/r#5")
     async with db.session() as s:
-        assert await jobs.enqueue_syncs(s, keys, lambda k: f"poll:{k}") == len(keys) - 1
+        assert await jobs.enqueue_per_pr(s, "sync", keys, lambda k: f"poll:{k}") == len(keys) - 1
     queued = [j.pr_key for j in await jobs.list_jobs(db) if j.status == "queued"]
     assert sorted(queued) == sorted(keys)
 

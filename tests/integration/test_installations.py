@@ -20,10 +20,10 @@ from bot.github.client import GitHubClient, open_github
 from bot.github.errors import RateLimited, Unavailable
 from bot.github.installations import NotInstalled, learn_from_payload
 from bot.intake.scan import repositories
-from bot.prkey import parse_pr_key
 from bot.runtime.context import Runtime
 from bot.surfaces.cli import NoSuchPr, _check_pr_exists
 from bot.surfaces.doctor import run_doctor
+from storage.keys import parse_pr_key
 from storage.models import PullRequest
 
 from ..helpers import app_private_key

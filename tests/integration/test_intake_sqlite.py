@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 from storage import deliveries, jobs
 from storage.database import Database
 from storage.deliveries import Delivery
+from storage.statuses import SameWork
 
 PRS = [f"acme/w#{n}" for n in range(1, 6)]
 
@@ -27,13 +28,14 @@ def _wake(rng: random.Random, delivery_id: str) -> dict:
     pr = rng.choice(PRS)
     if kind == "sync":
         return {"kind": "sync", "key": f"sync:{pr}:{delivery_id}", "pr_key": pr, "payload": {},
-                "delay_seconds": rng.choice([0.0, 0.2, 5.0])}
+                "delay_seconds": rng.choice([0.0, 0.2, 5.0]), "same_as": SameWork.PR}
     if kind == "sync_ref":
         # A few refs, so a ref's sync_refs coalesce and are brought forward as a PR's syncs are.
         ref = rng.choice([{"sha": "a" * 40, "branch": None}, {"sha": "b" * 40, "branch": None},
                           {"sha": None, "branch": "main"}])
         return {"kind": "sync_ref", "key": f"sync_ref:acme/w:{delivery_id}", "pr_key": None,
-                "payload": {"repo": "acme/w", **ref}, "delay_seconds": rng.choice([0.0, 0.2, 5.0])}
+                "payload": {"repo": "acme/w", **ref}, "delay_seconds": rng.choice([0.0, 0.2, 5.0]),
+                "same_as": SameWork.PAYLOAD}
     # A command's key is its comment: a redelivery, or another delivery of it, queues nothing new.
     return {"kind": kind, "key": f"{kind}:{rng.randint(1, 8)}", "pr_key": pr,
             "payload": {"comment_id": 7, "kind": "issue"} if kind == "command" else {}, "delay_seconds": 0.0}
@@ -93,7 +95,8 @@ async def test_a_batch_waits_for_another_process_holding_the_lock_and_is_written
     other = sqlite3.connect(make_url(sqlite_db_url).database, isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")  # another process's writer
-        wake = {"kind": "sync", "key": "sync:acme/w#1:x", "pr_key": "acme/w#1", "payload": {}, "delay_seconds": 0.0}
+        wake = {"kind": "sync", "key": "sync:acme/w#1:x", "pr_key": "acme/w#1", "payload": {}, "delay_seconds": 0.0,
+                "same_as": SameWork.PR}
         pending = asyncio.create_task(deliveries.record_many(db, [Delivery("x", "pull_request", None, "queued",
                                                                            None, (wake,))]))
         await asyncio.sleep(0.3)

@@ -12,6 +12,7 @@ from sqlalchemy import update
 from bot.runtime.workers import PoolSettings, Reschedule, WorkerPool
 from storage import jobs, prs
 from storage.models import Job, utcnow
+from storage.statuses import SameWork
 
 from ..helpers import enroll
 
@@ -236,23 +237,23 @@ async def test_pruning_keeps_queued_and_recent_jobs(db):
 async def test_syncs_of_one_pr_coalesce_while_one_is_queued(db):
     from datetime import timedelta
 
-    first, created = await jobs.enqueue(db, "sync", "sync:o/r#1:d1", pr_key="o/r#1", delay_seconds=60)
+    first, created = await jobs.enqueue(db, "sync", "sync:o/r#1:d1", pr_key="o/r#1", same_as=SameWork.PR, delay_seconds=60)
     assert created
     # A burst of webhooks for the PR: each finds the queued sync and adds nothing.
     for i in range(2, 6):
-        assert await jobs.enqueue(db, "sync", f"sync:o/r#1:d{i}", pr_key="o/r#1", delay_seconds=60) == (first, False)
+        assert await jobs.enqueue(db, "sync", f"sync:o/r#1:d{i}", pr_key="o/r#1", same_as=SameWork.PR, delay_seconds=60) == (first, False)
     # Another PR, and another kind of job for the same PR, are not coalesced.
-    assert (await jobs.enqueue(db, "sync", "sync:o/r#2:d1", pr_key="o/r#2", delay_seconds=60))[1]
+    assert (await jobs.enqueue(db, "sync", "sync:o/r#2:d1", pr_key="o/r#2", same_as=SameWork.PR, delay_seconds=60))[1]
     assert (await jobs.enqueue(db, "fix", "fix:o/r#1", pr_key="o/r#1", delay_seconds=60))[1]
     queued = [j for j in await jobs.list_jobs(db) if j.kind == "sync" and j.pr_key == "o/r#1"]
     assert [j.id for j in queued] == [first]
     # A sync wanted now pulls the queued one forward instead of waiting behind its debounce.
-    assert await jobs.enqueue(db, "sync", "sync:o/r#1:now", pr_key="o/r#1") == (first, False)
+    assert await jobs.enqueue(db, "sync", "sync:o/r#1:now", pr_key="o/r#1", same_as=SameWork.PR) == (first, False)
     assert (await jobs.get_job(db, first)).run_at <= utcnow()
     # While it runs, news queues one more: the running one may have read GitHub before it.
     claimed = await jobs.claim(db, "w1", 30)
     assert claimed.id == first
-    second, created = await jobs.enqueue(db, "sync", "sync:o/r#1:d9", pr_key="o/r#1")
+    second, created = await jobs.enqueue(db, "sync", "sync:o/r#1:d9", pr_key="o/r#1", same_as=SameWork.PR)
     assert created and second != first
     assert (await jobs.get_job(db, second)).run_at <= utcnow() + timedelta(seconds=1)
 
@@ -265,9 +266,9 @@ async def test_sync_refs_of_one_ref_coalesce_while_one_is_queued(db, batch):
 
     async def queue(key: str, payload: dict, delay: float = 60) -> None:
         if batch:
-            await db.write(jobs.queue_wakes, [dict(kind="sync_ref", key=key, payload=payload, delay_seconds=delay)])
+            await db.write(jobs.queue_wakes, [dict(kind="sync_ref", same_as=SameWork.PAYLOAD, key=key, payload=payload, delay_seconds=delay)])
         else:
-            await jobs.enqueue(db, "sync_ref", key, payload=payload, delay_seconds=delay)
+            await jobs.enqueue(db, "sync_ref", key, payload=payload, same_as=SameWork.PAYLOAD, delay_seconds=delay)
 
     def refs(found) -> list[tuple[str, dict]]:
         return sorted((j.key, json.loads(j.payload)) for j in found if j.kind == "sync_ref")
@@ -275,7 +276,7 @@ async def test_sync_refs_of_one_ref_coalesce_while_one_is_queued(db, batch):
     for i in range(5):
         await queue(f"sync_ref:o/r:d{i}", sha)
     if batch:  # and twice in one batch
-        await db.write(jobs.queue_wakes, [dict(kind="sync_ref", key=f"sync_ref:o/r:b{i}", payload=sha,
+        await db.write(jobs.queue_wakes, [dict(kind="sync_ref", same_as=SameWork.PAYLOAD, key=f"sync_ref:o/r:b{i}", payload=sha,
                                                delay_seconds=60) for i in range(3)])
     await queue("sync_ref:o/r:other-sha", sha | {"sha": "b" * 40})
     await queue("sync_ref:o/r:branch", {"repo": "o/r", "sha": None, "branch": "main"})
@@ -337,7 +338,7 @@ async def test_fixer_runs_never_hold_the_workers_other_jobs_need(db):
 
     pool = WorkerPool(db, {"fix": fix, "sync": sync}, PoolSettings(
         workers=1, long_workers=2, long_kinds=("fix",), lease_seconds=30, idle_poll_seconds=0.05))
-    for n in range(3):
+    for n in range(1, 4):
         await jobs.enqueue(db, "fix", f"fix:acme/w#{n}", pr_key=f"acme/w#{n}")
     pool.start()
     try:
@@ -360,17 +361,17 @@ async def test_fixer_runs_never_hold_the_workers_other_jobs_need(db):
 async def test_queue_wakes_does_what_enqueue_in_does_for_each_in_order(db):
     """The intake's batch of wakes (in `Database.write`, as the intake runs it): syncs coalesce
     (earliest time wins), known keys are skipped."""
-    await jobs.enqueue(db, "sync", "hook:o/r#1:a", pr_key="o/r#1", delay_seconds=30)
+    await jobs.enqueue(db, "sync", "hook:o/r#1:a", pr_key="o/r#1", same_as=SameWork.PR, delay_seconds=30)
     await jobs.enqueue(db, "command", "cmd:1", pr_key="o/r#1")
     before = utcnow()
     soonest = await db.write(jobs.queue_wakes, [
-        dict(kind="sync", key="hook:o/r#1:b", pr_key="o/r#1", delay_seconds=0.2),  # pulls it forward
-        dict(kind="sync", key="hook:o/r#2:a", pr_key="o/r#2", delay_seconds=30),
-        dict(kind="sync", key="hook:o/r#2:b", pr_key="o/r#2", delay_seconds=0.2),  # one sync, sooner
+        dict(kind="sync", same_as=SameWork.PR, key="hook:o/r#1:b", pr_key="o/r#1", delay_seconds=0.2),  # pulls it forward
+        dict(kind="sync", same_as=SameWork.PR, key="hook:o/r#2:a", pr_key="o/r#2", delay_seconds=30),
+        dict(kind="sync", same_as=SameWork.PR, key="hook:o/r#2:b", pr_key="o/r#2", delay_seconds=0.2),  # one sync, sooner
         dict(kind="command", key="cmd:1", pr_key="o/r#1"),  # queued before
         dict(kind="command", key="cmd:2", pr_key="o/r#2", payload={"x": 1}),
         dict(kind="command", key="cmd:2", pr_key="o/r#2"),  # twice in the batch
-        dict(kind="sync_ref", key="ref:1", payload={"repo": "o/r", "sha": "abc"}),
+        dict(kind="sync_ref", same_as=SameWork.PAYLOAD, key="ref:1", payload={"repo": "o/r", "sha": "abc"}),
     ])
     queued = {j.key: j for j in await jobs.list_jobs(db)}
     assert sorted(queued) == ["cmd:1", "cmd:2", "hook:o/r#1:a", "hook:o/r#2:a", "ref:1"]
@@ -383,8 +384,8 @@ async def test_queue_wakes_does_what_enqueue_in_does_for_each_in_order(db):
 
     # Syncs that only coalesce into ones queued as soon or sooner queue nothing to wake for.
     assert await db.write(jobs.queue_wakes, [
-        dict(kind="sync", key="hook:o/r#1:c", pr_key="o/r#1", delay_seconds=5),
-        dict(kind="sync", key="hook:o/r#2:c", pr_key="o/r#2", delay_seconds=5),
+        dict(kind="sync", same_as=SameWork.PR, key="hook:o/r#1:c", pr_key="o/r#1", delay_seconds=5),
+        dict(kind="sync", same_as=SameWork.PR, key="hook:o/r#2:c", pr_key="o/r#2", delay_seconds=5),
     ]) is None
     assert len(await jobs.list_jobs(db)) == 5
 
@@ -432,13 +433,13 @@ async def test_one_wake_draws_in_as_many_workers_as_there_are_jobs(db):
         async with asyncio.timeout(10):  # every worker has looked once and idles (for an hour)
             while len(pool._lanes_idle["short"].idle) < 3:
                 await asyncio.sleep(0.01)
-        for n in range(3):
+        for n in range(1, 4):
             await jobs.enqueue(db, "sync", f"sync:acme/w#{n}", pr_key=f"acme/w#{n}")
         pool.wake()
         async with asyncio.timeout(10):
             while len(running) < 3:
                 await asyncio.sleep(0.01)
-        assert sorted(running) == [f"sync:acme/w#{n}" for n in range(3)]
+        assert sorted(running) == [f"sync:acme/w#{n}" for n in range(1, 4)]
     finally:
         release.set()
         await pool.stop()
@@ -575,7 +576,7 @@ async def test_a_waiting_follow_up_is_not_claimed_while_the_change_it_covers_is_
 
     async def sync_again(s):
         async with asyncio.timeout(10):
-            job_id, created = await jobs.enqueue_in(s, True, "sync", "sync:second", pr_key=KEY)
+            job_id, created = await jobs.enqueue_in(s, True, "sync", "sync:second", pr_key=KEY, same_as=SameWork.PR)
         return job_id == sync_id and not created
 
     early, coalesced = await _queued_while_a_claim_runs(db, sync_again)

@@ -11,6 +11,7 @@ from bot.engine.refs import read_observation
 from bot.github.client import GitHubClient, open_github
 from bot.github.errors import GitHubError, RateLimited
 from bot.github.ratebudget import IDLE, NEWS
+from storage.keys import parse_pr_key
 
 from ..serving import make_config, serving
 from ..simulator_fixtures import start_simulator
@@ -140,10 +141,10 @@ async def test_metrics_show_the_budget_and_an_idle_reread_of_an_unchanged_pr_cos
         assert rt.rate_budget.reserve_fraction == 0.25
         token = config.github.token.get_secret_value()
 
-        await read_observation(rt, f"{REPO}#{pr.number}")  # what a sync reads: all 200s
+        await read_observation(rt, parse_pr_key(f"{REPO}#{pr.number}"))  # what a sync reads: all 200s
         first = rt.rate_budget.bucket("core").remaining
         assert first < LIMIT and first == _sim_balance(sim, token)
-        await read_observation(rt, f"{REPO}#{pr.number}")  # unchanged: all 304s
+        await read_observation(rt, parse_pr_key(f"{REPO}#{pr.number}"))  # unchanged: all 304s
         assert rt.rate_budget.bucket("core").remaining == first == _sim_balance(sim, token)
 
         text = (await http.get("/metrics")).text

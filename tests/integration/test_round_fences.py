@@ -44,9 +44,9 @@ async def test_a_retry_that_read_a_round_the_progress_check_ended_restarts_nothi
     review, a status a retry takes). The retry must lose, not restart round 2 as round 1 and
     wipe round 1's result."""
     import bot.engine.commands as handle
-    from bot.prkey import parse_pr_key
     from bot.rules.commands import Command
     from storage import prs
+    from storage.keys import parse_pr_key
 
     rt = bare_runtime()
     db = rt.db

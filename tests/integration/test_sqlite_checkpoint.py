@@ -24,6 +24,7 @@ from storage.checkpoint import (
 )
 from storage.database import Database
 from storage.deliveries import Delivery
+from storage.statuses import SameWork
 
 from ..helpers import until
 
@@ -32,7 +33,7 @@ def _batch(n: int = 4) -> list[Delivery]:
     ids = [str(uuid.uuid4()) for _ in range(n)]
     return [Delivery(i, "pull_request", "synchronize", "queued", None,
                      ({"kind": "sync", "key": f"sync:acme/w#1:{i}", "pr_key": "acme/w#1", "payload": {},
-                       "delay_seconds": 0.2},)) for i in ids]
+                       "delay_seconds": 0.2, "same_as": SameWork.PR},)) for i in ids]
 
 
 async def _true(value: bool) -> bool:

@@ -10,8 +10,8 @@ import storage.escalations
 import storage.prs
 import storage.runs
 from bot.intake.submit import PR_LOCKS, SubmitOptions, abandon_pr, submit_pr
-from bot.prkey import parse_pr_key
 from storage import prs, runs
+from storage.keys import parse_pr_key
 from storage.models import Adjudication, Escalation, PullRequest, utcnow
 from storage.statuses import ACTIVE, TERMINAL
 

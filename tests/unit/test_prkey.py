@@ -1,6 +1,6 @@
 import pytest
 
-from bot.prkey import PrKey, PrKeyError, parse_pr_key, try_parse_pr_key
+from storage.keys import PrKey, PrKeyError, parse_pr_key, try_parse_pr_key
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@ import dataclasses
 import pytest
 
 from bot.intake.routing import EnrollRules, OwnPushes, Wake, route
+from storage.keys import parse_pr_key
+from storage.statuses import SameWork
 
 from ..openapi import webhook_examples
 
@@ -157,9 +159,11 @@ def test_a_pr_s_webhook_sync_waits_for_the_rest_of_its_burst():
     assert wake.kind == "sync" and wake.delay_seconds > 0
 
 
-def test_a_wake_s_job_is_every_field_of_it():
+def test_a_wake_s_job_is_every_field_of_it_and_how_its_kind_coalesces():
     wake = Wake("sync_ref", "sync_ref:o/r:d1", None, {"repo": "o/r", "sha": "abc"}, 0.5)
-    assert wake.job() == dataclasses.asdict(wake)
+    assert wake.job() == dataclasses.asdict(wake) | {"same_as": SameWork.PAYLOAD}
+    assert Wake("sync", "sync:o/r#1:d1", parse_pr_key("o/r#1")).job()["same_as"] == SameWork.PR
+    assert Wake("enroll", "enroll:o/r#1:d1", parse_pr_key("o/r#1")).job()["same_as"] is None
 
 
 GROUP_REF = "refs/heads/gh-readonly-queue/release/v2/pr-42-" + "b" * 40

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.intake.routing import EnrollRules, route, storable
-from bot.prkey import parse_pr_key
+from storage.keys import parse_pr_key
 
 from ..hostile import EVENTS, FUZZ, payloads
 

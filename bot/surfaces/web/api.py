@@ -13,13 +13,13 @@ from starlette.responses import JSONResponse
 
 from bot.config import ConvergenceConfig
 from bot.engine import repoconfig
+from bot.engine.dispatch import requeue
 from bot.github.errors import GitHubError
 from bot.intake.submit import SubmitOptions, submit_pr
-from bot.prkey import PrKey, PrKeyError, parse_pr_key
 from bot.rules.model import MAX_ROUNDS
 from bot.surfaces.views import pr_detail, prs_json
-from storage import jobs, prs
-from storage.statuses import JobKind
+from storage import prs
+from storage.keys import PrKey, PrKeyError, parse_pr_key
 
 SUBMISSION_FIELDS = frozenset({"pr", "max_rounds", "no_merge"})
 EXPECTED = ('expected JSON {"pr": "owner/repo#N"}, optionally with "max_rounds" (a number) and '
@@ -47,7 +47,7 @@ async def get_pr(request: Request) -> JSONResponse:
     except PrKeyError as e:
         return JSONResponse({"error": str(e)}, status_code=400)
     rt = request.app.state.runtime
-    view = await prs.get(rt.db, str(key))
+    view = await prs.get(rt.db, key)
     if view is None:
         return JSONResponse({"error": f"{key} is not enrolled"}, status_code=404)
     return JSONResponse(await pr_detail(rt.db, view, rt.config.budget))
@@ -75,7 +75,8 @@ async def post_pr(request: Request) -> JSONResponse:
             opts = replace(opts, max_rounds=repo.convergence.max_rounds)
     result = await submit_pr(rt.db, key, opts)
     if result.outcome == "started":
-        await jobs.enqueue(rt.db, JobKind.SYNC, f"sync:{key}:api:{result.process_key}", pr_key=str(key))
+        async with rt.db.session() as s:
+            await requeue(s, key, f"api:{result.process_key}", once=True)
         rt.wake_workers()
     status = 201 if result.outcome == "started" else 200
     return JSONResponse({"pr_key": result.pr_key, "outcome": result.outcome,

@@ -15,7 +15,6 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from bot.prkey import PrKeyError, try_parse_pr_key
 from bot.surfaces.views import (
     comment_url,
     fixer_runs,
@@ -28,6 +27,7 @@ from bot.surfaces.views import (
 from bot.surfaces.web import markdown
 from bot.surfaces.web.api import path_key
 from storage import prs
+from storage.keys import PrKey, PrKeyError, try_parse_pr_key
 from storage.statuses import Status
 
 REFRESH_SECONDS = 15
@@ -82,7 +82,7 @@ def _page(request: Request, template: str, status_code: int = 200, **context) ->
     return HTMLResponse(html, status_code=status_code)
 
 
-def _repo_of(pr_key: str) -> str:
+def _repo_of(pr_key: PrKey) -> str:
     return pr_key.rsplit("#", 1)[0]
 
 
@@ -115,7 +115,7 @@ async def dashboard(request: Request) -> HTMLResponse:
                  filtered=bool(wanted_status or wanted_repo or attention), refresh=REFRESH_SECONDS)
 
 
-def _path(pr_key: str) -> str:
+def _path(pr_key: PrKey) -> str:
     key = try_parse_pr_key(pr_key)
     return f"/prs/{key.owner}/{key.repo}/{key.number}" if key else "/"
 
@@ -126,7 +126,7 @@ async def pr_page(request: Request) -> HTMLResponse:
     except PrKeyError as e:
         return _page(request, "error.html", 400, title="Not a pull request", message=str(e))
     rt = request.app.state.runtime
-    view = await prs.get(rt.db, str(key))
+    view = await prs.get(rt.db, key)
     if view is None:
         return _page(request, "error.html", 404, title="Not enrolled", message=f"{key} is not enrolled.")
     detail = await pr_detail(rt.db, view, rt.config.budget)
