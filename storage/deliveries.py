@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import delete
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlmodel import Session, col, select
@@ -149,8 +150,6 @@ async def count(db: Database) -> int:
 
 async def prune(db: Database, before: datetime) -> int:
     """Forget deliveries older than `before` (their dedupe window is over)."""
-    from sqlalchemy import delete
-
     async with db.session() as s:
         stmt = delete(WebhookDelivery).where(col(WebhookDelivery.received_at) < before)
         return (await s.exec(stmt)).rowcount

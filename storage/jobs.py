@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Update, and_, bindparam, or_, orm, update
+from sqlalchemy import ColumnElement, Update, and_, bindparam, delete, or_, orm, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import ReturningInsert, ReturningUpdate
 from sqlmodel import Session, col, select
@@ -550,8 +550,6 @@ async def list_jobs(db: Database, pr_key: PrKey | None = None) -> list[Job]:
 async def prune(db: Database, before: datetime, failed_before: datetime | None = None) -> int:
     """Delete finished jobs older than `before` (failed ones: `failed_before`, kept longer for a
     look); the outcome lives in the PR, run and round rows, not here."""
-    from sqlalchemy import delete
-
     async with db.session() as s:
         n = (await s.exec(delete(Job).where(
             col(Job.status).in_((JobStatus.DONE, JobStatus.DROPPED)), col(Job.finished_at) < before))).rowcount

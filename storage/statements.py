@@ -10,11 +10,13 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import ColumnElement, Table, bindparam
+from sqlalchemy.dialects.sqlite import pysqlite
 from sqlalchemy.orm import Mapped
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .database import Database
+from .models import UTCDateTime
 
 V = TypeVar("V", str, int)  # a key column's values (`present`)
 
@@ -54,10 +56,6 @@ def set_clause(table: Table, shape: Iterable[tuple[str, ColumnElement[Any] | Non
 def sqlite_stamps() -> tuple[Callable[[datetime], str], Callable[[str], datetime]]:
     """How SQLAlchemy writes and reads a time column (`UTCDateTime`) on SQLite: what plain
     sqlite3 statements use, so they store and read exactly what the Core ones do."""
-    from sqlalchemy.dialects.sqlite import pysqlite
-
-    from .models import UTCDateTime
-
     dialect = pysqlite.dialect()
     kind = UTCDateTime().dialect_impl(dialect)
     # SQLAlchemy types both as optional (a type may need no processing); a TypeDecorator with

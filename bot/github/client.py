@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from githubkit import GitHub
+from githubkit import AppInstallationAuthStrategy, GitHub, TokenAuthStrategy, UnauthAuthStrategy
 from githubkit.cache import MemCacheStrategy
 
 from bot.github.bound import PrGitHub, RepoGitHub
@@ -73,14 +73,10 @@ async def open_github(
     (see installations.py). Its requests go through one aiohttp pool (`sharedio/httppool.py`),
     closed on exit."""
     if app_id and private_key and installation_id:
-        from githubkit import AppInstallationAuthStrategy
-
         auth: Any = AppInstallationAuthStrategy(app_id, private_key, installation_id)
     elif app_id and private_key:
         auth = InstallationsAuthStrategy(app_id, private_key)
     else:
-        from githubkit import TokenAuthStrategy, UnauthAuthStrategy
-
         auth = TokenAuthStrategy(token) if token else UnauthAuthStrategy()
     pool = SharedPool(api_url)
     try:

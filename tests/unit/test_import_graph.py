@@ -225,3 +225,20 @@ def test_the_write_check_sees_a_write_where_it_is_made():
     seen = {call.attr for m in effects for call in ast.walk(ast.parse(modules()[m].read_text()))
             if isinstance(call, ast.Attribute) and call.attr in WRITES}
     assert {"merge", "create_check_run", "comment_once", "request_review", "update_branch"} <= seen
+
+
+# The command line imports what a subcommand needs when it runs (a `--help` or a `status` does
+# not load the server, the simulator or the GitHub client): the one place an import may wait.
+LAZY_IMPORTS_ALLOWED = {"bot.surfaces.cli"}
+
+
+def test_imports_are_made_at_module_level_outside_the_command_line():
+    late = []
+    for module, path in modules().items():
+        if module in LAZY_IMPORTS_ALLOWED or module.startswith("migrations"):
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                late += [f"{path.relative_to(ROOT)}:{n.lineno} in {fn.name}" for n in ast.walk(fn)
+                         if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert late == []

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+from githubkit import AppInstallationAuthStrategy, TokenAuthStrategy
 
 from bot.github.errors import GitHubError
 from bot.github.installations import InstallationsAuthStrategy
@@ -23,16 +24,12 @@ class AccountEndpoints(Transport):
     def is_app(self) -> bool:
         """Authenticated as a GitHub App (one installation or several); only an App can read its
         delivery log."""
-        from githubkit import AppInstallationAuthStrategy
-
         return isinstance(self.gh.auth, AppInstallationAuthStrategy | InstallationsAuthStrategy)
 
     async def clone_token(self, owner: str | None = None, repo: str | None = None) -> str | None:
         """A token git can clone and push with: the configured one, or for a GitHub App a
         fresh token of the installation (the one on `owner/repo` when the App serves several;
         minted once per installation, reused until ten minutes before it expires)."""
-        from githubkit import AppInstallationAuthStrategy, TokenAuthStrategy
-
         auth = self.gh.auth
         if isinstance(auth, TokenAuthStrategy):
             return auth.token
