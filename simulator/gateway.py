@@ -23,7 +23,7 @@ from starlette.routing import Route
 from .chaos import WRITE_METHODS, ChaosDecision, RequestChaos, fault_answer, is_mutation
 from .counters import DROPPED, Counters
 from .errors import ApiError
-from .faults import Fault, Faults
+from .faults import Fault, Faults, rewritten
 from .installations import Installations
 from .pagination import paginate
 from .ratelimit import RateLimiter
@@ -185,6 +185,8 @@ class Gateway(Generic[S]):
         fault = sim.faults.take(method, request.url.path)
         if fault is not None:
             answer = await self._fault(request, fault, resource)
+            if answer is not None and fault.rewrite is not None:
+                answer = self._rewritten(answer, fault.rewrite)
             if answer is not None or fault.drop:
                 sim.counters.add(method, template, answer.status_code if answer else DROPPED, request.url.path)
                 return answer or Response(status_code=499)
@@ -229,6 +231,11 @@ class Gateway(Generic[S]):
             log.exception("simulator handler failed", route=f"{method} {template}")
             status, data, headers = 500, {"message": "Server Error"}, {}
         body = b"" if status == 204 else json.dumps(data).encode()
+        media_type = JSON
+        if fault is not None and fault.rewrite is not None:
+            # Rewritten before the ETag is made, as a server sends what it tags: a revalidation
+            # of the faithful answer is then answered with the rewritten one, not a 304.
+            body, media_type = rewritten(fault.rewrite, body, media_type)
         if method == "GET" and status == 200:
             headers["ETag"] = _etag(body)
             if _matches(request.headers.get("if-none-match"), headers["ETag"]):
@@ -250,7 +257,7 @@ class Gateway(Generic[S]):
         sim.counters.add(method, template, status, request.url.path)
         if status == 204:
             return Response(status_code=204, headers=self._common(headers))
-        return Response(body, status_code=status, headers=self._common(headers), media_type=JSON)
+        return Response(body, status_code=status, headers=self._common(headers), media_type=media_type)
 
     @staticmethod
     async def _is_write(request: Request, method: str, resource: str) -> bool:
@@ -263,6 +270,13 @@ class Gateway(Generic[S]):
         return {"X-GitHub-Media-Type": "github.v3; format=json",
                 "X-GitHub-Request-Id": uuid.uuid4().hex[:20].upper(),
                 "X-GitHub-Api-Version-Selected": "2022-11-28", **headers}
+
+    @staticmethod
+    def _rewritten(answer: Response, kind: str) -> Response:
+        """A fault's own answer (its `status`) with the body `kind` makes of it."""
+        body, media_type = rewritten(kind, bytes(answer.body), answer.media_type or JSON)
+        headers = {k: v for k, v in answer.headers.items() if k.lower() not in ("content-length", "content-type")}
+        return Response(body, status_code=answer.status_code, headers=headers, media_type=media_type)
 
     def _json(self, status: int, data: dict, headers: dict[str, str] | None = None) -> Response:
         return Response(json.dumps(data).encode(), status_code=status,

@@ -23,6 +23,12 @@ class Unavailable(GitHubError):
     """5xx, timeouts, connection errors: retry with backoff, never assume the write happened."""
 
 
+class Malformed(Unavailable):
+    """An answer that is not what GitHub's API documents: not JSON (an HTML page, a body cut
+    short), a field missing or of another type, a file's content not base64. GitHub answered,
+    but nothing can be read from it: retried with backoff like an outage."""
+
+
 class RateLimited(GitHubError):
     """403/429 with a limit: the job is re-scheduled for `retry_at`, no worker sleeps on it."""
 

@@ -1,7 +1,9 @@
 """How the GitHub client sends a request, whatever it asks: with the token of its repository's
 installation, within a bound on concurrency and a deadline, held back while the rate limit is
 spent, refused if it would write in a dry run, counted (a conditional read GitHub answers 304 is
-free of rate limit), and its failure turned into an error of `errors.py` (`failures.py`).
+free of rate limit), its failure turned into an error of `errors.py` (`failures.py`), and its
+answer read as JSON and checked against the shape its endpoint reads (`answers.py`), so an
+answer GitHub's API does not document is `Malformed`, never a traceback in a caller.
 githubkit's own retries are off: a retry that sleeps inside a worker would hold unrelated PRs
 hostage, so a rate limit surfaces as RateLimited and the job is re-scheduled. The endpoints
 (`endpoints/`) are methods over this path; mutations on one PR are serialized (`mutating`)."""
@@ -25,6 +27,8 @@ from graphql import FragmentDefinitionNode, GraphQLError, OperationDefinitionNod
 from graphql import parse as graphql_parse
 
 from bot import metrics
+from bot.github import shapes
+from bot.github.answers import checked, decoded, malformed, unparsed
 from bot.github.errors import GitHubError, NotFound, RateLimited, Unavailable
 from bot.github.failures import minting_refused, translate
 from bot.github.installations import (
@@ -217,7 +221,10 @@ class Transport:
                 if metered:
                     self._observe(result)
                 if parse is not None:
-                    result = parse(result)
+                    try:
+                        result = parse(result)
+                    except ValueError as e:  # pydantic's, or JSON's: a body githubkit cannot read
+                        raise unparsed(what, e, getattr(result, "status_code", None)) from None
             except TimeoutError:
                 self.reach.unanswered()
                 metrics.github_request(what, "timeout")
@@ -270,13 +277,14 @@ class Transport:
                 return found
             if self.installations.missing(full):
                 raise NotInstalled(full)
+            path = f"/repos/{owner}/{repo}/installation"
             try:
-                raw = await self._as_app("GET", f"/repos/{owner}/{repo}/installation")
+                raw = await self._as_app("GET", path)
             except NotFound:
                 self.installations.not_installed(full)
                 raise NotInstalled(full) from None
             self.installation_lookups += 1
-            found = int(raw.json()["id"])
+            found = int(checked(f"GET {path}", decoded(f"GET {path}", raw), shapes.Installation)["id"])
             self.installations.learn(full, found)
             log.info("github.installation", repo=full, installation_id=found)
             return found
@@ -353,25 +361,38 @@ class Transport:
                 reads.unchanged += cached
         return raw
 
-    async def _graphql(self, what: str, query: str, variables: dict, *, repo: str | None = None) -> dict:
-        """`repo`: the repository the request is for (its installation's token is sent), when
-        the variables do not name it as `owner` and `name`."""
+    async def _graphql(self, what: str, query: str, variables: dict, *, shape: Any = None,
+                       repo: str | None = None) -> dict:
+        """The answer's `data`, checked against `shape` (`shapes.py`) when given. `repo`: the
+        repository the request is for (its installation's token is sent), when the variables do
+        not name it as `owner` and `name`."""
         # The answer itself (not githubkit's parsed data) so its rate-limit headers are seen;
         # `_arequest` + `parse_graphql_response` is what `async_graphql` does (githubkit 0.16).
         gql = self.gh.graphql
         self._refuse_in_dry_run(f"graphql {what}", query)
         if repo is None and "owner" in variables and "name" in variables:
             repo = f"{variables['owner']}/{variables['name']}"
-        return await self._as_installation_of(f"graphql {what}", repo, lambda: gql._arequest(query, variables),
+        data = await self._as_installation_of(f"graphql {what}", repo, lambda: gql._arequest(query, variables),
                                               parse=gql.parse_graphql_response, resource="graphql")
+        return data if shape is None else checked(f"graphql {what}", data, shape)
 
-    async def _json(self, method: str, url: str, **kw: Any) -> Any:
+    async def _json(self, method: str, url: str, *, shape: Any = None, **kw: Any) -> Any:
+        """The answer's JSON (None for an empty body), checked against `shape` (`shapes.py`)
+        when given: then an empty body is as malformed as a wrong one."""
         raw = await self._request(method, url, **kw)
-        return raw.json() if raw.content else None
+        what = f"{method} {url}"
+        if not raw.content:
+            if shape is None:
+                return None
+            raise malformed(what, "no body", raw.status_code)
+        data = decoded(what, raw)
+        return data if shape is None else checked(what, data, shape, raw.status_code)
 
-    async def _pages(self, url: str, params: dict | None = None, *, max_pages: int | None = None) -> list[Any]:
+    async def _pages(self, url: str, params: dict | None = None, *, shape: Any,
+                     max_pages: int | None = None) -> list[Any]:
         """Every page (the first `max_pages`, when given), following the absolute
-        `Link: rel="next"` GitHub sends. Its next links name the repository by id
+        `Link: rel="next"` GitHub sends, each page checked against `shape` (`shapes.py`: a list
+        of items, or the object wrapping one). Its next links name the repository by id
         (`/repositories/8514/...`), not by name: every page goes to the installation of the
         repository the first URL names."""
         items: list[Any] = []
@@ -382,7 +403,7 @@ class Transport:
         while next_url and (max_pages is None or pages < max_pages):
             pages += 1
             raw = await self._request("GET", next_url, repo=repo, params=query)
-            page = raw.json()
+            page = checked(f"GET {next_url}", decoded(f"GET {next_url}", raw), shape)
             items.extend(page if isinstance(page, list) else [page])
             next_url = raw.links.get("next", {}).get("url")
             query = None  # the next link carries the query already

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import sqlite3
@@ -179,6 +180,26 @@ async def test_submit_of_a_pr_github_does_not_have_is_refused(sim, simulator, sq
     code, out, err = await convergebot("submit", f"{REPO}#{pr.number}", env=env)
     assert code == 0 and out.startswith(f"started {REPO}#{pr.number} ")
     assert "HTTP Request" not in err and "convergebot:" not in err
+
+
+async def test_submit_reads_a_config_file_not_base64_as_unreadable_in_one_line(sim, simulator, sqlite_db_url):  # noqa: F811
+    """GitHub's answer for `.github/convergebot.toml` has content that is not base64: the
+    global settings apply, said in one line, and the PR is enrolled."""
+    await sim.create_repo(REPO, files={"app.py": "one\n", ".github/convergebot.toml": "[convergence]\nmax_rounds = 4\n"})
+    pr = await sim.open_pr(REPO, title="Change", head="feat", author="dev", files={"app.py": "two\n"})
+    fault = sim.inject_fault(r"/contents/", method="GET", rewrite="bad_base64")
+    env = cli_env(sqlite_db_url) | {"CONVERGEBOT_GITHUB_API_URL": simulator.url,
+                                    "CONVERGEBOT_GITHUB_TOKEN": "t"}
+    code, out, err = await convergebot("submit", f"{REPO}#{pr.number}", env=env)
+    assert code == 0 and out.startswith(f"started {REPO}#{pr.number} "), err
+    assert fault.hits == 1 and "Traceback" not in err
+    said = [line for line in err.splitlines() if line.startswith("convergebot:")]
+    assert said == [f"convergebot: could not read .github/convergebot.toml of {REPO} (GET /repos/{REPO}/contents/"
+                    ".github/convergebot.toml: malformed answer (content is not base64)); the global settings apply"]
+    (logged,) = [json.loads(line) for line in err.splitlines() if '"github.malformed"' in line]
+    assert logged["request"] == f"GET /repos/{REPO}/contents/.github/convergebot.toml" and logged["status"] == 200
+    code, out, _ = await convergebot("status", f"{REPO}#{pr.number}", "--json", env=env)
+    assert code == 0 and json.loads(out)["max_rounds"] == 8  # the global one, not the file's 4
 
 
 async def test_submit_when_github_cannot_be_reached_says_so_and_enrolls(sqlite_db_url):

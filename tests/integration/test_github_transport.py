@@ -18,6 +18,10 @@ from bot.github.client import GitHubClient, open_github
 from bot.github.errors import Unavailable
 
 ETAG = 'W/"one"'
+# What the bot reads of a PR (bot/github/shapes.py `Pull`): every answer of this wire is one.
+PULL = {"number": 1, "state": "open", "title": "t", "html_url": "https://github.com/acme/lib/pull/1",
+        "updated_at": "2026-01-01T00:00:00Z", "head": {"ref": "feat", "sha": "a" * 40},
+        "base": {"ref": "main", "sha": "b" * 40}}
 
 
 @dataclass
@@ -66,7 +70,7 @@ async def _serve(recorder: Recorder, ids: itertools.count, reader: asyncio.Strea
             if headers.get("if-none-match") == ETAG:
                 writer.write(f"HTTP/1.1 304 Not Modified\r\n{common}\r\n".encode())
             else:
-                answer = json.dumps({"number": 1, "seen": method}).encode()
+                answer = json.dumps({"seen": method, **PULL}).encode()
                 writer.write(f"HTTP/1.1 200 OK\r\n{common}Content-Type: application/json\r\n"
                              f"Content-Length: {len(answer)}\r\n\r\n".encode() + answer)
             await writer.drain()

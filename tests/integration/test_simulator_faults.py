@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -87,6 +88,32 @@ async def test_faults_over_the_control_api(api, sim, pr):
     assert (await api.get(f"repos/{REPO}/pulls")).status_code == 503
     bad = await api.post("_sim/faults", json={"path": "/pulls", "status": 418})
     assert bad.status_code == 422 and "status" in bad.json()["message"]
+
+
+async def test_a_rewrite_changes_the_next_answers_body_and_keeps_its_status(api, sim, pr):
+    url = f"repos/{REPO}/pulls/{pr.number}"
+    faithful = await api.get(url)
+    sim.inject_fault(r"/pulls/\d+$", method="GET", rewrite="html", count=1)
+    page = await api.get(url, headers={"If-None-Match": faithful.headers["etag"]})
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert page.text.startswith("<!DOCTYPE html>") and page.headers["etag"] != faithful.headers["etag"]
+    sim.inject_fault(r"/pulls/\d+$", method="GET", rewrite="wrong_types", count=1)
+    retyped = (await api.get(url)).json()
+    assert retyped["number"] == str(pr.number) and retyped["head"]["sha"] == 40
+    sim.inject_fault(r"/pulls/\d+$", method="GET", rewrite="missing", count=1)
+    emptied = (await api.get(url)).json()
+    assert emptied["number"] == pr.number and emptied["head"] == {} and emptied["user"] == {}
+    sim.inject_fault(r"/pulls/\d+$", method="GET", status=502, rewrite="truncated", count=1)
+    cut, whole = await api.get(url), json.dumps({"message": "Bad Gateway"}).encode()
+    assert cut.status_code == 502 and cut.content == whole[: len(whole) // 2]
+    assert (await api.get(url)).json() == faithful.json()  # count=1: the next answer is faithful again
+
+
+async def test_a_rewrite_must_be_one_the_simulator_knows(api, sim, pr):
+    bad = await api.post("_sim/faults", json={"path": "/pulls", "rewrite": "garbled"})
+    assert bad.status_code == 422 and "rewrite" in bad.json()["message"]
+    made = await api.post("_sim/faults", json={"path": "/contents/", "rewrite": "bad_base64", "count": 1})
+    assert made.status_code == 200 and made.json()["rewrite"] == "bad_base64"
 
 
 async def test_counters_group_by_route_template_and_reset(api, sim, pr):

@@ -11,8 +11,11 @@ from typing import Any
 import httpx
 from githubkit import AppInstallationAuthStrategy, TokenAuthStrategy
 
+from bot.github import shapes
+from bot.github.answers import checked, decoded
 from bot.github.errors import GitHubError
 from bot.github.installations import InstallationsAuthStrategy
+from bot.github.stamps import parse_time
 from bot.github.transport import Transport
 
 
@@ -48,8 +51,8 @@ class AccountEndpoints(Transport):
         url = f"/app/installations/{installation}/access_tokens"
         async with self.gh.with_auth(auth.as_app()) as app:
             data = await self._call(f"POST {url}", lambda: app.arequest("POST", url), metered=False)
-        body = data.json()
-        expires = datetime.fromisoformat(body.get("expires_at", "").replace("Z", "+00:00") or now.isoformat())
+        body = checked(f"POST {url}", decoded(f"POST {url}", data.raw_response), shapes.Token)
+        expires = parse_time(body.get("expires_at")) or now
         self._clone_tokens[installation] = (body["token"], expires)
         return body["token"]
 
@@ -60,7 +63,7 @@ class AccountEndpoints(Transport):
         params: dict | None = {"per_page": 100}
         while url:
             raw = await self._as_app("GET", url, params=params)
-            found.extend(raw.json())
+            found.extend(checked(f"GET {url}", decoded(f"GET {url}", raw), list[shapes.Installation]))
             url, params = raw.links.get("next", {}).get("url"), None
         return found
 
@@ -69,13 +72,13 @@ class AccountEndpoints(Transport):
         serving several installations, those of every installation (GET /app/installations as
         the App), whose installation is then known without a lookup."""
         if not self.per_installation:
-            pages = await self._pages("/installation/repositories")
-            return [r["full_name"] for page in pages for r in page.get("repositories") or []]
+            pages = await self._pages("/installation/repositories", shape=shapes.InstallationRepositories)
+            return [r["full_name"] for page in pages for r in page["repositories"]]
         names: list[str] = []
         for installation in await self.app_installations():
             with self.for_installation(int(installation["id"])):
-                pages = await self._pages("/installation/repositories")
-            for name in (r["full_name"] for page in pages for r in page.get("repositories") or []):
+                pages = await self._pages("/installation/repositories", shape=shapes.InstallationRepositories)
+            for name in (r["full_name"] for page in pages for r in page["repositories"]):
                 self.installations.learn(name, int(installation["id"]))
                 names.append(name)
         return names
@@ -87,12 +90,14 @@ class AccountEndpoints(Transport):
         webhook (`orgs/acme/hooks/12`, `repos/acme/widgets/hooks/34`), read with the token and
         charged to its rate limit; None: the App's own, read as the App."""
         params: dict[str, Any] = {"per_page": per_page} | ({"cursor": cursor} if cursor else {})
+        what = f"GET /{hook or 'app/hook'}/deliveries"
         if hook is None:
             raw = await self._as_app("GET", "/app/hook/deliveries", params=params)
         else:
             raw = await self._request("GET", f"/{hook}/deliveries", params=params)
         next_url = raw.links.get("next", {}).get("url")
-        return raw.json(), httpx.URL(next_url).params.get("cursor") if next_url else None
+        page = checked(what, decoded(what, raw), shapes.DELIVERIES)
+        return page, httpx.URL(next_url).params.get("cursor") if next_url else None
 
     async def redeliver(self, delivery_id: int, *, hook: str | None = None) -> None:
         """Ask GitHub to send a logged delivery again, with its guid; it answers 202 at once and
@@ -105,4 +110,4 @@ class AccountEndpoints(Transport):
 
     async def rate_limit(self) -> dict:
         """GET /rate_limit (free: it does not count against the limit it reports)."""
-        return await self._json("GET", "/rate_limit")
+        return await self._json("GET", "/rate_limit", shape=shapes.RateLimit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.github import shapes
 from bot.github.transport import Transport
 
 # Which checks on a head branch protection requires for the PR (first 100: a longer list is cut).
@@ -32,19 +33,19 @@ query($owner: String!, $name: String!, $number: Int!, $head: GitObjectID!) {
 class CheckEndpoints(Transport):
     async def check_runs(self, owner: str, repo: str, ref: str, name: str | None = None) -> list[dict]:
         params = {"check_name": name} if name else None
-        pages = await self._pages(f"/repos/{owner}/{repo}/commits/{ref}/check-runs", params)
-        return [run for page in pages for run in page.get("check_runs", [])]
+        pages = await self._pages(f"/repos/{owner}/{repo}/commits/{ref}/check-runs", params, shape=shapes.CheckRuns)
+        return [run for page in pages for run in page["check_runs"]]
 
     async def check_run_annotations(self, owner: str, repo: str, check_run_id: int, *, limit: int = 50) -> list[dict]:
         """The first `limit` annotations of a check run (one page)."""
         return await self._json("GET", f"/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations",
-                                params={"per_page": min(limit, 100)})
+                                shape=list[shapes.Annotation], params={"per_page": min(limit, 100)})
 
     async def combined_status(self, owner: str, repo: str, ref: str) -> dict:
-        return await self._json("GET", f"/repos/{owner}/{repo}/commits/{ref}/status")
+        return await self._json("GET", f"/repos/{owner}/{repo}/commits/{ref}/status", shape=shapes.CombinedStatus)
 
     async def create_check_run(self, owner: str, repo: str, **fields: Any) -> dict:
-        return await self._json("POST", f"/repos/{owner}/{repo}/check-runs", json=fields)
+        return await self._json("POST", f"/repos/{owner}/{repo}/check-runs", shape=shapes.Created, json=fields)
 
     async def update_check_run(self, owner: str, repo: str, check_run_id: int, **fields: Any) -> dict:
         return await self._json("PATCH", f"/repos/{owner}/{repo}/check-runs/{check_run_id}", json=fields)
@@ -53,8 +54,8 @@ class CheckEndpoints(Transport):
         """The names of the checks on `head` that branch protection requires before the PR can
         be merged (`isRequired` of each check run and status): one GraphQL query."""
         data = await self._graphql("requiredChecks", _REQUIRED_CHECKS_QUERY,
-                                   {"owner": owner, "name": repo, "number": number, "head": head})
-        commit = (data.get("repository") or {}).get("object") or {}
-        nodes = (((commit.get("statusCheckRollup") or {}).get("contexts") or {}).get("nodes")) or []
-        return {name for n in nodes
-                if isinstance(n, dict) and n.get("isRequired") is True and (name := n.get("name") or n.get("context"))}
+                                   {"owner": owner, "name": repo, "number": number, "head": head},
+                                   shape=shapes.RequiredChecks)
+        rollup = ((data["repository"] or {}).get("object") or {}).get("statusCheckRollup")
+        nodes = (rollup["contexts"]["nodes"] if rollup else None) or []
+        return {name for n in nodes if n and n["isRequired"] and (name := n.get("name") or n.get("context"))}

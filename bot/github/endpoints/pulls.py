@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 
 from githubkit.exception import GraphQLFailed
 
+from bot.github import shapes
+from bot.github.answers import checked, decoded
 from bot.github.errors import Conflict, GitHubError, NotFound
 from bot.github.stamps import parse_time
 from bot.github.transport import Transport
@@ -35,10 +37,10 @@ _LONG_AGO = datetime.min.replace(tzinfo=UTC)
 
 class PullEndpoints(Transport):
     async def pull(self, owner: str, repo: str, number: int) -> dict:
-        return await self._json("GET", f"/repos/{owner}/{repo}/pulls/{number}")
+        return await self._json("GET", f"/repos/{owner}/{repo}/pulls/{number}", shape=shapes.Pull)
 
     async def open_pulls(self, owner: str, repo: str) -> list[dict]:
-        return await self._pages(f"/repos/{owner}/{repo}/pulls", {"state": "open"})
+        return await self._pages(f"/repos/{owner}/{repo}/pulls", {"state": "open"}, shape=list[shapes.Pull])
 
     async def pulls_by_update(self, owner: str, repo: str, since: datetime | None, *,
                               per_page: int = 30, max_pages: int = 10) -> tuple[list[dict], bool, bool]:
@@ -62,7 +64,8 @@ class PullEndpoints(Transport):
                 raw = await self._request("GET", url, repo=f"{owner}/{repo}", params=query)
             if page_no == 0:
                 unchanged = reads.all_unchanged
-            page = raw.json()
+            what = f"GET {url}"
+            page = checked(what, decoded(what, raw), list[shapes.Pull])
             pulls.extend(page)
             if since is not None and (not page or (parse_time(page[-1].get("updated_at")) or _LONG_AGO) < since):
                 return pulls, unchanged, True
@@ -76,8 +79,9 @@ class PullEndpoints(Transport):
         """The PR's `id`, `state`, `headRefOid`, whether its base requires a merge queue
         (`isMergeQueueEnabled`), and its place in it (`isInMergeQueue`, `mergeQueueEntry`): one
         GraphQL query."""
-        data = await self._graphql("mergeQueue", _MERGE_QUEUE_QUERY, {"owner": owner, "name": repo, "number": number})
-        pr = (data.get("repository") or {}).get("pullRequest")
+        data = await self._graphql("mergeQueue", _MERGE_QUEUE_QUERY, {"owner": owner, "name": repo, "number": number},
+                                   shape=shapes.MergeQueue)
+        pr = (data["repository"] or {}).get("pullRequest")
         if pr is None:
             raise NotFound(f"graphql mergeQueue: {owner}/{repo}#{number} not found")
         return pr
@@ -90,7 +94,8 @@ class PullEndpoints(Transport):
         async with self.mutating(f"{owner}/{repo}#{number}"):
             try:
                 data = await self._graphql("enqueuePullRequest", _ENQUEUE_MUTATION,
-                                           {"id": node_id, "head": expected_head}, repo=f"{owner}/{repo}")
+                                           {"id": node_id, "head": expected_head}, shape=shapes.Enqueue,
+                                           repo=f"{owner}/{repo}")
             except GitHubError as e:
                 if isinstance(e.__cause__, GraphQLFailed):
                     raise Conflict(str(e)) from e

@@ -4,9 +4,13 @@ files two branches both changed, and a user's permission on it (cached briefly).
 from __future__ import annotations
 
 import base64
+import binascii
 import time
+from typing import Any
 from urllib.parse import quote
 
+from bot.github import shapes
+from bot.github.answers import malformed
 from bot.github.errors import NotFound
 from bot.github.transport import Transport
 
@@ -26,19 +30,24 @@ class RepositoryEndpoints(Transport):
     _permissions: dict[tuple[str, str, str], tuple[float, str]]
 
     async def repo(self, owner: str, repo: str) -> dict:
-        return await self._json("GET", f"/repos/{owner}/{repo}")
+        return await self._json("GET", f"/repos/{owner}/{repo}", shape=shapes.Named)
 
     async def file_text(self, owner: str, repo: str, path: str) -> tuple[str, str] | None:
         """`(text, blob sha)` of a file on the repository's default branch, None when there is
         none (404). Conditional like every read: an unchanged file is a 304, free of rate limit."""
+        url = f"/repos/{owner}/{repo}/contents/{quote(path)}"
         try:
-            data = await self._json("GET", f"/repos/{owner}/{repo}/contents/{quote(path)}")
+            data = await self._json("GET", url, shape=shapes.Contents | list[Any])
         except NotFound:
             return None
-        if not isinstance(data, dict) or data.get("type") != "file":
-            return None  # a directory of that name: no file
-        raw = base64.b64decode(data.get("content") or "")
-        return raw.decode("utf-8", errors="replace"), str(data.get("sha") or "")
+        if isinstance(data, list) or data["type"] != "file":
+            return None  # a directory, a symlink or a submodule of that name: no file
+        try:
+            # GitHub wraps its base64 in lines; anything else in it is no base64 at all.
+            raw = base64.b64decode("".join((data.get("content") or "").split()), validate=True)
+        except binascii.Error:
+            raise malformed(f"GET {url}", "content is not base64") from None
+        return raw.decode("utf-8", errors="replace"), data["sha"]
 
     async def branch_head(self, owner: str, repo: str, branch: str, *, via: str | None = None) -> str:
         """The head from the branch ref: the PR object's head.sha lags after a push.
@@ -47,7 +56,7 @@ class RepositoryEndpoints(Transport):
         `owner/repo`: a PR's base repository, for the branch of a fork in an account without the
         App (any installation's token reads a public repository; looking the fork's owner up would
         find no installation, and cost an App request each time)."""
-        ref = await self._json("GET", f"/repos/{owner}/{repo}/git/ref/heads/{branch}", repo=via)
+        ref = await self._json("GET", f"/repos/{owner}/{repo}/git/ref/heads/{branch}", shape=shapes.Ref, repo=via)
         return ref["object"]["sha"]
 
     async def conflicting_files(self, owner: str, repo: str, base_ref: str, head_sha: str) -> list[str]:
@@ -60,9 +69,9 @@ class RepositoryEndpoints(Transport):
         files of a comparison. It tells a fixer where to look."""
         base = quote(base_ref, safe="/")
         url = f"/repos/{owner}/{repo}/compare"
-        ours = await self._json("GET", f"{url}/{base}...{head_sha}")
+        ours = await self._json("GET", f"{url}/{base}...{head_sha}", shape=shapes.Comparison)
         merge_base = ours["merge_base_commit"]["sha"]
-        theirs = await self._json("GET", f"{url}/{merge_base}...{base}")
+        theirs = await self._json("GET", f"{url}/{merge_base}...{base}", shape=shapes.Comparison)
         return sorted(_changed_paths(ours) & _changed_paths(theirs))
 
     async def permission(self, owner: str, repo: str, user: str, *, fresh: bool = False) -> str:
@@ -77,7 +86,8 @@ class RepositoryEndpoints(Transport):
         if hit and not fresh and time.monotonic() - hit[0] < PERMISSION_TTL_SECONDS:
             return hit[1]
         try:
-            data = await self._json("GET", f"/repos/{owner}/{repo}/collaborators/{user}/permission")
+            data = await self._json("GET", f"/repos/{owner}/{repo}/collaborators/{user}/permission",
+                                    shape=shapes.Permission)
             level = data.get("role_name") or data.get("permission") or "none"
         except NotFound:
             level = "none"

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from bot.github import shapes
+from bot.github.answers import malformed
 from bot.github.endpoints.checks import CheckEndpoints
 from bot.github.errors import Conflict, NotFound
 
@@ -93,42 +95,52 @@ def threads_mutation(writes: Sequence[ThreadWrite]) -> tuple[str, dict[str, str]
     return f"mutation({', '.join(params)}) {{\n  " + "\n  ".join(fields) + "\n}", variables
 
 
+def _cursor(what: str, page: dict) -> str:
+    """Where the next page of threads starts: a next page without a cursor would read the
+    first page again (and its threads twice), or forever."""
+    if not (cursor := page["pageInfo"]["endCursor"]):
+        raise malformed(what, "pageInfo: hasNextPage without an endCursor")
+    return cursor
+
+
 class ReviewEndpoints(CheckEndpoints):
     """Over the checks: a review state whose checks do not fit its one query reads them by REST."""
 
     async def reviews(self, owner: str, repo: str, number: int) -> list[dict]:
-        return await self._pages(f"/repos/{owner}/{repo}/pulls/{number}/reviews")
+        return await self._pages(f"/repos/{owner}/{repo}/pulls/{number}/reviews", shape=list[shapes.Review])
 
     async def review_threads(self, owner: str, repo: str, number: int, *, after: str | None = None) -> list[dict]:
         """The PR's review threads (those after the cursor `after`, when given)."""
         threads: list[dict] = []
         while True:
             data = await self._graphql(
-                "reviewThreads", _THREADS_QUERY, {"owner": owner, "name": repo, "number": number, "after": after}
+                "reviewThreads", _THREADS_QUERY, {"owner": owner, "name": repo, "number": number, "after": after},
+                shape=shapes.Threads,
             )
-            pr = (data.get("repository") or {}).get("pullRequest")
+            pr = (data["repository"] or {}).get("pullRequest")
             if pr is None:
                 raise NotFound(f"graphql reviewThreads: {owner}/{repo}#{number} not found")
             page = pr["reviewThreads"]
-            threads.extend(t for t in page.get("nodes") or [] if t)
+            threads.extend(t for t in page["nodes"] or [] if t)
             if not page["pageInfo"]["hasNextPage"]:
                 return threads
-            after = page["pageInfo"]["endCursor"]
+            after = _cursor("graphql reviewThreads", page)
 
     async def review_state(self, owner: str, repo: str, number: int, head: str) -> tuple[list[dict], list[dict], dict]:
         """The PR's review threads, and the check runs and commit statuses on `head`, in the
         shapes of `review_threads`, `check_runs` and `combined_status`: one GraphQL request when
         each fits a page, else the rest is read the usual way."""
         data = await self._graphql("reviewState", _REVIEW_STATE_QUERY,
-                                   {"owner": owner, "name": repo, "number": number, "head": head})
-        found = data.get("repository") or {}
+                                   {"owner": owner, "name": repo, "number": number, "head": head},
+                                   shape=shapes.ReviewState)
+        found = data["repository"] or {}
         pr = found.get("pullRequest")
         if pr is None:
             raise NotFound(f"graphql reviewState: {owner}/{repo}#{number} not found")
         page = pr["reviewThreads"]
-        threads = [t for t in page.get("nodes") or [] if t]  # GitHub may send null nodes
+        threads = [t for t in page["nodes"] or [] if t]  # GitHub may send null nodes
         if page["pageInfo"]["hasNextPage"]:
-            threads += await self.review_threads(owner, repo, number, after=page["pageInfo"]["endCursor"])
+            threads += await self.review_threads(owner, repo, number, after=_cursor("graphql reviewState", page))
         commit = found.get("object")
         contexts = ((commit or {}).get("statusCheckRollup") or {}).get("contexts") or {}
         if commit is None or (contexts.get("pageInfo") or {}).get("hasNextPage"):
@@ -149,8 +161,9 @@ class ReviewEndpoints(CheckEndpoints):
         return threads, runs, {"statuses": statuses}
 
     async def requested_reviewers(self, owner: str, repo: str, number: int) -> list[str]:
-        data = await self._json("GET", f"/repos/{owner}/{repo}/pulls/{number}/requested_reviewers")
-        return [u["login"] for u in data.get("users", [])]
+        data = await self._json("GET", f"/repos/{owner}/{repo}/pulls/{number}/requested_reviewers",
+                                shape=shapes.RequestedReviewers)
+        return [u["login"] for u in data["users"]]
 
     async def request_review(self, owner: str, repo: str, number: int, reviewers: list[str], *,
                              look: bool = True, pending: Collection[str] | None = None) -> list[str]:
