@@ -305,7 +305,7 @@ async def breakdown(rt, keys: list[str]) -> None:
 async def bench(args) -> int:
     import httpx
 
-    from bot.engine.checkrun import render
+    from bot.engine.check_summary import render
     from storage.database import Database
     from storage.migrate import migrate
     from tests.serving import make_config

@@ -1,5 +1,5 @@
 """The check run effect: make the `convergebot` check run on the current head say what the row
-says (bot/engine/checkrun.py renders it), finding the run a lost answer may already have
+says (bot/engine/check_summary.py renders it), finding the run a lost answer may already have
 created before creating one; held while the PR has other work in hand."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import timedelta
 import structlog
 
 from bot.effects import outbox
-from bot.engine import checkrun
+from bot.engine import check_summary
 from bot.rules.model import CHECK_RUN_NAME
 from bot.runtime.context import Runtime
 from bot.runtime.workers import Reschedule
@@ -70,7 +70,7 @@ async def hold(rt: Runtime, job: Job, view: PrView) -> bool:
     return True
 
 
-async def sync(rt: Runtime, pr_key: PrKey, job: Job | None = None) -> None:
+async def write_run(rt: Runtime, pr_key: PrKey, job: Job | None = None) -> None:
     """The effect: make the check run on the current head say what the row says. `job`: the
     update's job, which the row read here may `hold` first."""
     key = pr_key
@@ -86,8 +86,8 @@ async def sync(rt: Runtime, pr_key: PrKey, job: Job | None = None) -> None:
         if view is None or not view.pr.head_sha:
             return
         pr, head = view.pr, view.pr.head_sha
-        fields = await checkrun.fields(rt, view)
-        if checkrun.said(rt).get(pr_key) == (head, fields):
+        fields = await check_summary.fields(rt, view)
+        if check_summary.said(rt).get(pr_key) == (head, fields):
             return
         run_id = await _run_on(rt, view, head)
         if run_id is None:
@@ -95,7 +95,7 @@ async def sync(rt: Runtime, pr_key: PrKey, job: Job | None = None) -> None:
                                                        head_sha=head, **fields))["id"]
         else:
             await rt.github.pr(key).update_check_run(run_id, **fields)
-        checkrun.said(rt)[pr_key] = (head, fields)
+        check_summary.said(rt)[pr_key] = (head, fields)
         if pr.check_run_id != run_id and pr.process_key:
             await prs.note_check_run(rt.db, pr_key, pr.process_key, {"check_run_id": run_id, "check_run_head": head})
 
@@ -127,10 +127,10 @@ async def said_in_dry_run(rt: Runtime, pr_key: PrKey) -> str | None:
     view = await prs.get(rt.db, pr_key)
     if view is None or not view.pr.head_sha:
         return None
-    fields = await checkrun.fields(rt, view)
-    checkrun.said(rt)[pr_key] = (view.pr.head_sha, fields)
+    fields = await check_summary.fields(rt, view)
+    check_summary.said(rt)[pr_key] = (view.pr.head_sha, fields)
     return f"set the convergebot check run on {view.pr.head_sha[:7]} to {fields['output']['title']!r}"
 
 
 async def check_run(rt: Runtime, job: Job, p: dict) -> None:
-    await sync(rt, prs.pr_key_of(job), job)
+    await write_run(rt, prs.pr_key_of(job), job)

@@ -20,7 +20,7 @@ from sqlmodel import col
 
 from bot import metrics
 from bot.effects import outbox
-from bot.engine import checkrun, repoconfig, spending
+from bot.engine import check_summary, repoconfig, spending
 from bot.engine.dispatch import queue_progress, requeue
 from bot.engine.escalation import escalate
 from bot.engine.read import findings_of
@@ -257,7 +257,7 @@ async def _refuse(rt: Runtime, pr: PullRequest, attempt: int, entry_head: str | 
         bound.info("fix.stale")
         return
     bound.info("fix.refused", kind=action.kind)
-    await checkrun.publish(rt, pr.pr_key)
+    await check_summary.publish(rt, pr.pr_key)
 
 
 def _pushing(rt: Runtime, repos: tuple[str | None, ...], sha: str) -> None:

@@ -11,7 +11,7 @@ import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.effects import outbox
-from bot.engine import checkrun, repoconfig
+from bot.engine import check_summary, repoconfig
 from bot.engine.dispatch import queue_fixer
 from bot.engine.escalation import escalate
 from bot.engine.read import memory_of, pr_state, round_state, settings_of
@@ -88,7 +88,7 @@ async def _progress_check(rt: Runtime, job: Job) -> None:
         bound.info("progress.lost", kind=outcome.kind)
         return
     bound.info("progress.decided", kind=outcome.kind, reason=outcome.reason, head=head)
-    await checkrun.publish(rt, pr.pr_key)
+    await check_summary.publish(rt, pr.pr_key)
 
 
 async def _open_round(rt: Runtime, job: Job, pk: ProcessKey, n: int, attempt: int,

@@ -10,7 +10,7 @@ import structlog
 
 from bot import metrics
 from bot.effects import outbox
-from bot.engine import checkrun, repoconfig
+from bot.engine import check_summary, repoconfig
 from bot.engine.dispatch import new_attempt, queue_fixer, queue_progress, requeue
 from bot.engine.escalation import escalate, queue_missing
 from bot.engine.merge_stage import MERGE_STATUSES, merge_stage
@@ -94,7 +94,7 @@ async def _step(rt: Runtime, pr_key: PrKey) -> None:
             bound.info("step.ended_outside", outcome=observed.values["outcome"])
             metrics.merged("merge_queue" if pr.merge_group else "merge",
                            observed.values["outcome"] == "merged")  # the bot's merge, seen here
-            await checkrun.publish(rt, pr_key)
+            await check_summary.publish(rt, pr_key)
         return
     # The repository's settings, read (at most once per interval) before anything decides: code
     # below that runs inside a transaction takes them from the process's copy.
@@ -113,7 +113,7 @@ async def _step(rt: Runtime, pr_key: PrKey) -> None:
     pr = pr.model_copy(update=observed.values)  # the row as just written, without reading it back
     if pr.status in MERGE_STATUSES:
         await merge_stage(rt, pr, seen.pr, bound)
-        await checkrun.publish(rt, pr_key)
+        await check_summary.publish(rt, pr_key)
         return
     snap = await read_snapshot(rt, pr, seen.head_sha, list(seen.reviews))
     if (due := snap.replies_due) is not None:  # `snap.threads_settling`
@@ -134,7 +134,7 @@ async def _step(rt: Runtime, pr_key: PrKey) -> None:
             await merge_stage(rt, pr.model_copy(update={"status": Status.WAITING_DEPS, "converged_head": action.head}),
                               seen.pr, bound)
             break
-    await checkrun.publish(rt, pr_key)
+    await check_summary.publish(rt, pr_key)
 
 
 async def _nothing_due(rt: Runtime, view: PrView, observed: Observed, seen: Observation) -> bool:
@@ -159,7 +159,7 @@ async def _nothing_due(rt: Runtime, view: PrView, observed: Observed, seen: Obse
                     now=utcnow(), settings=settings_of(rt, repoconfig.current(rt, pr.repo).config))
     if fresh_review(snap) is not None or not all(isinstance(a, Wait) for a in decide_step(snap).actions):
         return False
-    return checkrun.says(rt, view, rnd)
+    return check_summary.says(rt, view, rnd)
 
 
 class _Lost(Exception):

@@ -52,7 +52,7 @@ class Runtime:
     # The fixer `serve` built from `[fixer]` (None in a process that runs none: the CLI's).
     fixer: Fixer | None = None
     # What this process remembers, each kept by the module named: the check run it last wrote
-    # per PR, (head, fields) (engine/checkrun.py); protected branches' required checks per
+    # per PR, (head, fields) (engine/check_summary.py); protected branches' required checks per
     # (PR, head) (engine/merge_stage.py); repositories whose base takes merges through a queue
     # (engine/merge_queue.py); repositories' own config files (engine/repoconfig.py); the
     # redelivery's state (intake/redelivery.py); the webhook intake and its routing rules

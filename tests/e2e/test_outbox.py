@@ -155,7 +155,7 @@ async def test_two_check_run_updates_at_once_make_one_run(tmp_path, db_url):
         h.rt.check_runs.clear()
         # Slow creates, so both are in flight together unless something serializes them.
         h.sim.inject_fault(r"/check-runs$", method="POST", delay=0.5, count=2)
-        await asyncio.gather(check_run.sync(h.rt, key), check_run.sync(h.rt, key))
+        await asyncio.gather(check_run.write_run(h.rt, key), check_run.write_run(h.rt, key))
         created = [e for e in _ours(h.sim, "check_run_created") if e["head_sha"] == head]
         assert len(created) == 1, created
 
@@ -552,7 +552,7 @@ async def test_an_update_that_finds_the_merge_ended_renders_the_row_the_merge_le
             return await look(*args, **kwargs)
 
         monkeypatch.setattr(jobs, "in_hand", the_merge_ends_first)
-        await check_run.sync(h.rt, key, mine)
+        await check_run.write_run(h.rt, key, mine)
         said = [e["output"]["title"].split(" · ")[0]
                 for e in _ours(h.sim, "check_run_created") + _ours(h.sim, "check_run_updated")
                 if e["head_sha"] == view.pr.head_sha]

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from bot.config import Config
-from bot.engine.checkrun import render
+from bot.engine.check_summary import render
 from bot.engine.repoconfig import RepoConfigError, parse
 from bot.rules.decide import decide_step
 from bot.rules.findings import from_threads, thread_fingerprint
