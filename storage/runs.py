@@ -28,11 +28,11 @@ def new_run(pr_key: PrKey, kind: RunKind = RunKind.CONVERGENCE) -> Run:
     )
 
 
-async def create_run(db: Database, pr_key: PrKey, kind: RunKind = RunKind.CONVERGENCE) -> Run:
-    run = new_run(pr_key, kind)
-    async with db.session() as s:
-        s.add(run)
-    return run
+async def record(session: AsyncSession, run: Run) -> None:
+    """Write a new run in the caller's transaction, the one that points its PR's row at it: a run
+    committed apart from its row is, after a crash between the two, active with no row to drive."""
+    session.add(run)
+    await session.flush()
 
 
 async def end_run(

@@ -101,35 +101,32 @@ async def submit_pr(
                 return SubmitResult(Outcome.STARTED, pr_key, run.process_key)
             return await _lost_race(db, pr_key)
 
-        run = await runs.create_run(db, pr_key)
         old_key = current.pr.process_key
-        try:
-            async with db.session() as s:
-                won = await prs.reopen(
-                    s,
-                    pr_key,
-                    old_process_key=old_key,
-                    new_process_key=run.process_key,
-                    options=_reopen_options(opts),
-                )
-                if won:
-                    await escalations.mark_open_stale(s, pr_key)
-                    await adjudications.invalidate_all(s, pr_key)
-                    if old_key is not None:
-                        await runs.end_run(
-                            None, old_key, RunState.TERMINATED, f"superseded by {run.process_key}", session=s
-                        )
-        except BaseException:
-            # The reopen transaction rolled back, so the row keeps its old terminal shape; the
-            # new run must not stay active or the PR would read as running with nobody driving it.
-            await runs.terminate_run(db, run.process_key, "reopen failed")
-            bound.exception("pr.reopen_failed", process_key=run.process_key)
-            raise
-        if not won:
-            await runs.terminate_run(db, run.process_key, "lost submit race")
+        process_key = await _reopen(db, pr_key, old_key, opts)
+        if process_key is None:
             return await _lost_race(db, pr_key)
-        bound.info("pr.resubmitted", process_key=run.process_key, previous=old_key)
-        return SubmitResult(Outcome.STARTED, pr_key, run.process_key)
+        bound.info("pr.resubmitted", process_key=process_key, previous=old_key)
+        return SubmitResult(Outcome.STARTED, pr_key, process_key)
+
+
+async def _reopen(db: Database, pr_key: PrKey, old_key: ProcessKey | None, opts: SubmitOptions) -> ProcessKey | None:
+    """Move a finished row onto a new run; the run's key, or None if another submitter reopened
+    it first (the compare-and-set matched nothing, and nothing is written).
+
+    The new run, the row reopened onto it and what the old run leaves behind commit together, as
+    a first submit's row and run do: committed apart, a crash between them left a run marked
+    active that no row points at, which nothing would ever end."""
+    run = runs.new_run(pr_key)
+    async with db.session() as s:
+        if not await prs.reopen(s, pr_key, old_process_key=old_key, new_process_key=run.process_key,
+                                options=_reopen_options(opts)):
+            return None
+        await runs.record(s, run)
+        await escalations.mark_open_stale(s, pr_key)
+        await adjudications.invalidate_all(s, pr_key)
+        if old_key is not None:
+            await runs.end_run(None, old_key, RunState.TERMINATED, f"superseded by {run.process_key}", session=s)
+    return run.process_key
 
 
 async def _lost_race(db: Database, pr_key: PrKey) -> SubmitResult:

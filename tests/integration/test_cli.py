@@ -5,16 +5,23 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from bot.intake.submit import submit_pr
 from storage import runs
 from storage.database import Database
+from storage.keys import parse_pr_key
 
-from ..helpers import enroll, finish
+from ..helpers import enroll, finish, until
+from .resubmits import RESUBMIT_WRITES, finished_with_questions, resubmit_state
+
+ROOT = Path(__file__).resolve().parents[2]
 
 KEY = "acme/widgets#7"
 
@@ -79,17 +86,17 @@ def test_submit_status_abandon_round_trip(db_url):
     assert convergebot(db_url, "status", "other/repo#1").returncode == 1
 
 
-# Run `convergebot submit` through bot.surfaces.cli.main after a common start signal, with run creation
-# slowed so that all eight are inside submit_pr at once.
+# Run `convergebot submit` through bot.surfaces.cli.main after a common start signal, with the
+# ownership read and the insert slowed so that all eight are inside submit_pr at once.
 _RACER = """
 import asyncio, os, sys, time
-import storage.runs
-_orig = storage.runs.create_run
-async def slow(*a, **kw):
-    await asyncio.sleep(0.3)
-    return await _orig(*a, **kw)
-storage.runs.create_run = slow
 import storage.prs
+_get = storage.prs.get
+async def slow_get(*a, **kw):
+    view = await _get(*a, **kw)
+    await asyncio.sleep(0.3)
+    return view
+storage.prs.get = slow_get
 _insert = storage.prs.insert_new
 async def slow_insert(*a, **kw):
     await asyncio.sleep(0.3)
@@ -141,3 +148,56 @@ def test_eight_concurrent_submit_processes_leave_one_active_run(db_url, terminal
     active = asyncio.run(_active_runs(db_url))
     assert len(active) == 1
     assert active[0].process_key in started[0]
+
+
+# `convergebot submit` that stops after its n-th write (the statement ran, its transaction open),
+# names the writes so far in a file, and waits there to be SIGKILLed.
+_PARKED = """
+import signal, sys
+from pathlib import Path
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from tests.integration.resubmits import is_write
+n, marker = int(sys.argv[1]), Path(sys.argv[2])
+writes = []
+@event.listens_for(Engine, "after_cursor_execute")
+def park(conn, cursor, statement, *rest):
+    if is_write(statement):
+        writes.append(statement.split(chr(10))[0])
+        if len(writes) == n:
+            written = marker.with_suffix(".part")
+            written.write_text(chr(10).join(writes))
+            written.rename(marker)
+            signal.pause()
+from bot.surfaces.cli import main
+raise SystemExit(main(["submit", sys.argv[3]]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("position", [1, RESUBMIT_WRITES], ids=["after-the-reopen", "before-the-commit"])
+async def test_a_resubmit_killed_between_its_writes_leaves_the_pr_as_it_was_and_no_ghost_run(
+        db, db_url, tmp_path, position):
+    """A `convergebot submit` SIGKILLed in the middle of a resubmit (after the row's reopen, or
+    after every write but before the commit) leaves the finished PR as it was: no run marked
+    active that no row points at, which the API and dashboard would show as running for ever."""
+    old = await finished_with_questions(db, KEY)
+    marker = tmp_path / "parked"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _PARKED, str(position), str(marker), KEY, cwd=ROOT, env=cli_env(db_url),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        async def parked_or_exited() -> bool:
+            return marker.exists() or proc.returncode is not None
+
+        await until("the submit parked after a write", parked_or_exited, timeout=60)
+        assert proc.returncode is None, (await proc.stderr.read()).decode()[-2000:]
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    assert len(marker.read_text().splitlines()) == position
+
+    assert await resubmit_state(db, KEY, old) == "old"
+    assert (await submit_pr(db, parse_pr_key(KEY))).outcome == "started"
+    assert await resubmit_state(db, KEY, old) == "reopened"

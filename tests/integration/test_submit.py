@@ -1,38 +1,46 @@
 """submit_pr guards, on SQLite and PostgreSQL."""
 
 import asyncio
+import contextlib
 import time
 
 import pytest
 from sqlmodel import select
 
-import storage.escalations
 import storage.prs
-import storage.runs
 from bot.intake.submit import PR_LOCKS, SubmitOptions, abandon_pr, submit_pr
 from storage import prs, runs
 from storage.keys import parse_pr_key
+from storage.locks import KeyedLocks
 from storage.models import Adjudication, Escalation, PullRequest, utcnow
 from storage.statuses import ACTIVE, TERMINAL
 
 from ..helpers import enroll, finish, install_history, lock_waiter, read_history, until
+from .resubmits import (
+    RESUBMIT_WRITES,
+    InjectedFault,
+    Writes,
+    finished_with_questions,
+    ghost_runs,
+    resubmit_state,
+)
 
 KEY = "acme/widgets#1"
 
 
-def slow_create_run(monkeypatch, log: list | None = None, delay: float = 0.1):
-    """Widen the window between the ownership read and the reopen, and note who was inside."""
-    original = storage.runs.create_run
+def slow_read(monkeypatch, log: list | None = None, delay: float = 0.1):
+    """Widen the window between submit_pr's ownership read and its write, and note who was inside."""
+    original = storage.prs.get
 
-    async def create_run(db, pr_key, *a, **kw):
+    async def get(db, pr_key):
         start = time.monotonic()
+        view = await original(db, pr_key)
         await asyncio.sleep(delay)
-        run = await original(db, pr_key, *a, **kw)
         if log is not None:
             log.append((pr_key, start, time.monotonic()))
-        return run
+        return view
 
-    monkeypatch.setattr(storage.runs, "create_run", create_run)
+    monkeypatch.setattr(storage.prs, "get", get)
 
 
 async def test_enroll_then_submit_again_is_idempotent(db):
@@ -46,7 +54,7 @@ async def test_enroll_then_submit_again_is_idempotent(db):
 async def test_two_concurrent_submits_for_a_terminal_pr_create_exactly_one_run(db, monkeypatch):
     await enroll(db, KEY)
     old = await finish(db, KEY)
-    slow_create_run(monkeypatch)
+    slow_read(monkeypatch)
     results = await asyncio.gather(*(submit_pr(db, parse_pr_key(KEY)) for _ in range(2)))
     assert sorted(r.outcome for r in results) == ["already_running", "started"]
     all_runs = await runs.runs_for(db, KEY)
@@ -71,7 +79,7 @@ async def test_different_prs_submitted_concurrently_overlap_in_time(db, monkeypa
         await enroll(db, key)
         await finish(db, key)
     inside: list = []
-    slow_create_run(monkeypatch, inside, delay=0.3)
+    slow_read(monkeypatch, inside, delay=0.3)
     results = await asyncio.gather(
         submit_pr(db, parse_pr_key("acme/widgets#1")), submit_pr(db, parse_pr_key("acme/widgets#2"))
     )
@@ -83,7 +91,7 @@ async def test_different_prs_submitted_concurrently_overlap_in_time(db, monkeypa
 async def test_reopen_never_shows_the_new_run_with_the_old_key(db, monkeypatch):
     """Every write to the row, as recorded by a trigger, changes status and key together."""
     await install_history(db)
-    slow_create_run(monkeypatch, delay=0.02)
+    slow_read(monkeypatch, delay=0.02)
     await enroll(db, KEY)
     for cycle in range(3):
         await finish(db, KEY, "converged" if cycle % 2 else "merged")
@@ -110,44 +118,28 @@ async def test_reopen_never_shows_the_new_run_with_the_old_key(db, monkeypatch):
     assert len(first_seen) == 5
 
 
-async def test_failure_during_reopen_terminates_the_new_run_and_keeps_the_row_terminal(db, monkeypatch):
-    await enroll(db, KEY)
-    old = await finish(db, KEY, "merged")
+@pytest.mark.parametrize("position", range(1, RESUBMIT_WRITES + 1))
+async def test_a_resubmit_failing_after_any_of_its_writes_leaves_the_pr_as_it_was_and_no_ghost_run(db, position):
+    """The resubmit's writes are one transaction: a failure after any one of them (the statement
+    ran, the commit had not) leaves the finished PR as it was, not a new run no row points at."""
+    old = await finished_with_questions(db, KEY)
+    fault = Writes(db, fail_after=position)
+    try:
+        with pytest.raises(InjectedFault):
+            await submit_pr(db, parse_pr_key(KEY))
+    finally:
+        fault.remove()
+    assert len(fault.seen) == position
+    assert await resubmit_state(db, KEY, old) == "old"
 
-    async def broken(*a, **kw):
-        raise RuntimeError("database went away")
-
-    monkeypatch.setattr(storage.escalations, "mark_open_stale", broken)
-    with pytest.raises(RuntimeError, match="database went away"):
-        await submit_pr(db, parse_pr_key(KEY))
-
-    view = await prs.get(db, KEY)
-    assert (view.pr.status, view.pr.process_key) == ("merged", old)
-    assert view.derived_status == "merged"
-    new = [r for r in await runs.runs_for(db, KEY) if r.process_key != old]
-    assert len(new) == 1
-    assert (new[0].state, new[0].reason) == ("terminated", "reopen failed")
-
-    monkeypatch.undo()
-    again = await submit_pr(db, parse_pr_key(KEY))
+    counted = Writes(db)
+    try:
+        again = await submit_pr(db, parse_pr_key(KEY))
+    finally:
+        counted.remove()
     assert again.outcome == "started"
-    assert (await prs.get(db, KEY)).derived_status == "converging"
-
-
-async def test_failure_of_the_reopen_write_itself(db, monkeypatch):
-    await enroll(db, KEY)
-    old = await finish(db, KEY)
-
-    async def broken(*a, **kw):
-        raise ConnectionError("lost")
-
-    monkeypatch.setattr(storage.prs, "reopen", broken)
-    with pytest.raises(ConnectionError):
-        await submit_pr(db, parse_pr_key(KEY))
-    assert (await prs.get(db, KEY)).pr.process_key == old
-    assert [r.state for r in await runs.runs_for(db, KEY)] == ["completed", "terminated"]
-    monkeypatch.undo()
-    assert (await submit_pr(db, parse_pr_key(KEY))).outcome == "started"
+    assert await resubmit_state(db, KEY, old) == "reopened"
+    assert len(counted.seen) == RESUBMIT_WRITES, "a write of the resubmit no position tries"
 
 
 async def test_keyless_active_row_is_resubmittable(db):
@@ -223,12 +215,10 @@ async def test_an_enrollment_for_new_prs_only_starts_a_new_pr_and_leaves_a_stopp
 @pytest.mark.parametrize("terminal", [False, True], ids=["new", "terminal"])
 async def test_two_processes_racing_one_pr_leave_one_active_run(db, monkeypatch, terminal):
     """Separate lock registries stand for separate processes: only the CAS writes decide."""
-    from storage.locks import KeyedLocks
-
     if terminal:
         await enroll(db, KEY)
         await finish(db, KEY)
-    slow_create_run(monkeypatch)
+    slow_read(monkeypatch)
     results = await asyncio.gather(
         *(submit_pr(db, parse_pr_key(KEY), locks=KeyedLocks()) for _ in range(4))
     )
@@ -273,12 +263,59 @@ class ReadGate:
 
 async def _submit_in_two_processes(db, gate: ReadGate):
     """Two submit_pr calls with separate lock registries (two processes), both past their read."""
-    from storage.locks import KeyedLocks
-
     tasks = [asyncio.create_task(submit_pr(db, parse_pr_key(KEY), locks=KeyedLocks())) for _ in range(2)]
     await gate.wait_all_read()
     gate.release()
     return await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
+
+
+class ArrivingLocks(KeyedLocks):
+    """A lock registry that counts the submits that came to it, held or waiting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = 0
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str):
+        self.arrived += 1
+        async with super().hold(key):
+            yield
+
+
+async def test_a_second_submit_in_one_process_waits_for_the_first_and_sends_no_reopen(db, monkeypatch):
+    """The reopen's compare-and-set alone lets one of two submits win; the per-PR lock is what
+    keeps the second, in the same process, from sending a reopen that must lose: it waits, then
+    reads the first one's run and answers already running without a write."""
+    await enroll(db, KEY)
+    old = await finish(db, KEY)
+    gate = ReadGate(monkeypatch, 2)
+    locks = ArrivingLocks()
+    writes = Writes(db)
+    try:
+        first = asyncio.create_task(submit_pr(db, parse_pr_key(KEY), locks=locks))
+
+        async def first_read() -> bool:
+            return len(gate.views) == 1
+
+        async def second_waits_or_read() -> bool:
+            return locks.arrived == 2 or len(gate.views) == 2
+
+        await until("the first submit's read", first_read)
+        second = asyncio.create_task(submit_pr(db, parse_pr_key(KEY), locks=locks))
+        await until("the second submit waiting for the PR, or past its read", second_waits_or_read)
+        gate.release()
+        results = await asyncio.wait_for(asyncio.gather(first, second), timeout=60)
+    finally:
+        writes.remove()
+
+    assert [r.outcome for r in results] == ["started", "already_running"]
+    assert results[1].process_key == results[0].process_key
+    assert [(r.process_key, r.state) for r in await runs.runs_for(db, KEY)] == [
+        (old, "completed"), (results[0].process_key, "active")]
+    assert await ghost_runs(db) == []
+    sent = [w for w in writes.seen if w.lstrip().upper().startswith("UPDATE PULL_REQUESTS")]
+    assert len(sent) == 1, "the second submit sent a reopen"
 
 
 async def test_two_processes_submitting_a_new_pr_both_read_no_row_and_one_run_starts(db, monkeypatch):
@@ -320,10 +357,9 @@ async def test_two_processes_reopening_a_converging_row_with_no_live_run_start_o
     winner = next(r for r in results if r.outcome == "started")
     view = await prs.get(db, KEY)
     assert (view.pr.process_key, view.pr.status, view.run_state) == (winner.process_key, "converging", "active")
-    new = [r for r in await runs.runs_for(db, KEY) if r.process_key != old]
-    assert len(new) == 2
-    loser_run = next(r for r in new if r.process_key != winner.process_key)
-    assert (loser_run.state, loser_run.reason) == ("terminated", "lost submit race")
+    # The loser's reopen matched nothing, and its transaction wrote nothing: no run of its own.
+    new = [r.process_key for r in await runs.runs_for(db, KEY) if r.process_key != old]
+    assert new == [winner.process_key]
 
 
 async def test_a_run_cannot_move_its_row_on_once_its_terminal_status_is_written(db):
@@ -345,10 +381,11 @@ async def test_a_run_still_active_whose_key_left_the_row_cannot_write_it(db):
     """A superseded run whose end is not written yet still reads `active`: the key on the row,
     not the run's state alone, decides who may write."""
     old = await enroll(db, KEY)
-    new = await runs.create_run(db, KEY)
+    new = runs.new_run(parse_pr_key(KEY))
     async with db.session() as s:
         assert await prs.reopen(s, KEY, old_process_key=old,
                                 new_process_key=new.process_key, options={})
+        await runs.record(s, new)
     assert (await runs.get_run(db, old)).state == "active"
 
     assert not await prs.fenced_update(db, KEY, old, {"status": "abandoned", "outcome": "straggler"})
