@@ -10,7 +10,13 @@ import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from bot.redact import hide_secrets
+
 _SECRET_WORDS = ("token", "secret", "password", "private_key", "authorization")
+# The keys a line carries an exception's text under (`error=str(e)`): such text may hold a token
+# or a credentialed URL (git's, GitHub's), hidden from the value itself. Other values are the
+# bot's own words, not scanned: a line costs no more than it did.
+_TEXT_KEYS = frozenset({"error", "detail", "message"})
 
 
 @functools.lru_cache(maxsize=4096)  # the same few dozen keys, line after line
@@ -20,9 +26,11 @@ def _secret(key: str) -> bool:
 
 
 def _redact(_logger: WrappedLogger, _name: str, event: EventDict) -> EventDict:
-    for key in event:
+    for key, value in event.items():
         if _secret(key):
             event[key] = "***"
+        elif key in _TEXT_KEYS and isinstance(value, str):
+            event[key] = hide_secrets(value)
     return event
 
 

@@ -15,6 +15,7 @@ from sqlmodel import col, select
 from bot.effects import outbox
 from bot.engine import write_budget as budget
 from bot.engine.read import NONE, Dependencies, dependencies_of
+from bot.redact import shown
 from storage import agent_attempts, commands, escalations, jobs, rounds, runs
 from storage.database import Database
 from storage.keys import ProcessKey
@@ -232,9 +233,11 @@ def _answer_comment(e: Escalation, answers: list[Command]) -> int | None:
 
 
 def job_json(job: Job) -> dict:
+    # The API and the PR page are unauthenticated: a failure shows its kind and a short message,
+    # never the paths, tokens or credentialed URLs its text may hold (the log has all of it).
     return {"id": job.id, "kind": job.kind, "status": job.status, "round": job.round_no,
             "attempts": job.attempts, "max_attempts": job.max_attempts, "created_at": _iso(job.created_at),
-            "run_at": _iso(job.run_at), "finished_at": _iso(job.finished_at), "last_error": job.last_error}
+            "run_at": _iso(job.run_at), "finished_at": _iso(job.finished_at), "last_error": shown(job.last_error)}
 
 
 def effect_json(job: Job) -> dict:

@@ -49,3 +49,18 @@ def test_enabled_answers_as_the_configured_level_filters():
         for name in ("debug", "info", "warning"):
             assert enabled(getattr(logging, name.upper())) == (f"line.{name}" in written), (level, name)
     configure_logging("info", "json", stream=io.StringIO())
+
+
+def test_an_errors_token_and_credentialed_url_are_hidden_from_its_line():
+    """A git or GitHub failure's text may carry the token git was given; the line keeps the
+    rest of it (the path, the status) for the operator."""
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    token = "ghs_16C7e42F292c6912E7710c838347Ae178B4a"
+    structlog.get_logger("t").warning(
+        "job.error", error=f"GitError: unable to access 'https://x-access-token:{token}@github.com/a/b.git/': 403 "
+                           "in /srv/bot/clone", detail=f"Authorization: token {token}", pr_key="a/b#1")
+    (line,) = (json.loads(text) for text in out.getvalue().splitlines())
+    assert token not in out.getvalue() and "x-access-token" not in out.getvalue()
+    assert line["error"] == "GitError: unable to access 'https://github.com/a/b.git/': 403 in /srv/bot/clone"
+    assert line["detail"] == "Authorization: token ***" and line["pr_key"] == "a/b#1"

@@ -120,7 +120,10 @@ JOB_FIELDS = {"id": {"type": "integer"}, "kind": {"type": "string"},
               "status": {"type": "string", "description": "queued, running, done, failed, dropped, or a "
                                                           "newer state, given as stored."},
               "round": INT, "attempts": {"type": "integer"}, "max_attempts": {"type": "integer"},
-              "created_at": TIME, "run_at": TIME, "finished_at": TIME, "last_error": STR}
+              "created_at": TIME, "run_at": TIME, "finished_at": TIME,
+              "last_error": _nullable("string", description="Why the last try failed: its kind and a short "
+                                      "message, without tokens, credentials in URLs or the server's paths "
+                                      "(the log has the whole text).")}
 JOB = _obj(JOB_FIELDS)
 EFFECT = _obj({**JOB_FIELDS, "effect": {"type": "string"},
                "dry_run": {"type": "boolean", "description": "Recorded in a dry run, not performed."},
