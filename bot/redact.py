@@ -20,9 +20,9 @@ _TOKENS = re.compile(
 _USERINFO = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@'\"]+@")
 _QUERY_SECRET = re.compile(r"(?i)([?&](?:access_token|token|key|secret|password|sig|signature)=)[^&\s'\"]+")
 # An absolute path of the machine (`/home/bot/...`, `~/x`, `C:\x`), but not an API route after
-# its method (`GET /repos/...`) nor a URL's path (`github.com/acme`): a slash with no word,
-# dot, colon or slash before it.
-_PATH = re.compile(r"(?<![\w.:/~\\-])(?:~?/|[A-Za-z]:\\)[\w.@+~%/\\-]*[\w.@+~%-]")
+# its method (`GET /repos/...`) nor a URL's path (`github.com/acme`) nor a closing tag: a slash
+# with no word, dot, colon, slash or `<` before it.
+_PATH = re.compile(r"(?<![\w.:/~\\<-])(?:~?/|[A-Za-z]:\\)[\w.@+~%/\\-]*[\w.@+~%-]")
 _ROUTE = re.compile(r"\b(?:GET|HEAD|POST|PUT|PATCH|DELETE) $")
 # The exception's class as `format_exception_only` writes it: `bot.github.errors.Malformed: ...`.
 _KIND = re.compile(r"([A-Za-z_][\w.]*\.)?([A-Z]\w*): (.*)", re.DOTALL)

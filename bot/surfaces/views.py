@@ -15,7 +15,7 @@ from sqlmodel import col, select
 from bot.effects import outbox
 from bot.engine import write_budget as budget
 from bot.engine.read import NONE, Dependencies, dependencies_of
-from bot.redact import shown
+from bot.redact import scrub, shown
 from storage import agent_attempts, commands, escalations, jobs, rounds, runs
 from storage.database import Database
 from storage.keys import ProcessKey
@@ -172,7 +172,7 @@ def agent_json(attempts: Sequence[AgentAttempt]) -> dict:
         "input_tokens": sum(a.input_tokens for a in attempts),
         "output_tokens": sum(a.output_tokens for a in attempts),
         "seconds": round(sum(a.seconds for a in attempts), 1),
-        "failures": [a.failure for a in reversed(attempts) if a.failure],
+        "failures": [scrub(a.failure) for a in reversed(attempts) if a.failure],
     }
 
 
@@ -188,7 +188,7 @@ def round_json(r: Round, effects: list[Job], spent: Sequence[AgentAttempt] = ())
         "review_id": r.review_id,
         "findings_count": len(findings),
         "findings": findings,
-        "summary": r.summary,
+        "summary": scrub(r.summary) if r.summary else r.summary,  # a husk's is its failure's text
         "fixer": r.fixer,
         "verdict": r.verdict,
         "question": r.question,

@@ -1,6 +1,6 @@
 """A failed job's text, as the unauthenticated API and PR page show it: its kind and a short
 message, never a path of the machine, a token or a credentialed URL; the log keeps the whole text
-with its secrets hidden."""
+with its secrets hidden. A fixer run's failure, its round's summary, is shown scrubbed alike."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from structlog.testing import capture_logs
 
 from bot.fixers.git import GitError
 from bot.runtime.workers import PoolSettings, WorkerPool
-from storage import jobs
+from storage import jobs, rounds
 
 from ..helpers import enroll
 from ..serving import make_config, serving
@@ -21,7 +21,10 @@ FAILURE = (f"git push failed: fatal: unable to access 'https://x-access-token:{T
 
 
 async def test_a_failed_jobs_path_token_and_credentialed_url_are_shown_to_no_one(db):
-    await enroll(db, KEY)
+    pk = await enroll(db, KEY)
+    async with db.session() as s:  # a fixer run that never finished: its summary is the failure
+        await rounds.start(s, KEY, pk, 1, "a" * 40)
+        await rounds.update_round(s, KEY, pk, 1, {"verdict": "addressed", "summary": FAILURE})
     job_id, _ = await jobs.enqueue(db, "probe", "probe:1", pr_key=KEY, max_attempts=1)
 
     async def push(job):
@@ -45,3 +48,6 @@ async def test_a_failed_jobs_path_token_and_credentialed_url_are_shown_to_no_one
     for shown in (detail.text, page.text):
         assert TOKEN not in shown and "x-access-token" not in shown and "/var/lib/convergebot" not in shown
     assert "GitError: git push failed" in page.text and "bot.fixers.git" not in page.text
+    (shown_round,) = detail.json()["rounds"]
+    assert shown_round["summary"] == ("git push failed: fatal: unable to access 'https://github.com/acme/widgets.git/': "
+                                      "The requested URL returned error: 403 (in <path>, with Authorization: Bearer ***)")

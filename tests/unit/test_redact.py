@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.redact import SHOWN_CHARS, hide_secrets, shown
+from bot.redact import SHOWN_CHARS, hide_secrets, scrub, shown
 
 TOKEN = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
 
@@ -38,3 +38,8 @@ def test_a_long_message_is_cut():
 
 def test_hiding_secrets_keeps_paths_for_the_operator():
     assert hide_secrets(f"push https://u:{TOKEN}@h.example/r.git in /srv/clone") == "push https://h.example/r.git in /srv/clone"
+
+
+def test_markup_and_links_in_a_summary_stay_as_written():
+    text = "Fixed <b>it</b>, see [docs](https://example.com/docs/a) and /tmp/clone/app.py"
+    assert scrub(text) == "Fixed <b>it</b>, see [docs](https://example.com/docs/a) and <path>"
