@@ -142,7 +142,7 @@ events.listen(_committed)
 
 
 def github_request(what: str, answer: Any) -> None:
-    """One request `GitHubClient._call` sent (`what`: its description), by the status GitHub
+    """One request `Transport._call` sent (`what`: its description), by the status GitHub
     answered: `answer` is the githubkit response, the failed request's httpx response, or a
     word when there was none."""
     method, route = request_of(what)

@@ -7,8 +7,6 @@ from __future__ import annotations
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-DEFAULT_URL = "sqlite+aiosqlite:///./convergebot.db"
-
 
 class UnsupportedURL(ValueError):
     """`database.url` names no backend this project runs on, or does not parse."""

@@ -1,7 +1,7 @@
 """What the process knows of its way to GitHub, for /readyz: whether GitHub rejected the
 credentials, and since when no request has been answered at all.
 
-Told by the client after every call (`GitHubClient._call`). Any answer GitHub gives, even a 404
+Told by the client after every call (`Transport._call`). Any answer GitHub gives, even a 404
 or a 409, shows it is reachable and takes the credentials; a 401 says it rejects them; a 5xx, a
 timeout or a connection that fails says nothing answered. A rate limit is an answer.
 """

@@ -77,7 +77,7 @@ def route_of(url: str) -> str:
 
 
 def request_of(what: str) -> tuple[str, str]:
-    """(method, route) of a `GitHubClient._call` description: `GET /repos/...` or `graphql op`."""
+    """(method, route) of a `Transport._call` description: `GET /repos/...` or `graphql op`."""
     method, _, url = what.partition(" ")
     if method == "graphql":
         return "POST", "/graphql"
