@@ -14,7 +14,7 @@ from .errors import Unprocessable
 FAULT_STATUSES = (401, 403, 404, 405, 429, 500, 502, 503)
 
 # What `rewrite` makes of an answer's body (docs/simulator.md, "Request faults").
-REWRITES = ("html", "truncated", "empty", "missing", "wrong_types", "null_nodes", "bad_base64")
+REWRITES = ("html", "truncated", "empty", "missing", "wrong_types", "null_nodes", "bad_base64", "next_loop")
 HTML = "text/html; charset=utf-8"
 HTML_PAGE = (b"<!DOCTYPE html>\n<html><head><title>Unicorn! &middot; GitHub</title></head>"
              b"<body><h1>No server is currently available to service your request.</h1></body></html>\n")
@@ -99,7 +99,8 @@ def rewritten(kind: str, body: bytes, media_type: str) -> tuple[bytes, str]:
       and a PR its `head`, which loses `ref` and `sha`;
     - `wrong_types`: every string, number and boolean of another type (nulls stay);
     - `null_nodes`: every element of every list null;
-    - `bad_base64`: every `content` string (a file's, base64) not base64.
+    - `bad_base64`: every `content` string (a file's, base64) not base64;
+    - `next_loop`: the body as it is, under a `Link: rel="next"` back to the page itself.
 
     A body that is not JSON (an answer without one) is left as it is for the JSON kinds."""
     if kind == "html":
@@ -108,6 +109,8 @@ def rewritten(kind: str, body: bytes, media_type: str) -> tuple[bytes, str]:
         return body[: len(body) // 2], media_type
     if kind == "empty":
         return b"", media_type
+    if kind == "next_loop":
+        return body, media_type  # the gateway sets the Link header
     try:
         data = json.loads(body)
     except ValueError:

@@ -236,7 +236,12 @@ class Gateway(Generic[S]):
             # Rewritten before the ETag is made, as a server sends what it tags: a revalidation
             # of the faithful answer is then answered with the rewritten one, not a 304.
             body, media_type = rewritten(fault.rewrite, body, media_type)
-        if method == "GET" and status == 200:
+            if fault.rewrite == "next_loop":
+                headers["Link"] = f'<{request.url}>; rel="next"'
+        looping = fault is not None and fault.rewrite == "next_loop"
+        # A looping page is not tagged: its body is the faithful one, and a cache that kept it
+        # would give its bad link to the next revalidation too.
+        if method == "GET" and status == 200 and not looping:
             headers["ETag"] = _etag(body)
             if _matches(request.headers.get("if-none-match"), headers["ETag"]):
                 # A revalidation that hits costs nothing against the rate limit, as on GitHub.

@@ -400,12 +400,17 @@ class Transport:
         repo = repo_of_path(url)
         query: dict[str, Any] | None = {"per_page": 100, **(params or {})}
         pages = 0
+        read: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
         while next_url and (max_pages is None or pages < max_pages):
             pages += 1
             raw = await self._request("GET", next_url, repo=repo, params=query)
+            read.add(_page_of(raw.request.url))
             page = checked(f"GET {next_url}", decoded(f"GET {next_url}", raw), shape)
             items.extend(page if isinstance(page, list) else [page])
             next_url = raw.links.get("next", {}).get("url")
+            if next_url is not None and _page_of(httpx.URL(next_url)) in read:
+                # A next link back to a page read already would be followed for ever.
+                raise malformed(f"GET {url}", "a next link to a page already read")
             query = None  # the next link carries the query already
         return items
 
@@ -414,3 +419,8 @@ class Transport:
         """Mutations on one PR are serial; different PRs proceed in parallel."""
         async with self._pr_mutations.hold(pr_key):
             yield
+
+
+def _page_of(url: httpx.URL) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """Which page a URL asks for, however its query is spelled (`:` or `%3A`, in any order)."""
+    return url.path, tuple(sorted(url.params.multi_items()))

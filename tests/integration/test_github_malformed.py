@@ -101,6 +101,9 @@ READS: dict[str, tuple[str, str, Read]] = {
 
 # Each read's entries are checked by its caller, one by one (`bot/intake/redelivery.py`).
 ENTRIES_READ_BY_THE_CALLER = {"hook_deliveries"}
+# The reads that follow `Link: rel="next"`.
+PAGED = {"check_runs", "installation_repositories", "issue_comments", "open_pulls", "reviews", "repo_comments",
+         "repo_review_comments"}
 # What no read can take for GitHub's answer.
 NEVER_READ = ("html", "truncated", "empty")
 
@@ -139,6 +142,9 @@ async def test_every_read_returns_what_github_documents_or_is_malformed(simulato
         assert malformed == set(READS) - ENTRIES_READ_BY_THE_CALLER
     elif kind == "bad_base64":
         assert malformed == {"file_text"}
+    elif kind == "next_loop":
+        # A paged read would follow the link back for ever; the others read no Link header.
+        assert malformed == PAGED, malformed
     elif kind == "missing":
         # The outermost objects (the answer, a list's items) keep their own fields: the reads of
         # only those fields go on.
