@@ -192,6 +192,10 @@ class MergeConfig(_Section):
     # GitHub computes mergeability lazily: "unknown" is re-read with a growing delay, and
     # escalated ("mergeability stalled") once it lasts this long.
     mergeability_timeout_seconds: float = Field(600.0, gt=0)
+    # A required check that has not reported on the head this long after the wait on that head
+    # began (a workflow without the trigger, a push that starts no workflow, a CI outage)
+    # escalates once, naming it, instead of holding the PR for ever.
+    checks_timeout_seconds: float = Field(3600.0, gt=0)
 
 
 class BudgetConfig(_Section):

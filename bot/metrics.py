@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -128,6 +128,9 @@ WEBHOOK_TO_ACTION = Histogram(
     "started after it, in the same process",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
 PRS = Gauge("convergebot_prs", "PRs by status, counted at each scrape", ["status"])
+OLDEST_WAIT = Gauge("convergebot_oldest_wait_seconds",
+                    "The longest any active PR has waited, by what it waits on (bot/rules/waiting.py), "
+                    "at each scrape; 0 where none waits so", ["kind"])
 
 _ON_COMMIT = {"round_started": ROUNDS, "escalated": ESCALATIONS}
 
@@ -199,3 +202,9 @@ async def count_prs(db: Database) -> None:
         PRS.labels(status.value).set(counts.pop(status.value, 0))
     for other, n in counts.items():
         PRS.labels(other).set(n)
+
+
+def oldest_waits(kinds: Iterable[str], ages: Mapping[str, float]) -> None:
+    """`convergebot_oldest_wait_seconds`: each kind's oldest wait in seconds (0 where none)."""
+    for kind in kinds:
+        OLDEST_WAIT.labels(kind).set(ages.get(kind, 0.0))

@@ -179,6 +179,13 @@ class PullRequestNode:
     async def baseRefOid(self, info) -> str:
         return (await self._sim.heads(self._repo, self._pr)).base
 
+    def baseRef(self, info) -> dict:
+        """The base branch and the rule protecting it: branch protection's required checks
+        (`set_required_checks`), named whether or not they ever reported on a commit."""
+        names = self._repo.required_checks
+        rule = {"pattern": self._pr.base_ref, "requiredStatusCheckContexts": list(names)} if names else None
+        return {"name": self._pr.base_ref, "refUpdateRule": rule}
+
     async def reviewThreads(self, info, first=None, after=None, last=None, before=None) -> dict:
         head = await self._sim.head_sha(self._repo, self._pr)
         threads = await self._sim.threads_of(self._repo, self._pr)

@@ -194,12 +194,23 @@ type PullRequest {
   headRefOid: GitObjectID!
   baseRefName: String!
   baseRefOid: GitObjectID!
+  baseRef: Ref
   author: Actor
   reviewThreads(first: Int, after: String, last: Int, before: String): PullRequestReviewThreadConnection!
   reviews(first: Int, after: String, last: Int, before: String): PullRequestReviewConnection
   isMergeQueueEnabled: Boolean!
   isInMergeQueue: Boolean!
   mergeQueueEntry: MergeQueueEntry
+}
+
+type Ref {
+  name: String!
+  refUpdateRule: RefUpdateRule
+}
+
+type RefUpdateRule {
+  pattern: String!
+  requiredStatusCheckContexts: [String]
 }
 
 enum MergeQueueEntryState { AWAITING_CHECKS LOCKED MERGEABLE QUEUED UNMERGEABLE }

@@ -29,6 +29,8 @@ KIND_TITLES = {
     "blocked": "The fixer is blocked",
     "churn": "Review churn",
     "merge": "Cannot merge",
+    "checks_missing": "Required checks have not reported",
+    "review_checks": "Required checks have not reported",
     "runaway": "Paused: too many writes",
     "fork": "Not fixed here: the branch is in a fork",
     "agent_budget": "Paused: the agent's budget is spent",

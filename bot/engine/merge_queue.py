@@ -22,7 +22,8 @@ import structlog
 from bot.engine.dispatch import requeue
 from bot.engine.merge_rounds import queue_removed
 from bot.github.errors import GitHubError, RateLimited
-from bot.rules.merge import FailedCheck, code, failed_checks
+from bot.rules.merge import FailedCheck, failed_checks
+from bot.rules.words import code
 from bot.runtime.context import Runtime
 from storage import prs
 from storage.keys import PrKey, ProcessKey

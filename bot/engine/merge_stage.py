@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,10 +23,12 @@ from bot.rules.merge import (
     FailedCheck,
     MergeStep,
     MergeView,
+    checks_wait_began,
     decide_merge,
     failed_checks,
     find_cycle,
     parse_dependencies,
+    unreported,
 )
 from bot.rules.model import Escalate
 from bot.runtime.context import Runtime
@@ -109,7 +111,7 @@ async def _read_view(rt: Runtime, pr: PullRequest, gh_pr: dict, now: datetime) -
     )
     if (pr.status == Status.WAITING_MERGE and pr.head_sha == pr.converged_head
             and (pr.merge_approved or not rt.config.merge.require_approval)):
-        view = await _merge_blockers(rt, pr, gh_pr, view)
+        view = await _merge_blockers(rt, pr, gh_pr, view, now)
     return view
 
 
@@ -126,6 +128,9 @@ async def _record(rt: Runtime, pr: PullRequest, step: MergeStep, view: MergeView
         if step.kind in ("wait", "wait_unknown"):
             won = await prs.fenced_update(None, pr.pr_key, pk, {"last_action": step.reason, **unknown},
                                           **fence, session=s)
+            if won and (due := _checks_due(view)) is not None and due > 0:
+                # Nothing on GitHub changes when a check never reports: look again at the deadline.
+                await requeue(s, pr.pr_key, "checks_timeout", delay_seconds=due)
             if won and step.kind == "wait_unknown":
                 # GitHub computes mergeability after a read asks for it: look again soon, then
                 # less often (the delay grows with the wait), until the stall escalates.
@@ -167,7 +172,15 @@ async def _record(rt: Runtime, pr: PullRequest, step: MergeStep, view: MergeView
     return None
 
 
-async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: MergeView) -> MergeView:
+def _checks_due(view: MergeView) -> float | None:
+    """Seconds until the wait for required checks without a result times out, if it is one."""
+    if not (view.pending_checks or view.unreported_checks) or view.now is None or view.checks_since is None:
+        return None
+    return max(0.0, (view.checks_since + view.checks_timeout - view.now).total_seconds())
+
+
+async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: MergeView,
+                          now: datetime) -> MergeView:
     """What the decision needs beyond the PR, read only when its state calls for it: the failing
     checks of a blocked (or, with `required_checks`, unstable) PR, the files of a dirty one, and
     the fix rounds the run already spent on either."""
@@ -180,14 +193,20 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
         runs_, status = await asyncio.gather(rt.github.pr(key).check_runs(head),
                                              rt.github.pr(key).combined_status(head))
         failing, pending = failed_checks(runs_, status, required)
-        if not required and (failing or pending):
+        names: Collection[str] = required
+        if not required and (failing or pending or state == "blocked"):
             # No `required_checks` configured: branch protection says which of them block (a
-            # failing check it does not require is not what keeps the PR `blocked`).
+            # failing check it does not require is not what keeps the PR `blocked`), and which
+            # have not reported at all.
             protected = await _protected(rt, key, pr.pr_key, head)
             if protected is not None:
                 failing = tuple(c for c in failing if c.name in protected)
                 pending = tuple(n for n in pending if n in protected)
-        view = replace(view, failing_checks=failing, pending_checks=pending)
+                names = protected
+        view = replace(view, failing_checks=failing, pending_checks=pending,
+                       unreported_checks=unreported(runs_, status, names), now=now,
+                       checks_since=checks_wait_began(pr.waiting_since, pr.merge_budget_since),
+                       checks_timeout=timedelta(seconds=rt.config.merge.checks_timeout_seconds))
         if failing:
             view = replace(view, ci_rounds=await rounds.count_kind(rt.db, pr.pr_key, pk, RoundKind.CI,
                                                                    since))

@@ -52,6 +52,7 @@ def settings_of(rt: Runtime, config: Config | None = None) -> Settings:
         bot_login=rt.config.github.bot_login,
         churn_rounds=c.churn_rounds,
         block_on=c.block_on,
+        checks_timeout=timedelta(seconds=rt.config.merge.checks_timeout_seconds),
     )
 
 

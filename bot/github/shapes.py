@@ -317,8 +317,21 @@ class RequiredCommit(_Shape):
     statusCheckRollup: RequiredRollup | None = None
 
 
+class RequiredRule(_Shape):
+    requiredStatusCheckContexts: list[str | None] | None = None
+
+
+class RequiredRef(_Shape):
+    refUpdateRule: RequiredRule | None = None
+
+
+class RequiredPull(_Shape):
+    baseRef: RequiredRef | None = None
+
+
 class RepositoryRequired(_Shape):
     object: RequiredCommit | None
+    pullRequest: RequiredPull | None = None
 
 
 class RequiredChecks(_Shape):

@@ -39,6 +39,7 @@ from bot.rules.model import (
     Wait,
 )
 from bot.rules.reviewers import Reviewer
+from bot.rules.words import code, took
 from storage.statuses import TERMINAL, Status
 
 
@@ -193,17 +194,21 @@ def _stalled(s: Snapshot) -> tuple[Reviewer, ...] | None:
     return late or None
 
 
-def _took(td: timedelta) -> str:
-    seconds = int(td.total_seconds())
-    return f"{seconds // 60} minutes" if seconds >= 60 else f"{seconds} seconds"
-
-
 def _stalled_question(s: Snapshot, head: str, late: tuple[Reviewer, ...]) -> str:
     if not late:
         return (f"No review of {head[:7]} arrived within {_minutes(s.settings.review_wait_timeout)} "
                 "minutes. Request one by hand, or answer to continue.")
-    names = ", ".join(f"`{r.login}` (within {_took(reviewer_timeout(r, s.settings))})" for r in late)
+    names = ", ".join(f"`{r.login}` (within {took(reviewer_timeout(r, s.settings))})" for r in late)
     return (f"No review of {head[:7]} arrived from {names}. Request one by hand, or answer to continue.")
+
+
+def _checks_overdue(s: Snapshot, head: str) -> Escalate:
+    """A clean review whose required checks have not reported within the timeout, counted from
+    the round's wait on this head: asked once (the answer starts the wait again)."""
+    names = ", ".join(code(n) for n in s.checks.pending)
+    return Escalate("review_checks", f"The review of {head[:7]} is clean, but the required checks {names} have not "
+                    f"reported within {took(s.settings.checks_timeout)}. Answer once they run, and the review "
+                    "of the head is asked for again.", fingerprint("review_checks", head, *s.checks.pending))
 
 
 def decide_step(s: Snapshot) -> Decision:
@@ -250,6 +255,8 @@ def decide_step(s: Snapshot) -> Decision:
         keep = check_findings(s, s.head)
         if not keep:
             if s.checks.state == "pending":
+                if s.now >= (pr.waiting_since or s.now) + s.settings.checks_timeout:
+                    return Decision((_checks_overdue(s, s.head),))
                 return Decision((Wait("review is clean; waiting for required checks"),))
             if s.open_escalations:
                 return Decision((Wait("an escalation is still open"),))

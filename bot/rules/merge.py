@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.rules.findings import fingerprint
 from bot.rules.model import CHECK_RUN_NAME, FAILED_CONCLUSIONS, Finding
+from bot.rules.words import code, took
 from storage.keys import PrKey, try_parse_pr_key
 from storage.statuses import RoundKind, Status
 
 DEPENDS_ON = re.compile(r"^\s*depends[- ]on\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
 MERGEABLE_NOW = {"clean", "unstable", "has_hooks"}
+# How a wait of the merge stage begins its `last_action`, where what follows names what it waits
+# on: `bot/rules/waiting.py` reads them back.
+CHECKS_RUNNING = "blocked: required checks still running: "
+CHECKS_UNREPORTED = "blocked by branch protection: required checks have not reported: "
+AWAITING_APPROVAL = "waiting for `/converge merge`"
 
 
 def parse_dependencies(body: str | None, own_repo: str) -> list[PrKey]:
@@ -83,6 +89,12 @@ class MergeView:
     merge_tries: int = 0  # merges (or enqueues) already queued by the run, none of which merged
     merge_attempts: int = 5
     last_action: str | None = None  # what the row says of the last try
+    # Required checks with no run or status on the head at all, and the clock of the wait for
+    # them: `checks_since` is when the wait on this head began (`checks_wait_began`).
+    unreported_checks: tuple[str, ...] = ()
+    now: datetime | None = None
+    checks_since: datetime | None = None
+    checks_timeout: timedelta = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -93,12 +105,6 @@ class MergeStep:
     reason: str = ""
     round_kind: str | None = None  # fix_round: conflict | ci
     escalation: str = "merge"  # escalate: the escalation's kind
-
-
-def code(text: str) -> str:
-    """`text` as a Markdown code span that cannot be broken out of: a file path or a check name
-    is chosen by whoever pushed or posted it, and in a code span an @-mention mentions nobody."""
-    return "`" + " ".join(text.replace("`", "'").split())[:200] + "`"
 
 
 def _files(files: tuple[str, ...]) -> str:
@@ -114,6 +120,27 @@ def ci_step(failing: tuple[FailedCheck, ...], rounds_used: int, attempts: int, w
                      escalation="ci")
 
 
+def checks_wait_began(waiting_since: datetime | None, answered_since: datetime | None) -> datetime | None:
+    """When the wait for the head's required checks began: the round's wait on that head (a push
+    starts a new one), or a maintainer's answer since, so an answered timeout counts afresh."""
+    return max((t for t in (waiting_since, answered_since) if t is not None), default=None)
+
+
+def unreported(runs_: list[dict[str, Any]], status: dict[str, Any], required: Collection[str]) -> tuple[str, ...]:
+    """The `required` checks with neither a check run nor a commit status on the head."""
+    seen = {r.get("name") for r in runs_ or ()} | {st.get("context") for st in (status or {}).get("statuses") or ()}
+    return tuple(sorted(set(required) - seen))
+
+
+def checks_overdue(v: MergeView) -> MergeStep | None:
+    """Required checks with no result past `checks_timeout`: one escalation naming them."""
+    silent = sorted({*v.pending_checks, *v.unreported_checks})
+    if not silent or v.now is None or v.checks_since is None or v.now - v.checks_since < v.checks_timeout:
+        return None
+    return MergeStep("escalate", f"the required checks {', '.join(code(n) for n in silent)} have not reported "
+                                 f"within {took(v.checks_timeout)}", escalation="checks_missing")
+
+
 def decide_merge(v: MergeView) -> MergeStep:
     if v.head and v.converged_head and v.head != v.converged_head and v.status != Status.MERGING:
         return MergeStep("new_round", "a push after convergence")
@@ -127,7 +154,7 @@ def decide_merge(v: MergeView) -> MergeStep:
         # A merge whose answer was lost: the PR was re-read and is not merged.
         return MergeStep("back_to_waiting", "merge not confirmed; mergeability re-read")
     if v.require_approval and not v.approved:
-        return MergeStep("wait", "waiting for `/converge merge`")
+        return MergeStep("wait", AWAITING_APPROVAL)
     state = v.mergeable_state or "unknown"
     if v.failing_checks and state in ("blocked", "unstable"):
         return ci_step(v.failing_checks, v.ci_rounds, v.ci_fix_attempts)
@@ -147,8 +174,12 @@ def decide_merge(v: MergeView) -> MergeStep:
                                      f"conflict round(s); files changed on both sides: {_files(v.conflict_files)}",
                          escalation="conflict")
     if state == "blocked":
+        if (overdue := checks_overdue(v)) is not None:
+            return overdue
         if v.pending_checks:
-            return MergeStep("wait", "blocked: required checks still running: " + ", ".join(v.pending_checks))
+            return MergeStep("wait", CHECKS_RUNNING + ", ".join(v.pending_checks))
+        if v.unreported_checks:
+            return MergeStep("wait", CHECKS_UNREPORTED + ", ".join(v.unreported_checks))
         return MergeStep("wait", "blocked by branch protection: waiting for required reviews "
                                  "(or required checks that have not reported)")
     if state == "draft":

@@ -103,6 +103,9 @@ class Settings:
     # Each reviewer's kind, whether it is waited for and for how long (bot/rules/reviewers.py); empty:
     # every login in `reviewers`, as `reviewers = [...]` means.
     reviewer_specs: tuple[Reviewer, ...] = ()
+    # How long a clean review waits for required checks that have not reported, from the round's
+    # wait on the head (`[merge] checks_timeout_seconds`), before it asks a maintainer.
+    checks_timeout: timedelta = timedelta(hours=1)
 
     @property
     def roster(self) -> tuple[Reviewer, ...]:

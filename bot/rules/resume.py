@@ -20,6 +20,10 @@ RESUME = {
     "conflict": "merge_stage",
     "ci": "merge_stage",
     "mergeability": "merge_stage",
+    "checks_missing": "merge_stage",  # the checks' wait counts afresh from the answer
+    # A clean review's checks never reported: the answer asks the review of the head again (the
+    # wait starts afresh, and a fresh review with the checks green converges).
+    "review_checks": "review",
 }
 
 ROUND_CAP_EXTENSION = 2

@@ -16,7 +16,7 @@ from bot.config import Config, ConfigError, load_config
 from bot.intake.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
 from bot.logs import configure_logging
 from bot.rules.model import MAX_ROUNDS
-from bot.surfaces.views import dependencies_text, pr_detail, prs_json
+from bot.surfaces.views import asked_reviewers, dependencies_text, pr_detail, prs_json
 from storage import prs
 from storage.database import Database
 from storage.keys import PrKey, PrKeyError, parse_pr_key
@@ -248,19 +248,19 @@ async def _status(args, config: Config, db: Database) -> int:
         views = await prs.list_all(db)
     if args.json and args.key:
         # One PR: its full detail, the shape GET /api/prs/{owner}/{repo}/{number} answers.
-        print(json.dumps(await pr_detail(db, views[0], config.budget), indent=2))
+        print(json.dumps(await pr_detail(db, views[0], config.budget, asked_reviewers(config)), indent=2))
         return 0
-    rows = await prs_json(db, views)
+    rows = await prs_json(db, views, asked_reviewers(config))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
         print("no PRs enrolled")
         return 0
-    header = ("PR", "STATUS", "ROUND", "RUN", "UPDATED", "DEPENDS ON")
+    header = ("PR", "STATUS", "ROUND", "RUN", "WAITING ON", "SINCE", "UPDATED", "DEPENDS ON")
     table = [header] + [
         (r["pr_key"], r["status"], f"{r['round']}/{r['max_rounds']}", r["process_key"] or "-",
-         r["updated_at"][:19], dependencies_text(r))
+         r["waiting_on"] or "-", (r["waiting_since"] or "-")[:19], r["updated_at"][:19], dependencies_text(r))
         for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]

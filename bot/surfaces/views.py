@@ -16,27 +16,44 @@ from bot.effects import outbox
 from bot.engine import write_budget as budget
 from bot.engine.read import NONE, Dependencies, dependencies_of
 from bot.redact import scrub, shown
-from storage import agent_attempts, commands, escalations, jobs, rounds, runs
+from bot.rules import reviewers
+from bot.rules.waiting import waiting
+from storage import agent_attempts, commands, escalations, jobs, prs, rounds, runs
 from storage.database import Database
-from storage.keys import ProcessKey
+from storage.keys import PrKey, ProcessKey
 from storage.models import AgentAttempt, Command, Escalation, Job, PullRequest, Round, utcnow
 from storage.prs import PrView
 from storage.statuses import ACTIVE, Status
 
 if TYPE_CHECKING:
-    from bot.config import BudgetConfig
+    from bot.config import BudgetConfig, Config
 
 
-async def prs_json(db: Database, views: Sequence[PrView]) -> list[dict]:
-    """`pr_json` of each view, with its dependencies."""
+async def prs_json(db: Database, views: Sequence[PrView], reviewers: Sequence[str] = ()) -> list[dict]:
+    """`pr_json` of each view, with its dependencies and its current round."""
     # One PR reads its own edges; a list (every PR, from `list_all`) reads them all at once.
-    deps = await dependencies_of(db, [views[0].pr.pr_key] if len(views) == 1 else None)
-    return [pr_json(v, deps.get(v.pr.pr_key, NONE)) for v in views]
+    keys = [views[0].pr.pr_key] if len(views) == 1 else None
+    deps = await dependencies_of(db, keys)
+    current = await current_rounds(db, keys)
+    return [pr_json(v, deps.get(v.pr.pr_key, NONE), current.get(v.pr.pr_key), reviewers) for v in views]
 
 
-def pr_json(view: PrView, deps: Dependencies) -> dict:
+async def current_rounds(db: Database, pr_keys: Sequence[PrKey] | None = None) -> dict[PrKey, Round]:
+    """Each PR's current round (of its run, at its round number), in one read."""
+    stmt = (select(Round)
+            .join(PullRequest, and_(col(PullRequest.pr_key) == col(Round.pr_key),
+                                  col(PullRequest.process_key) == col(Round.process_key),
+                                  col(PullRequest.current_round) == col(Round.round_no))))
+    if pr_keys is not None:
+        stmt = stmt.where(col(Round.pr_key).in_(pr_keys))
+    async with db.read_session() as s:
+        return {r.pr_key: r for r in (await s.exec(stmt)).all()}
+
+
+def pr_json(view: PrView, deps: Dependencies, rnd: Round | None = None, reviewers: Sequence[str] = ()) -> dict:
     pr = view.pr
     iso = lambda t: t.isoformat() if t else None  # noqa: E731
+    wait = waiting(view.derived_status, pr, rnd, deps.unmerged, reviewers)
     return {
         "pr_key": pr.pr_key,
         "title": pr.title,
@@ -58,6 +75,10 @@ def pr_json(view: PrView, deps: Dependencies) -> dict:
         "updated_at": iso(pr.updated_at),
         "converged_at": iso(pr.converged_at),
         "merged_at": iso(pr.merged_at),
+        # Who or what an active PR waits on, and since when (bot/rules/waiting.py); null once finished.
+        "waiting_on": wait.text if wait else None,
+        "waiting_kind": wait.kind if wait else None,
+        "waiting_since": iso(wait.since) if wait else None,
     }
 
 
@@ -82,6 +103,25 @@ async def open_escalations(db: Database) -> dict[str, list[Escalation]]:
         for e in await s.exec(select(Escalation).where(Escalation.status == "open").order_by(col(Escalation.id))):
             out.setdefault(e.pr_key, []).append(e)
     return out
+
+
+async def oldest_waits(db: Database) -> dict[str, float]:
+    """Per kind of wait, how long the active PR waiting so the longest has waited, in seconds."""
+    views = await prs.list_all(db, active_only=True)
+    deps, current = await dependencies_of(db), await current_rounds(db)
+    now, out = utcnow(), dict[str, float]()
+    for v in views:
+        wait = waiting(v.derived_status, v.pr, current.get(v.pr.pr_key), deps.get(v.pr.pr_key, NONE).unmerged)
+        if wait is not None and wait.since is not None:
+            out[wait.kind] = max(out.get(wait.kind, 0.0), (now - wait.since).total_seconds())
+    return out
+
+
+def asked_reviewers(config: Config) -> tuple[str, ...]:
+    """The required reviewers of the global config: whom a PR waiting for a review waits on
+    (a repository's own file may name others; the database does not keep whom a round asked)."""
+    c = config.convergence
+    return tuple(r.login for r in reviewers.from_config(c.reviewers, c.reviewer) if r.required)
 
 
 def needs_attention(row: dict) -> bool:
@@ -262,7 +302,8 @@ def effect_budget(effects: list[Job], escalation_rows: list[Escalation], cfg: Bu
             "paused": any(e.kind == budget.RUNAWAY and e.status == "open" for e in escalation_rows)}
 
 
-async def pr_detail(db: Database, view: PrView, budget_cfg: BudgetConfig | None = None) -> dict:
+async def pr_detail(db: Database, view: PrView, budget_cfg: BudgetConfig | None = None,
+                    reviewers: Sequence[str] = ()) -> dict:
     """Everything stored about one PR, for people (the dashboard's PR page) and programs (the
     API, `status --json`): `pr_json`, its run's rounds as a timeline, its escalations with
     links to their comments, its runs, its job history and its effects with the write budget.
@@ -278,8 +319,9 @@ async def pr_detail(db: Database, view: PrView, budget_cfg: BudgetConfig | None 
     answers = [c for c in await commands.for_pr(db, pr.pr_key) if c.verb == "answer" and c.accepted]
     run_rows = await runs.runs_for(db, pr.pr_key)
     current = next((r for r in run_rows if r.process_key == pr.process_key), None)
+    rnd = next((r for r in history if r.round_no == pr.current_round), None)
     return {
-        **pr_json(view, deps),
+        **pr_json(view, deps, rnd, reviewers),
         "author": pr.author,
         "head_branch": pr.head_branch,
         "last_action": pr.last_action,

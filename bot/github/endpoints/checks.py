@@ -12,6 +12,7 @@ from bot.github.transport import Transport
 _REQUIRED_CHECKS_QUERY = """
 query($owner: String!, $name: String!, $number: Int!, $head: GitObjectID!) {
   repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) { baseRef { refUpdateRule { requiredStatusCheckContexts } } }
     object(oid: $head) {
       ... on Commit {
         statusCheckRollup {
@@ -51,11 +52,16 @@ class CheckEndpoints(Transport):
         return await self._json("PATCH", f"/repos/{owner}/{repo}/check-runs/{check_run_id}", json=fields)
 
     async def required_checks(self, owner: str, repo: str, number: int, head: str) -> set[str]:
-        """The names of the checks on `head` that branch protection requires before the PR can
-        be merged (`isRequired` of each check run and status): one GraphQL query."""
+        """The names of the checks that branch protection requires before the PR can be merged:
+        those on `head` (`isRequired` of each check run and status) and those its base branch's
+        rule names (`requiredStatusCheckContexts`), which a check that never reported is only
+        in. One GraphQL query."""
         data = await self._graphql("requiredChecks", _REQUIRED_CHECKS_QUERY,
                                    {"owner": owner, "name": repo, "number": number, "head": head},
                                    shape=shapes.RequiredChecks)
-        rollup = ((data["repository"] or {}).get("object") or {}).get("statusCheckRollup")
+        repository = data["repository"] or {}
+        rollup = (repository.get("object") or {}).get("statusCheckRollup")
         nodes = (rollup["contexts"]["nodes"] if rollup else None) or []
-        return {name for n in nodes if n and n["isRequired"] and (name := n.get("name") or n.get("context"))}
+        rule = (((repository.get("pullRequest") or {}).get("baseRef") or {}).get("refUpdateRule") or {})
+        named = {c for c in rule.get("requiredStatusCheckContexts") or () if c}
+        return named | {name for n in nodes if n and n["isRequired"] and (name := n.get("name") or n.get("context"))}

@@ -17,7 +17,7 @@ from bot.engine.dispatch import requeue
 from bot.github.errors import GitHubError
 from bot.intake.submit import SubmitOptions, submit_pr
 from bot.rules.model import MAX_ROUNDS
-from bot.surfaces.views import pr_detail, prs_json
+from bot.surfaces.views import asked_reviewers, pr_detail, prs_json
 from storage import prs
 from storage.keys import PrKey, PrKeyError, parse_pr_key
 
@@ -27,8 +27,8 @@ EXPECTED = ('expected JSON {"pr": "owner/repo#N"}, optionally with "max_rounds" 
 
 
 async def list_prs(request: Request) -> JSONResponse:
-    db = request.app.state.runtime.db
-    return JSONResponse(await prs_json(db, await prs.list_all(db)))
+    rt = request.app.state.runtime
+    return JSONResponse(await prs_json(rt.db, await prs.list_all(rt.db), asked_reviewers(rt.config)))
 
 
 def path_key(request: Request) -> PrKey:
@@ -50,7 +50,7 @@ async def get_pr(request: Request) -> JSONResponse:
     view = await prs.get(rt.db, key)
     if view is None:
         return JSONResponse({"error": f"{key} is not enrolled"}, status_code=404)
-    return JSONResponse(await pr_detail(rt.db, view, rt.config.budget))
+    return JSONResponse(await pr_detail(rt.db, view, rt.config.budget, asked_reviewers(rt.config)))
 
 
 async def post_pr(request: Request) -> JSONResponse:

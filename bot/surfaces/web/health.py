@@ -11,6 +11,8 @@ from starlette.responses import JSONResponse, Response
 
 from bot import metrics as process_metrics
 from bot.logs import get_logger
+from bot.rules.waiting import KINDS
+from bot.surfaces.views import oldest_waits
 from storage.models import utcnow
 
 log = get_logger(__name__)
@@ -64,6 +66,7 @@ async def readyz(request: Request) -> JSONResponse:
 async def metrics(request: Request) -> Response:
     try:
         await process_metrics.count_prs(request.app.state.runtime.db)
+        process_metrics.oldest_waits(KINDS, await oldest_waits(request.app.state.runtime.db))
     except Exception as e:  # the process's own metrics are still worth serving
         log.warning("metrics.prs_not_counted", error=type(e).__name__, detail=str(e)[:300])
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

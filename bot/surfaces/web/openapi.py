@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse
 
 from bot import __version__
 from bot.rules.model import MAX_ROUNDS
+from bot.rules.waiting import KINDS
 
 
 def _nullable(type_: str, **kw: Any) -> dict:
@@ -55,6 +56,12 @@ SUMMARY = {
     "updated_at": TIME,
     "converged_at": TIME,
     "merged_at": TIME,
+    "waiting_on": _nullable("string", description="Who or what an active PR waits on: `kind: who` (a reviewer's "
+                                                  "login, a check's name, a dependency), or the kind alone; null "
+                                                  "once finished.", examples=["check: ci/test"]),
+    "waiting_kind": {"type": ["string", "null"], "enum": [*KINDS, None],
+                     "description": "The kind of the wait (the `convergebot_oldest_wait_seconds` label)."},
+    "waiting_since": _nullable("string", format="date-time", description="Since when it has waited so."),
 }
 
 FINDING = _obj({"body": {"type": "string"}, "path": STR, "line": INT, "author": STR})

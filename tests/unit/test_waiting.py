@@ -1,0 +1,42 @@
+"""What an active PR waits on and since when, from its row and round (bot/rules/waiting.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+
+from bot.rules.merge import AWAITING_APPROVAL, CHECKS_RUNNING
+from bot.rules.waiting import KINDS, waiting
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+T1, T2 = T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)
+
+
+def row(**kw):
+    base = dict(waiting_since=T0, escalated_at=None, converged_at=T1, merge_budget_since=None,
+                mergeability_unknown_since=None, updated_at=T2, merge_group=None, last_action=None)
+    return SimpleNamespace(**(base | kw))
+
+
+@pytest.mark.parametrize("status,pr,text,since", [
+    ("waiting_merge", row(last_action=CHECKS_RUNNING + "build, lint"), "check: build, lint", T0),
+    ("waiting_merge", row(last_action=CHECKS_RUNNING + "build", merge_budget_since=T2), "check: build", T2),
+    ("waiting_merge", row(mergeability_unknown_since=T2), "mergeability", T2),
+    ("waiting_merge", row(last_action=AWAITING_APPROVAL), "maintainer: /converge merge", T1),
+    ("waiting_merge", row(last_action="merging"), "merge", T1),
+    ("waiting_deps", row(merge_budget_since=T2), "dependency", T2),
+    ("escalated", row(escalated_at=T2), "maintainer: a maintainer's answer", T2),
+    ("converging", row(), "bot", T2),
+])
+def test_each_wait_names_whom_and_since_when(status, pr, text, since):
+    wait = waiting(status, pr, None)
+    assert wait is not None and (wait.text, wait.since) == (text, since) and wait.kind in KINDS
+
+
+def test_a_review_names_the_reviewers_asked_and_a_finished_pr_waits_on_nothing():
+    assert waiting("waiting_review", row(), None, reviewers=("copilot", "coderabbitai")).text == \
+        "reviewer: copilot, coderabbitai"
+    for status in ("merged", "converged", "abandoned"):
+        assert waiting(status, row(), None) is None
