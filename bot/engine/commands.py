@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import structlog
 
@@ -17,13 +17,20 @@ from bot.engine.read import Dependencies, dependencies_of
 from bot.github.errors import NotFound
 from bot.github.stamps import parse_time
 from bot.intake.routing import edited
-from bot.intake.submit import SubmitOptions, abandon_pr, submit_pr
-from bot.rules.commands import Command, Refusal, parse_command
+from bot.intake.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
+from bot.rules.commands import (
+    Command,
+    Refusal,
+    late_answer,
+    late_for_run,
+    late_retry,
+    parse_command,
+)
 from bot.rules.findings import attribution
 from bot.rules.model import Adjudication
 from bot.rules.resume import ROUND_CAP_EXTENSION, resume_plan
 from bot.runtime.context import Runtime
-from storage import adjudications, commands, escalations, prs, rounds
+from storage import adjudications, commands, escalations, prs, rounds, runs
 from storage.keys import PrKey
 from storage.models import Job, utcnow
 from storage.statuses import RoundKind, Status
@@ -56,6 +63,9 @@ async def handle_command(rt: Runtime, job: Job) -> None:
     author = user.get("login") or ""
     if user.get("type") == "Bot" or author == rt.config.github.bot_login or author.endswith("[bot]"):
         return  # never from bots, the bot itself included
+    written = parse_time(comment.get("created_at"))
+    if written is None:
+        return  # GitHub dates every comment: one it did not cannot be placed before or after a run
     body = comment.get("body") or ""
     # A long comment is parsed off the event loop: Markdown parsing of a hostile one (anyone
     # may comment) takes a second or more.
@@ -77,7 +87,7 @@ async def handle_command(rt: Runtime, job: Job) -> None:
                                        fresh=cmd.verb not in READ_ONLY_VERBS):
         accepted, message = False, f"@{author}, only collaborators with write access can give convergebot commands."
     else:
-        accepted, message = await execute(rt, key, cmd, author)
+        accepted, message = await execute(rt, key, cmd, author, written)
     # The acknowledgement, the audit row and the next step commit together.
     async with rt.db.session() as s:
         if accepted:
@@ -104,15 +114,21 @@ def _carried(job: Job, p: dict) -> dict | None:
     return comment if abs(utcnow() - posted) <= CARRIED_FOR else None
 
 
-async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[bool, str | None]:
+async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str,
+                  written: datetime | None = None) -> tuple[bool, str | None]:
+    """Act on `cmd`, written at `written` (a comment's stamp; None: now). A command acts only on
+    the run, round and escalation that were current when it was written: a late one changes
+    nothing and its reply says why (`bot/rules/commands.py`, "the moment a command was written for")."""
     pr_key = key
     cfg = rt.config.convergence
     if cmd.verb == "start":
         cfg = (await repoconfig.effective_config(rt, key.full_repo)).convergence  # the rounds, if not given
         result = await submit_pr(rt.db, key, SubmitOptions(
             max_rounds=cmd.rounds or cfg.max_rounds, converge_only=cmd.no_merge or not cfg.merge,
-            submitted_by=author))
-        if result.outcome == "started":
+            submitted_by=author, asked_at=written))
+        if result.outcome == Outcome.LATE:
+            return False, result.why
+        if result.outcome == Outcome.STARTED:
             return True, None
         return True, "convergebot is already working on this PR (`/converge status` shows where)."
     view = await prs.get(rt.db, pr_key)
@@ -129,8 +145,15 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[b
         return False, "convergebot has no active run on this PR. `/converge` starts one."
     pr = view.pr
     pk = prs.process_key_of(pr)
+    if written is not None:
+        # The run as read: every action below is fenced on its key, so one started after this
+        # read is never acted on either.
+        run = await runs.get_run(rt.db, pk)
+        if run is not None and (why := late_for_run(cmd.verb, written, run.started_at)):
+            return False, why
     if cmd.verb == "stop":
-        await abandon_pr(rt.db, pr_key, f"stopped by @{author}")
+        if not await abandon_pr(rt.db, pr_key, f"stopped by @{author}", run=pk):
+            return False, "The run moved on meanwhile; nothing was stopped."
         return True, None
     if cmd.verb == "merge":
         await prs.fenced_update(rt.db, pr_key, pk, {"merge_approved": True,
@@ -138,6 +161,8 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[b
         return True, None
     if cmd.verb == "retry":
         rnd = await rounds.get(rt.db, pr_key, pk, pr.current_round)
+        if written is not None and rnd is not None and (why := late_retry(written, rnd.round_no, rnd.started_at)):
+            return False, why
         async with rt.db.session() as s:
             won = await prs.fenced_update(None, pr_key, pk, {
                 "status": Status.CONVERGING, "husk_retries": 0, "escalated_at": None,
@@ -163,15 +188,19 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str) -> tuple[b
                     await rounds.next_attempt(s, pr_key, pk, pr.current_round,
                                               {**rounds.VERDICT_FIELDS, "entry_head": None})
         return (True, None) if won else (False, "The run moved on meanwhile; try again.")
-    return await answer(rt, pr, cmd, author)
+    return await answer(rt, pr, cmd, author, written)
 
 
-async def answer(rt: Runtime, pr, cmd: Command, author: str) -> tuple[bool, str | None]:
+async def answer(rt: Runtime, pr, cmd: Command, author: str,
+                 written: datetime | None = None) -> tuple[bool, str | None]:
     open_ = await escalations.open_for(rt.db, pr.pr_key)
     target = next((e for e in open_ if e.id == cmd.escalation_id), None) if cmd.escalation_id else (
         open_[-1] if open_ else None)
     if target is None:
         return False, "There is no open escalation to answer on this PR."
+    # The escalation as read: the answer below is a compare-and-set on it still being open.
+    if written is not None and (why := late_answer(written, stored_id(target), target.asked_at)):
+        return False, why
     plan = resume_plan(target.kind)
     now, n = utcnow(), pr.current_round
     values: dict = {"status": Status.CONVERGING, "escalated_at": None,

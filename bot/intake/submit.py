@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 import structlog
 
 from bot.effects import outbox
+from bot.rules.commands import late_start
 from storage import adjudications, escalations, prs, runs
 from storage.database import Database
 from storage.keys import PrKey, ProcessKey
@@ -25,6 +27,7 @@ PR_LOCKS = KeyedLocks()
 class Outcome(StrEnum):
     STARTED = "started"
     ALREADY_RUNNING = "already_running"
+    LATE = "late"  # asked for while a run was active that has ended since: `why` says so
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class SubmitResult:
     outcome: Outcome
     pr_key: PrKey
     process_key: ProcessKey | None
+    why: str | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,9 @@ class SubmitOptions:
     # knows may have been stopped on purpose). Decided under the PR's lock, and across
     # processes by the insert's compare-and-set.
     only_if_new: bool = False
+    # When the intent was expressed (a `/converge` comment's stamp): a run that ended after it
+    # was the run it asked for, and a finished PR is not resubmitted for it (None: now).
+    asked_at: datetime | None = None
 
 
 def _new_row(key: PrKey, process_key: ProcessKey, opts: SubmitOptions) -> PullRequest:
@@ -102,11 +109,26 @@ async def submit_pr(
             return await _lost_race(db, pr_key)
 
         old_key = current.pr.process_key
+        if opts.asked_at is not None and (why := await _late(db, current, opts.asked_at)):
+            # Decided under the PR's lock on the row as read; across processes the reopen below is
+            # a compare-and-set on the old key, so a run started meanwhile is never resubmitted.
+            return SubmitResult(Outcome.LATE, pr_key, old_key, why)
         process_key = await _reopen(db, pr_key, old_key, opts)
         if process_key is None:
             return await _lost_race(db, pr_key)
         bound.info("pr.resubmitted", process_key=process_key, previous=old_key)
         return SubmitResult(Outcome.STARTED, pr_key, process_key)
+
+
+async def _late(db: Database, current: prs.PrView, asked_at: datetime) -> str | None:
+    """Why a finished PR asked for at `asked_at` is not resubmitted: its last run ended since."""
+    pr = current.pr
+    if pr.process_key is None:
+        return None  # a row no run ever owned (a crash before its key was published)
+    run = await runs.get_run(db, pr.process_key)
+    # A row finished without its run's end recorded ended when the row last changed.
+    ended = run.ended_at if run is not None and run.ended_at is not None else pr.updated_at
+    return late_start(asked_at, ended, current.derived_status)
 
 
 async def _reopen(db: Database, pr_key: PrKey, old_key: ProcessKey | None, opts: SubmitOptions) -> ProcessKey | None:
@@ -134,12 +156,14 @@ async def _lost_race(db: Database, pr_key: PrKey) -> SubmitResult:
     return SubmitResult(Outcome.ALREADY_RUNNING, pr_key, now.pr.process_key if now else None)
 
 
-async def abandon_pr(db: Database, pr_key: PrKey, reason: str) -> bool:
-    """Abandon the PR's active run: the row `abandoned` (fenced on its key) and the run
-    terminated in one transaction, so no reader sees one without the other."""
+async def abandon_pr(db: Database, pr_key: PrKey, reason: str, *, run: ProcessKey | None = None) -> bool:
+    """Abandon the PR's active run (only `run`, if given): the row `abandoned` (fenced on its
+    key) and the run terminated in one transaction, so no reader sees one without the other."""
     current = await prs.get(db, pr_key)
     if current is None or current.resubmittable or current.pr.process_key is None:
         return False
+    if run is not None and current.pr.process_key != run:
+        return False  # a `/converge stop` meant for that run never stops the one after it
     key = current.pr.process_key
     async with db.session() as s:
         won = await prs.fenced_update(None, pr_key, key, {"status": Status.ABANDONED, "outcome": reason}, session=s)

@@ -1,4 +1,4 @@
-"""Reading a comment as a command (pure)."""
+"""Reading a comment as a command, and whether it comes too late for what it was written for (pure)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
@@ -15,6 +16,11 @@ from bot.rules.model import MAX_ROUNDS
 
 VERBS = ("start", "answer", "stop", "retry", "merge", "forget", "status")
 ESCALATION_TAG = re.compile(r"convergebot escalation #(\d+)", re.IGNORECASE)
+# GitHub stamps a comment to the second (rounded down), on its own clock: a comment stamped S
+# was written in [S, S + 1 s). A run, round or escalation that began within STAMP_SLACK of a
+# stamp (that second, and a second of clocks apart) counts as begun before the comment.
+STAMP_RESOLUTION = timedelta(seconds=1)
+STAMP_SLACK = timedelta(seconds=2)
 
 
 @dataclass(frozen=True)
@@ -133,3 +139,52 @@ def _quote_reply(lines: list[str], tokens: list[Token]) -> Command | None:
     if not answer:
         return None
     return Command("answer", text=answer, escalation_id=int(match.group(1)))
+
+
+# --- the moment a command was written for ----------------------------------------------------
+# A command may reach its job hours after it was written (a redelivery, the scan, the recovery
+# on an escalated PR). It acts only on what was current when it was written; else its one reply
+# says why nothing happened, and what to do instead.
+
+
+def begun_since(written: datetime, began: datetime) -> bool:
+    """Whether something began after a comment stamped `written` was written."""
+    return began > written + STAMP_SLACK
+
+
+def late_start(written: datetime, ended: datetime | None, outcome: str | None) -> str | None:
+    """`/converge` on a PR whose run ended after the comment was written: the run it asked for
+    was under way (or began after it) and is over, so the comment starts nothing. A comment
+    stamped in the second the run ended may have come either side of the end; it is taken as
+    written after it, as a maintainer's `/converge stop` and `/converge` in quick succession are."""
+    if ended is None or ended < written + STAMP_RESOLUTION:
+        return None
+    how = f" ({outcome})" if outcome else ""
+    return ("This `/converge` was written while a run of this PR was active or about to start; that run "
+            f"has since ended{how}, so nothing was started. Comment `/converge` again to start a new run.")
+
+
+def late_for_run(verb: str, written: datetime, run_started: datetime) -> str | None:
+    """`stop`, `merge`, `retry` or `answer` written before the PR's current run began: it was
+    meant for an earlier run (or for none), and never acts on this one."""
+    if not begun_since(written, run_started):
+        return None
+    return (f"This `/converge {verb}` was written before the current run of this PR started, for an "
+            "earlier run; nothing was changed. Comment it again if it still applies.")
+
+
+def late_retry(written: datetime, round_no: int, round_started: datetime) -> str | None:
+    """`/converge retry` restarts the round that was current when it was written, never a later one."""
+    if not begun_since(written, round_started):
+        return None
+    return (f"This `/converge retry` was written before round {round_no} started; nothing was retried. "
+            "Comment it again to retry this round.")
+
+
+def late_answer(written: datetime, escalation_id: int, asked: datetime) -> str | None:
+    """An answer answers the escalation that was open when it was written: one asked since is a
+    question its author never saw."""
+    if not begun_since(written, asked):
+        return None
+    return (f"This answer was written before escalation #{escalation_id} was asked, for an earlier "
+            "question; nothing was changed. Answer the open question again.")
