@@ -198,6 +198,12 @@ class MergeConfig(_Section):
     checks_timeout_seconds: float = Field(3600.0, gt=0)
 
 
+class DashboardConfig(_Section):
+    # A PR waiting on the same thing longer than this is marked on the dashboard's list, which
+    # can show those alone.
+    stale_after_seconds: float = Field(86400.0, gt=0)
+
+
 class BudgetConfig(_Section):
     comments_per_hour: int = Field(60, ge=1)
     writes_per_hour: int = Field(400, ge=1)
@@ -252,6 +258,7 @@ class Config(_Section):
     fixer: FixerConfig = FixerConfig()
     merge: MergeConfig = MergeConfig()
     budget: BudgetConfig = BudgetConfig()
+    dashboard: DashboardConfig = DashboardConfig()
     _source: Path | None = PrivateAttr(None)  # the file it was read from
 
     def secret_files(self) -> tuple[Path, ...]:

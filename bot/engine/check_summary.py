@@ -11,12 +11,14 @@ from collections.abc import Sequence
 
 import structlog
 
+from bot.config import Config
 from bot.effects import outbox
 from bot.engine import repoconfig
-from bot.engine.read import findings_of
+from bot.engine.read import asked_reviewers, findings_of
 from bot.fixers.prompt import location
 from bot.rules.findings import normalised
 from bot.rules.model import Finding
+from bot.rules.waiting import waiting
 from bot.runtime.context import Runtime
 from storage import prs, rounds
 from storage.keys import PrKey
@@ -55,7 +57,7 @@ FIXER_SAID_CAP = 1000  # characters of the fixer's summary on the check run
 
 def render(status: str, round_no: int, max_rounds: int, findings_left: int | None, last_action: str | None,
            config_problem: str | None = None, optional: Sequence[Finding] = (),
-           fixer_said: str | None = None) -> dict:
+           fixer_said: str | None = None, waiting_on: str | None = None) -> dict:
     title = f"{status.replace('_', ' ')} · round {round_no}/{max_rounds}"
     if findings_left is not None:
         title += f" · {findings_left} finding(s) left"
@@ -65,7 +67,7 @@ def render(status: str, round_no: int, max_rounds: int, findings_left: int | Non
         f"**Status:** {status}\n\n**Round:** {round_no} of {max_rounds}\n\n"
         f"**Findings left:** {'unknown' if findings_left is None else findings_left}\n\n"
         f"**Last action:** {last_action or '-'}"
-    ) + non_blocking(optional)
+    ) + (f"\n\n**Waiting on:** {waiting_on}" if waiting_on else "") + non_blocking(optional)
     if fixer_said:
         # The round's fixer finished and the run did not move on: what it said (what its CLI
         # reported went wrong, for an agent that changed nothing) is why the PR waits.
@@ -87,9 +89,23 @@ def _fenced(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
-def fields_of(view: PrView, rnd: Round | None, config_problem: str | None = None) -> dict:
+def waiting_line(view: PrView, rnd: Round | None, config: Config) -> str | None:
+    """Whom the PR waits on and since when, as the check run says it. A wait dated by the row's
+    `updated_at` goes undated: that moves with every read, and the check run would be rewritten
+    on each."""
+    wait = waiting(view.derived_status, view.pr, rnd, reviewers=asked_reviewers(config))
+    if wait is None:
+        return None
+    if wait.since is None or wait.since == view.pr.updated_at:
+        return wait.text
+    return f"{wait.text} since {wait.since.strftime('%Y-%m-%d %H:%M UTC')}"
+
+
+def fields_of(view: PrView, rnd: Round | None, config_problem: str | None = None,
+              config: Config | None = None) -> dict:
     """What the check run says for this row and its current round (and why its repository's
-    `.github/convergebot.toml` was ignored, if it was)."""
+    `.github/convergebot.toml` was ignored, if it was); `config`: the repository's settings,
+    which say whom a review is asked of."""
     pr = view.pr
     findings = findings_of(rnd.findings) if rnd is not None else None
     # Findings left: those that block; the rest are listed apart.
@@ -97,13 +113,14 @@ def fields_of(view: PrView, rnd: Round | None, config_problem: str | None = None
     optional = [f for f in findings or () if f.optional]
     said = rnd.summary if rnd is not None and rnd.fixer_finished_at is not None else None
     return render(view.derived_status, pr.current_round, pr.max_rounds, left, pr.last_action, config_problem,
-                  optional, said)
+                  optional, said, waiting_line(view, rnd, config) if config is not None else None)
 
 
 async def fields(rt: Runtime, view: PrView) -> dict:
     pr = view.pr
     rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, pr.current_round) if pr.process_key else None
-    return fields_of(view, rnd, (await repoconfig.repo_config(rt, pr.repo)).problem)
+    repo = await repoconfig.repo_config(rt, pr.repo)
+    return fields_of(view, rnd, repo.problem, repo.config)
 
 
 def said(rt: Runtime) -> dict:
@@ -115,8 +132,8 @@ def said(rt: Runtime) -> dict:
 def says(rt: Runtime, view: PrView, rnd: Round | None) -> bool:
     """Whether this process last wrote, on the row's head, what the row now says: a `publish`
     would queue nothing."""
-    problem = repoconfig.current(rt, view.pr.repo).problem
-    return said(rt).get(view.pr.pr_key) == (view.pr.head_sha, fields_of(view, rnd, problem))
+    repo = repoconfig.current(rt, view.pr.repo)
+    return said(rt).get(view.pr.pr_key) == (view.pr.head_sha, fields_of(view, rnd, repo.problem, repo.config))
 
 
 async def publish(rt: Runtime, pr_key: PrKey) -> None:

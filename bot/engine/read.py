@@ -56,6 +56,13 @@ def settings_of(rt: Runtime, config: Config | None = None) -> Settings:
     )
 
 
+def asked_reviewers(config: Config) -> tuple[str, ...]:
+    """The required reviewers `config` names (the global one, or a repository's effective one):
+    whom a PR waiting for a review waits on, since the database does not keep whom a round asked."""
+    c = config.convergence
+    return tuple(r.login for r in reviewers.from_config(c.reviewers, c.reviewer) if r.required)
+
+
 def review_of(raw: dict) -> Review:
     return Review(id=raw["id"], user=(raw.get("user") or {}).get("login") or "ghost",
                   state=raw.get("state") or "", commit_id=raw.get("commit_id"),

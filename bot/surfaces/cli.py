@@ -13,10 +13,11 @@ from sqlalchemy.exc import DBAPIError
 
 from bot import __version__
 from bot.config import Config, ConfigError, load_config
+from bot.engine.read import asked_reviewers
 from bot.intake.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
 from bot.logs import configure_logging
 from bot.rules.model import MAX_ROUNDS
-from bot.surfaces.views import asked_reviewers, dependencies_text, pr_detail, prs_json
+from bot.surfaces.views import dependencies_text, pr_detail, prs_json
 from storage import prs
 from storage.database import Database
 from storage.keys import PrKey, PrKeyError, parse_pr_key

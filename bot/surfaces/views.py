@@ -16,7 +16,6 @@ from bot.effects import outbox
 from bot.engine import write_budget as budget
 from bot.engine.read import NONE, Dependencies, dependencies_of
 from bot.redact import scrub, shown
-from bot.rules import reviewers
 from bot.rules.waiting import waiting
 from storage import agent_attempts, commands, escalations, jobs, prs, rounds, runs
 from storage.database import Database
@@ -26,7 +25,7 @@ from storage.prs import PrView
 from storage.statuses import ACTIVE, Status
 
 if TYPE_CHECKING:
-    from bot.config import BudgetConfig, Config
+    from bot.config import BudgetConfig
 
 
 async def prs_json(db: Database, views: Sequence[PrView], reviewers: Sequence[str] = ()) -> list[dict]:
@@ -115,13 +114,6 @@ async def oldest_waits(db: Database) -> dict[str, float]:
         if wait is not None and wait.since is not None:
             out[wait.kind] = max(out.get(wait.kind, 0.0), (now - wait.since).total_seconds())
     return out
-
-
-def asked_reviewers(config: Config) -> tuple[str, ...]:
-    """The required reviewers of the global config: whom a PR waiting for a review waits on
-    (a repository's own file may name others; the database does not keep whom a round asked)."""
-    c = config.convergence
-    return tuple(r.login for r in reviewers.from_config(c.reviewers, c.reviewer) if r.required)
 
 
 def needs_attention(row: dict) -> bool:

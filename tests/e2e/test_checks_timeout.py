@@ -27,9 +27,18 @@ async def test_a_required_check_that_never_reports_escalates_once_then_merges_af
         assert waited >= TIMEOUT, waited
         assert sum(f"`{CI}`" in c.get("body", "") for c in h.bot_comments(number)) == 1
         assert h.sim.effects("merge") == []
+        # The check run says whom the PR now waits on, and since when.
+        head = view.pr.converged_head
+        since = view.pr.escalated_at.strftime("%Y-%m-%d %H:%M UTC")
+
+        async def says_waiting():
+            runs = [r for r in await h.rt.github.check_runs("acme", "app", head) if r["name"] == "convergebot"]
+            summary = runs[0]["output"]["summary"] if runs else ""
+            return f"**Waiting on:** maintainer: a maintainer's answer since {since}" in summary
+
+        await h.wait_for("the check run to say whom the PR waits on", says_waiting)
 
         # The maintainer fixes the workflow: the check reports green, and the answer merges it.
-        head = view.pr.converged_head
         await h.sim.set_check_run(REPO, head, CI, conclusion="success")
         await h.sim.comment(REPO, number, "/converge answer The workflow's trigger is fixed.", user="maint")
         view = await h.wait_status(key, "merged", timeout=60)

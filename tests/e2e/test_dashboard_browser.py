@@ -188,7 +188,7 @@ async def test_dashboard_in_a_headless_browser(tmp_path):
     assert "answered by alice" in seen["escalation_text"]
     assert "mean([])" in seen["code_in_question"], "the question's Markdown was rendered"
     assert seen["unlabelled"] == []
-    assert [f for f in seen["tab_order"] if f.startswith("f-")][:4] == ["f-status", "f-repo", "f-attention", "f-apply"]
+    assert [f for f in seen["tab_order"] if f.startswith("f-")][:5] == ["f-status", "f-repo", "f-attention", "f-stale", "f-apply"]
     assert seen["phone_overflow"] <= 0, "the PR page scrolls sideways on a phone"
     png = seen["screenshot"].read_bytes()
     assert len(png) > 1000 and png.startswith(b"\x89PNG\r\n\x1a\n")

@@ -15,6 +15,7 @@ from bot.rules.merge import CHECKS_UNREPORTED
 from storage import dependencies, prs, rounds
 from storage.database import Database
 from storage.keys import parse_pr_key
+from storage.models import utcnow
 
 from ..helpers import enroll
 from ..serving import make_config, serving
@@ -99,3 +100,21 @@ async def test_metrics_show_the_oldest_wait_per_kind(db_url):
     check = re.search(r'^convergebot_oldest_wait_seconds\{kind="check"\} (\S+)$', text, re.M)
     assert check and float(check.group(1)) >= (datetime.now(UTC) - T).total_seconds() - 60, text
     assert re.search(r'^convergebot_oldest_wait_seconds\{kind="reviewer"\} 0\.0$', text, re.M)
+
+
+async def test_the_dashboard_marks_and_filters_the_prs_waiting_longer_than_stale_after(db_url):
+    other = "octo/other#2"
+    async with serving(make_config(db_url, dashboard={"stale_after_seconds": 3600})) as (rt, http):
+        await _row(rt.db, "waiting_merge")  # waiting since T, long ago
+        pk = await enroll(rt.db, other, title="Fresh")
+        assert await prs.fenced_update(rt.db, other, pk, {"status": "escalated", "escalated_at": utcnow()})
+        page = (await http.get("/")).text
+        stale = (await http.get("/", params={"stale": "1"})).text
+        detail = (await http.get("/prs/octo/repo/9")).text
+    row = re.search(r'<tr data-pr="octo/repo#9">.*?</tr>', page, re.S).group(0)
+    fresh = re.search(r'<tr data-pr="octo/other#2">.*?</tr>', page, re.S).group(0)
+    assert "check: ci/test since" in row and "waiting long" in row
+    assert "maintainer: a maintainer&#39;s answer since" in fresh and "waiting long" not in fresh
+    assert KEY in stale and other not in stale and 'id="f-stale" name="stale" value="1" checked' in stale
+    assert "waiting longer than 1 h" in page
+    assert re.search(r'<dd id="waiting-on">check: ci/test since <time', detail)

@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from bot.engine.read import asked_reviewers
 from bot.surfaces.views import (
     comment_url,
     fixer_runs,
@@ -91,13 +92,17 @@ async def dashboard(request: Request) -> HTMLResponse:
     q = request.query_params
     wanted_status, wanted_repo = q.get("status", ""), q.get("repo", "").lower()
     attention = q.get("attention") in ("1", "on", "true")
+    stale_only = q.get("stale") in ("1", "on", "true")
+    stale_after = request.app.state.runtime.config.dashboard.stale_after_seconds
+    now = datetime.now(UTC)
     views = await prs.list_all(db)
-    rows = await prs_json(db, views) if views else []
+    rows = await prs_json(db, views, asked_reviewers(request.app.state.runtime.config)) if views else []
     repos = sorted({_repo_of(r["pr_key"]) for r in rows})
     shown = [r for r in rows
              if (not wanted_status or r["status"] == wanted_status)
              and (not wanted_repo or _repo_of(r["pr_key"]) == wanted_repo)
-             and (not attention or needs_attention(r))]
+             and (not attention or needs_attention(r))
+             and (not stale_only or waiting_long(r, now, stale_after))]
     by_key = {v.pr.pr_key: v.pr for v in views}
     # The fixer's runs and reruns over the run's rounds: a loop that keeps rerunning one round
     # shows here, where "round 5/8" alone would not tell it.
@@ -108,11 +113,23 @@ async def dashboard(request: Request) -> HTMLResponse:
         r["path"] = _path(r["pr_key"])
         r["attempts"], r["reruns"] = fixer.get(r["pr_key"], (0, 0))
         r["attention"] = needs_attention(r)
+        r["stale"] = waiting_long(r, now, stale_after)
     asked = [(r, e) for r in shown for e in waiting.get(r["pr_key"], [])]
     statuses = [s.value for s in Status]
     return _page(request, "list.html", rows=shown, open_escalations=asked, total=len(rows), repos=repos, statuses=statuses,
                  wanted_status=wanted_status, wanted_repo=wanted_repo, attention=attention,
-                 filtered=bool(wanted_status or wanted_repo or attention), refresh=REFRESH_SECONDS)
+                 stale_only=stale_only, stale_after=_took(stale_after),
+                 filtered=bool(wanted_status or wanted_repo or attention or stale_only), refresh=REFRESH_SECONDS)
+
+
+def waiting_long(row: dict, now: datetime, stale_after: float) -> bool:
+    """Whether a `pr_json` row has waited on the same thing longer than `[dashboard] stale_after_seconds`."""
+    since = _when(row["waiting_since"])
+    return since is not None and (now - since).total_seconds() > stale_after
+
+
+def _took(seconds: float) -> str:
+    return f"{seconds / 3600:g} h" if seconds >= 3600 else f"{seconds / 60:g} min"
 
 
 def _path(pr_key: PrKey) -> str:
@@ -129,7 +146,7 @@ async def pr_page(request: Request) -> HTMLResponse:
     view = await prs.get(rt.db, key)
     if view is None:
         return _page(request, "error.html", 404, title="Not enrolled", message=f"{key} is not enrolled.")
-    detail = await pr_detail(rt.db, view, rt.config.budget)
+    detail = await pr_detail(rt.db, view, rt.config.budget, asked_reviewers(rt.config))
     detail["dependency_paths"] = {k: _path(k) for k in detail["depends_on"]}
     detail["dependency_statuses"] = {k: ("not merged" if k in detail["unmerged_deps"] else "merged")
                                      for k in detail["depends_on"]}
