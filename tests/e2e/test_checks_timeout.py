@@ -45,3 +45,25 @@ async def test_a_required_check_that_never_reports_escalates_once_then_merges_af
         assert [e.kind for e in await h.escalations(key)] == ["checks_missing"]
         (merge,) = h.sim.effects("merge")
         assert merge["expected_head"] == head
+
+
+async def test_a_clean_review_whose_required_check_never_reports_escalates_once_then_converges(tmp_path, db_url):
+    """`[convergence] required_checks` holds a clean review back until the check is green: one that
+    never reports escalates once (review_checks); the answer asks the review again, which with
+    the check green converges and merges."""
+    async with bot_on_simulator(tmp_path, db_url, convergence={"required_checks": [CI]},
+                                merge={"checks_timeout_seconds": TIMEOUT}, poller={"interval_seconds": 1}) as h:
+        h.sim.set_reviewer(REPO, steps(0, 0))
+        key, number = await open_and_enroll(h)
+        view = await h.wait_status(key, "escalated", timeout=60)
+        await quiesce(h)
+        (esc,) = await h.escalations(key)
+        assert esc.kind == "review_checks" and f"`{CI}`" in esc.question, esc.question
+        assert view.pr.converged_head is None and h.sim.effects("merge") == []
+
+        head = await h.rt.github.branch_head("acme", "app", "feat")
+        await h.sim.set_check_run(REPO, head, CI, conclusion="success")
+        await h.sim.comment(REPO, number, "/converge answer CI runs again.", user="maint")
+        view = await h.wait_status(key, "merged", timeout=60)
+        assert [e.kind for e in await h.escalations(key)] == ["review_checks"]
+        assert view.pr.converged_head == head
