@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from bot.rules import reviewers as _reviewers
-from bot.rules.model import MAX_ROUNDS
+from bot.rules.model import DEFAULT_MAX_ROUNDS, MAX_ROUNDS
 
 ENV_PREFIX = "CONVERGEBOT_"
 CONFIG_PATH_ENV = "CONVERGEBOT_CONFIG"
@@ -154,7 +154,7 @@ class ScanConfig(_Section):
 
 
 class ConvergenceConfig(_Section):
-    max_rounds: int = Field(8, ge=1, le=MAX_ROUNDS)
+    max_rounds: int = Field(DEFAULT_MAX_ROUNDS, ge=1, le=MAX_ROUNDS)
     merge: bool = True
     reviewers: list[str] = ["copilot-pull-request-reviewer[bot]"]
     # `[[convergence.reviewer]]` tables: each reviewer's kind, trigger, whether a round waits for

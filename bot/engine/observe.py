@@ -8,6 +8,7 @@ from typing import Any
 
 from bot.github.stamps import parse_time
 from bot.rules.forks import head_repo
+from bot.rules.model import title_of
 from storage.statuses import RunState, Status
 
 
@@ -34,7 +35,7 @@ def observe(row: Any, seen: Observation) -> Observed:
     pr = seen.pr
     head = seen.head_sha or (pr.get("head") or {}).get("sha")
     values: dict[str, Any] = {
-        "title": (pr.get("title") or row.title)[:500],
+        "title": (title_of(pr.get("title")) or row.title)[:500],
         "url": pr.get("html_url") or row.url,
         "head_branch": (pr.get("head") or {}).get("ref") or row.head_branch,
         "head_repo": head_repo(pr) or row.head_repo,

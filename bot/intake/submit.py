@@ -10,6 +10,7 @@ import structlog
 
 from bot.effects import outbox
 from bot.rules.commands import late_start
+from bot.rules.model import DEFAULT_MAX_ROUNDS, title_of
 from storage import adjudications, escalations, prs, runs
 from storage.database import Database
 from storage.keys import PrKey, ProcessKey
@@ -40,7 +41,7 @@ class SubmitResult:
 
 @dataclass(frozen=True)
 class SubmitOptions:
-    max_rounds: int = 8
+    max_rounds: int = DEFAULT_MAX_ROUNDS
     converge_only: bool = False
     submitted_by: str | None = None
     title: str | None = None
@@ -64,7 +65,7 @@ def _new_row(key: PrKey, process_key: ProcessKey, opts: SubmitOptions) -> PullRe
         number=key.number,
         url=opts.url or f"https://github.com/{key.full_repo}/pull/{key.number}",
         # Title falls back to the key when GitHub was not reachable; the engine fills it later.
-        title=opts.title or str(key),
+        title=title_of(opts.title) or str(key),
         status=Status.CONVERGING,
         current_round=1,
         process_key=process_key,
@@ -84,7 +85,9 @@ def _reopen_options(opts: SubmitOptions) -> dict:
         "converge_only": opts.converge_only,
         "submitted_by": opts.submitted_by,
     }
-    for field in ("title", "url", "head_branch", "author"):
+    if title_of(opts.title):
+        values["title"] = title_of(opts.title)
+    for field in ("url", "head_branch", "author"):
         if getattr(opts, field):
             values[field] = getattr(opts, field)
     return values

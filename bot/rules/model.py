@@ -13,8 +13,15 @@ from storage.keys import PrKey
 from storage.statuses import JobKind, SameWork
 
 MAX_ROUNDS = 100  # the most rounds a run may be given, by the config, the CLI or the API
+DEFAULT_MAX_ROUNDS = 8  # the rounds a run is given when nothing says otherwise
 CHECK_RUN_NAME = "convergebot"  # the bot's own check run, left out of every reading of checks
 FAILED_CONCLUSIONS = frozenset({"failure", "timed_out", "cancelled", "action_required", "startup_failure", "stale"})
+def title_of(text: str | None) -> str | None:
+    """A PR's title as shown, None when it says nothing (absent, or only whitespace): the caller
+    falls back to what it has (the title stored, the PR's key)."""
+    return text.strip() or None if text else None
+
+
 # Which queued jobs are one piece of work, so that a new one joins the one queued (storage's
 # queue runs it at the earlier time): a PR's syncs, since a sync re-reads the whole PR and a
 # burst of webhooks (a review and its comments, a push and its checks) needs one read; the

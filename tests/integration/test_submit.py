@@ -425,3 +425,14 @@ async def test_a_write_held_behind_the_runs_end_does_not_land_after_it(db):
     assert not await late
     view = await prs.get(db, KEY)
     assert (view.pr.status, view.pr.outcome) == ("merged", "merged")
+
+
+async def test_a_title_of_only_whitespace_is_no_title(db):
+    key = parse_pr_key(KEY)
+    await submit_pr(db, key, SubmitOptions(title="   "))
+    assert (await prs.get(db, key)).pr.title == KEY  # the key stands in until GitHub is read
+    await finish(db, KEY)
+    await submit_pr(db, key, SubmitOptions(title="Fix the parser"))
+    await finish(db, KEY)
+    await submit_pr(db, key, SubmitOptions(title="\t "))  # a reopen keeps the title it has
+    assert (await prs.get(db, key)).pr.title == "Fix the parser"

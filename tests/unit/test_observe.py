@@ -49,3 +49,8 @@ def test_the_head_repository_is_recorded_a_fork_s_for_a_pr_from_a_fork():
     gone = pr(head={"ref": "feat", "sha": "2" * 40, "repo": None})
     row = SimpleNamespace(**{**vars(ROW), "head_repo": "dev/app"})
     assert observe(row, Observation(gone, "2" * 40, 10, NOW)).values["head_repo"] == "dev/app"
+
+
+def test_a_title_read_as_only_whitespace_keeps_the_one_stored():
+    assert observe(ROW, Observation(pr(title="  \t"), None, 10, NOW)).values["title"] == "old"
+    assert observe(ROW, Observation(pr(title=" New "), None, 10, NOW)).values["title"] == "New"
