@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy import bindparam, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import col, select
@@ -13,13 +15,13 @@ from .models import Adjudication, utcnow
 from .statements import on_postgres
 
 
-async def invalidate_all(session: AsyncSession, pr_key: PrKey) -> int:
-    """Revoke every live adjudication of the PR (resubmit, `/converge forget`)."""
-    stmt = (
-        update(Adjudication)
-        .where(col(Adjudication.pr_key) == pr_key, col(Adjudication.invalidated_at).is_(None))
-        .values(invalidated_at=utcnow())
-    )
+async def invalidate_all(session: AsyncSession, pr_key: PrKey, *, given_by: datetime | None = None) -> int:
+    """Revoke every live adjudication of the PR (resubmit, `/converge forget`); with `given_by`,
+    only those given by then (a `/converge forget` forgets the answers its author had seen)."""
+    conds = [col(Adjudication.pr_key) == pr_key, col(Adjudication.invalidated_at).is_(None)]
+    if given_by is not None:
+        conds.append(col(Adjudication.adjudicated_at) <= given_by)
+    stmt = update(Adjudication).where(*conds).values(invalidated_at=utcnow())
     return (await session.exec(stmt)).rowcount
 
 

@@ -19,6 +19,7 @@ from bot.github.stamps import parse_time
 from bot.intake.routing import edited
 from bot.intake.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
 from bot.rules.commands import (
+    STAMP_SLACK,
     Command,
     Refusal,
     late_answer,
@@ -138,8 +139,10 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str,
         deps = (await dependencies_of(rt.db, [pr_key])).get(pr_key)
         return True, _status_text(view, deps)
     if cmd.verb == "forget":
+        # The answers given by the time it was written: one given since is news to its author.
+        given_by = written + STAMP_SLACK if written is not None else None
         async with rt.db.session() as s:
-            n = await adjudications.invalidate_all(s, pr_key)
+            n = await adjudications.invalidate_all(s, pr_key, given_by=given_by)
         return True, f"Forgot {n} remembered answer(s)." if n else None
     if view is None or view.resubmittable:
         return False, "convergebot has no active run on this PR. `/converge` starts one."

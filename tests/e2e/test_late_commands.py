@@ -16,15 +16,17 @@ import pytest
 from bot.engine.commands import answer, handle_command
 from bot.engine.enroll import enroll
 from bot.fixers import ScriptedFixer
+from bot.intake.recover import recover_commands
 from bot.intake.scan import scan
 from bot.intake.submit import abandon_pr
 from bot.rules.commands import STAMP_SLACK, Command
+from simulator import ThreadSpec
 from simulator.state import IssueComment
 from storage import commands, runs
 from storage.keys import PrKey, parse_pr_key
 from storage.models import Job, utcnow
 
-from .harness import REPO, Harness, bot_on_simulator, open_and_enroll, steps
+from .harness import COPILOT, REPO, Harness, bot_on_simulator, open_and_enroll, steps
 
 
 async def _lost(h: Harness, number: int, body: str) -> IssueComment:
@@ -119,18 +121,28 @@ async def test_a_converge_written_while_the_run_was_active_starts_nothing_once_i
         assert (await h.view(key)).derived_status == "merged"
 
 
-async def test_an_answer_written_for_an_answered_escalation_does_not_answer_the_next(tmp_path, db_url):
+async def test_an_answer_written_for_an_answered_escalation_does_not_answer_the_next(tmp_path, db_url,
+                                                                                     monkeypatch):
+    import bot.engine.step as step
+
+    # GitHub's comment listing lags behind the lost answer until the second question is asked:
+    # the escalated PR's steps would otherwise recover it while its escalation is open (on time).
+    listing = {"lags": True}
+
+    async def lagging(rt, pr):
+        return 0 if listing["lags"] else await recover_commands(rt, pr)
+
+    monkeypatch.setattr(step, "recover_commands", lagging)
     fixer = ScriptedFixer(["ask:Keep the old name?", "push", "ask:Split the module?"])
-    # No poll meanwhile: the escalated PR's step would recover the lost answer while its
-    # escalation is still open (on time); here it is handed over once the next one is asked.
-    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, poller={"interval_seconds": 300}) as h:
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer) as h:
         h.sim.set_reviewer(REPO, steps(1, 1, delay=0.2))
         key, number = await open_and_enroll(h)
-        view = await h.wait_status(key, "escalated")
+        await h.wait_status(key, "escalated")
         (first,) = await h.escalations(key)
         late = await _lost(h, number, "/converge answer Keep it.")
         await _past(h, late)  # the next question will be asked after the comment was written
         # Someone answers the first question another way (the CLI): the run goes on.
+        view = await h.view(key)
         assert await answer(h.rt, view.pr, Command("answer", text="Rename it."), "alice") == (True, None)
         h.rt.wake_workers()
 
@@ -141,6 +153,7 @@ async def test_an_answer_written_for_an_answered_escalation_does_not_answer_the_
         answered, asked = await h.wait_for("the second question", second_question, timeout=60)
         assert (answered.id, answered.status, answered.answered_by) == (first.id, "answered", "alice")
 
+        listing["lags"] = False  # the recovery finds it now, and so does another net
         await _delivered_late(h, key, late)
         await _one_reply(h, number, late, f"escalation #{asked.id}", "Answer the open question again")
         assert await _handled(h, key, late) == ("answer", False)
@@ -180,11 +193,14 @@ async def test_a_label_removed_since_enrolls_nothing(tmp_path, db_url):
 
 async def test_a_retry_written_in_an_earlier_round_does_not_restart_the_next(tmp_path, db_url):
     async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push", "noop", "noop"])) as h:
-        # Round 1 waits for its review long enough for the retry to be written in it.
-        h.sim.set_reviewer(REPO, steps(1, delay=2 * STAMP_SLACK.total_seconds()))
         key, number = await open_and_enroll(h)
-        await h.wait_status(key, "waiting_review")
+        await h.wait_status(key, "waiting_review")  # round 1: no reviewer answers yet
         late = await _lost(h, number, "/converge retry")
+        await _past(h, late)
+        # Round 1's review comes after the retry was written; the reviewer answers every later round.
+        h.sim.set_reviewer(REPO, steps(1))
+        await h.sim.submit_review(REPO, number, user=COPILOT, body="Copilot reviewed and generated 1 comments.",
+                                  threads=[ThreadSpec(path="app/core.py", line=1, body="finding 0 of review 0")])
         # Round 1 pushed; round 2 made no progress and asks.
         before = await h.wait_status(key, "escalated", timeout=60)
         assert before.pr.current_round == 2
