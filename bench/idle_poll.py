@@ -64,6 +64,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
+from storage.keys import PrKey, parse_pr_key
 from storage.statuses import SameWork
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -252,7 +253,7 @@ async def cycle(rt, http, sim_pid: int, label: str, n: int, *, before: bool, pol
     return out
 
 
-async def warm(rt, keys: list[str], concurrency: int) -> None:
+async def warm(rt, keys: list[PrKey], concurrency: int) -> None:
     """Read every PR once, so the bot's HTTP cache holds what each poll revalidates."""
     from bot.engine.refs import read_observation
 
@@ -305,7 +306,8 @@ async def breakdown(rt, keys: list[str]) -> None:
 async def bench(args) -> int:
     import httpx
 
-    from bot.engine.check_summary import render
+    from bot.engine.check_summary import fields_of
+    from storage import prs, rounds
     from storage.database import Database
     from storage.migrate import migrate
     from tests.serving import make_config
@@ -330,12 +332,6 @@ async def bench(args) -> int:
         await migrate(db)
         say(f"writing {len(rows)} enrolled rows ...")
         await enroll_rows(db, rows, marks=not args.cold)
-        await db.dispose()
-        said = {f"{r['repo']}#{r['number']}": (r["head"], render("waiting_review", 1, 8, None, "review requested"))
-                for r in rows}
-        patch_serve(said)
-        from bot.runtime.serve import running
-
         config = make_config(
             db_url, api_url=url,
             github={"max_concurrency": args.concurrency},
@@ -344,7 +340,17 @@ async def bench(args) -> int:
             poller={"interval_seconds": 60, "full_sync_seconds": 900},
             convergence={"review_wait_timeout_seconds": 86400, "nudge_window_seconds": 86400},
         )
-        keys = [f"{r['repo']}#{r['number']}" for r in rows]
+        # What the bot's check run says of each row, as the bot renders it (its repository has
+        # no settings file: the global ones).
+        said = {}
+        for view in await prs.list_all(db):
+            rnd = await rounds.get(db, view.pr.pr_key, prs.process_key_of(view.pr), view.pr.current_round)
+            said[view.pr.pr_key] = (view.pr.head_sha, fields_of(view, rnd, None, config))
+        await db.dispose()
+        patch_serve(said)
+        from bot.runtime.serve import running
+
+        keys = [parse_pr_key(f"{r['repo']}#{r['number']}") for r in rows]
         async with running(config) as (rt, _server), httpx.AsyncClient(base_url=url, timeout=60) as http:
             say("warming the bot's HTTP cache ...")
             await warm(rt, keys, args.concurrency)
