@@ -96,7 +96,7 @@ def waiting_line(view: PrView, rnd: Round | None, config: Config) -> str | None:
     wait = waiting(view.derived_status, view.pr, rnd, reviewers=asked_reviewers(config))
     if wait is None:
         return None
-    if wait.since is None or wait.since == view.pr.updated_at:
+    if wait.since is None or not wait.dated:
         return wait.text
     return f"{wait.text} since {wait.since.strftime('%Y-%m-%d %H:%M UTC')}"
 

@@ -54,6 +54,9 @@ class Waiting:
     kind: str  # one of KINDS
     on: str  # who or what, as people read it: a login, a check's name, a PR key
     since: datetime | None
+    # False where `since` is the row's `updated_at`, which moves with every write of the row
+    # (any read recorded): a date the check run must not print, or each write would rewrite it.
+    dated: bool = True
 
     @property
     def text(self) -> str:
@@ -80,7 +83,7 @@ def waiting(status: str, pr: Row, rnd: RoundRow | None, unmerged_deps: Sequence[
     if status == Status.CONVERGING:
         if rnd is not None and rnd.fixer_started_at is not None and rnd.status is None:
             return Waiting("fixer", rnd.fixer or "fixer", rnd.fixer_started_at)
-        return Waiting("bot", "bot", rnd.started_at if rnd is not None else pr.updated_at)
+        return Waiting("bot", "bot", rnd.started_at if rnd is not None else pr.updated_at, dated=rnd is not None)
     if status == Status.WAITING_DEPS:
         return Waiting("dependency", ", ".join(unmerged_deps) or "dependency", merge_wait)
     if status == Status.WAITING_MERGE:
@@ -95,5 +98,5 @@ def waiting(status: str, pr: Row, rnd: RoundRow | None, unmerged_deps: Sequence[
             return Waiting("check", checks, checks_wait_began(pr.waiting_since, pr.merge_budget_since))
         return Waiting("merge", "merge", merge_wait)
     if status == Status.MERGING:
-        return Waiting("merge", "merge", pr.updated_at)
+        return Waiting("merge", "merge", pr.updated_at, dated=False)
     return None

@@ -40,3 +40,16 @@ def test_a_review_names_the_reviewers_asked_and_a_finished_pr_waits_on_nothing()
         "reviewer: copilot, coderabbitai"
     for status in ("merged", "converged", "abandoned"):
         assert waiting(status, row(), None) is None
+
+
+@pytest.mark.parametrize("status,rnd,dated", [
+    ("waiting_review", None, True),  # dated by waiting_since, even where it equals updated_at
+    ("merging", None, False),  # dated by updated_at, which every write of the row moves
+    ("converging", None, False),
+    ("converging", SimpleNamespace(fixer_started_at=None, status=None, started_at=T1), True),
+])
+def test_a_wait_dated_by_the_row_s_last_write_says_so(status, rnd, dated):
+    # The check run prints only a date that stays put: an idle PR's re-read writes its row, and
+    # a line that moved with it rewrote the check run of every PR re-read (the idle-poll bench
+    # counted up to 80 check-run creates a tick over 1,000 idle PRs).
+    assert waiting(status, row(updated_at=T0), rnd).dated is dated
