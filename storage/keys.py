@@ -49,6 +49,7 @@ class PrKey(str):
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a PrKey is immutable: cannot set {name}")
 
+    # str's own takes the text alone; a PrKey is rebuilt (pickle, copy) from its parts.
     def __getnewargs__(self) -> tuple[str, str, int]:  # type: ignore[override]
         return (self.owner, self.repo, self.number)
 
