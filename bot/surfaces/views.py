@@ -223,7 +223,7 @@ def round_json(r: Round, effects: list[Job], spent: Sequence[AgentAttempt] = ())
         "summary": scrub(r.summary) if r.summary else r.summary,  # a husk's is its failure's text
         "fixer": r.fixer,
         "verdict": r.verdict,
-        "question": r.question,
+        "question": scrub(r.question) if r.question else r.question,  # it may quote the summary
         # `attempt` numbers the fixer dispatches of the round from 0 (-1: none yet).
         "attempts": max(0, r.attempt + 1),
         "reruns": max(0, r.attempt),
@@ -242,7 +242,7 @@ def escalation_json(e: Escalation, pr_url: str | None, answer_comment_id: int | 
         "kind": e.kind,
         "round": e.round_no,
         "status": e.status,
-        "question": e.question,
+        "question": scrub(e.question),  # it may quote a round's summary, shown scrubbed above
         "asked_at": _iso(e.asked_at),
         "answered": e.status == "answered",
         "answer": e.answer,
