@@ -15,7 +15,7 @@ Set-up (not measured):
     row in round 1 with its round and an active run, as the bot's own first steps would leave
     it), not through `/api/prs`: enrolling 10,000 PRs one by one would take far longer than the
     poll being measured. The check run the bot would have published is recorded as said.
-  * `serve`'s stack runs in this process (`bot.runtime.serve.running`: HTTP server, workers, one GitHub
+  * `serve`'s stack runs in this process (`bot.surfaces.serve.running`: HTTP server, workers, one GitHub
     client) except that the poller is not scheduled: the benchmark calls its `tick` itself.
   * The bot's HTTP cache is warmed by reading every PR once (3 GETs with 200 each).
   * Unless `--cold`, the repository watch marks the bot's earlier polls would have saved are
@@ -154,8 +154,8 @@ async def enroll_rows(db, rows: list[dict], *, marks: bool) -> None:
 
 def patch_serve(said: dict) -> None:
     """The bench drives the poller's ticks itself; the check runs count as already said."""
-    import bot.runtime.serve as serve
-    from bot.engine.poller import Poller
+    import bot.surfaces.serve as serve
+    from bot.intake.poller import Poller
     from bot.runtime.context import Runtime
 
     class ManualPoller(Poller):
@@ -214,7 +214,7 @@ async def sim_get(http, path: str, method: str = "GET") -> dict:
 
 
 async def cycle(rt, http, sim_pid: int, label: str, n: int, *, before: bool, poller=None) -> dict:
-    from bot.engine.poller import Poller
+    from bot.intake.poller import Poller
 
     rt.db.read_sessions = not before
     rt.skip_unchanged = not before
@@ -348,7 +348,7 @@ async def bench(args) -> int:
             said[view.pr.pr_key] = (view.pr.head_sha, fields_of(view, rnd, None, config))
         await db.dispose()
         patch_serve(said)
-        from bot.runtime.serve import running
+        from bot.surfaces.serve import running
 
         keys = [parse_pr_key(f"{r['repo']}#{r['number']}") for r in rows]
         async with running(config) as (rt, _server), httpx.AsyncClient(base_url=url, timeout=60) as http:
@@ -361,7 +361,7 @@ async def bench(args) -> int:
                 results.append(await cycle(rt, http, child.pid, "before", len(keys), before=True))
             # One poller for every cycle: its first tick since the start re-reads every PR (it
             # cannot know what changed before it looked), the later ones watch each repository.
-            from bot.engine.poller import Poller
+            from bot.intake.poller import Poller
 
             poller = Poller(rt)
             for i in range(args.cycles):

@@ -228,7 +228,7 @@ async def main(args) -> None:
     from githubkit.webhooks import sign
 
     from bot.logs import configure_logging
-    from bot.runtime.serve import _Server
+    from bot.surfaces.serve import _Server
     from storage import deliveries
     from tests.openapi import webhook_examples
     from tests.serving import WEBHOOK_SECRET, make_config, serving

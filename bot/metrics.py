@@ -12,7 +12,6 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func
 from sqlmodel import select
 
-from bot.github.routes import request_of
 from storage import events
 from storage.keys import PrKey
 from storage.models import PullRequest
@@ -144,11 +143,10 @@ def _committed(name: str, label: str) -> None:
 events.listen(_committed)
 
 
-def github_request(what: str, answer: Any) -> None:
-    """One request `Transport._call` sent (`what`: its description), by the status GitHub
+def github_request(method: str, route: str, answer: Any) -> None:
+    """One request `Transport._call` sent (its method and route template), by the status GitHub
     answered: `answer` is the githubkit response, the failed request's httpx response, or a
     word when there was none."""
-    method, route = request_of(what)
     raw = getattr(answer, "raw_response", answer)
     if isinstance(raw, httpx.Response):
         status = "304" if raw.extensions.get("hishel_from_cache") else str(raw.status_code)

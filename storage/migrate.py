@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
 
 from alembic import command
@@ -10,11 +11,12 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 
-import migrations
-
 from .database import Database
 
-SCRIPT_LOCATION = str(Path(migrations.__file__).parent)
+# Found, not imported: the revisions import the models (storage), and Alembic loads them itself.
+_SPEC = find_spec("migrations")
+assert _SPEC is not None and _SPEC.origin is not None, "the migrations package is installed with storage"
+SCRIPT_LOCATION = str(Path(_SPEC.origin).parent)
 # Any fixed 64-bit number: serializes concurrent migrators on one PostgreSQL database.
 _PG_MIGRATION_LOCK = 0x636F6E7665726765
 

@@ -47,7 +47,7 @@ class RoundKind(StrEnum):
 
 
 class JobKind(StrEnum):
-    """What a job does; its handler is the runtime's (bot/runtime/serve.py, `job_handlers`)."""
+    """What a job does; its handler is the runtime's (bot/surfaces/serve.py, `job_handlers`)."""
 
     SYNC = "sync"  # a PR's step: read it, decide, record
     SYNC_REF = "sync_ref"  # a pushed ref: which PRs it moved

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from sqlalchemy import text
 
-from bot.intake.submit import SubmitOptions, submit_pr
+from bot.engine.submit import SubmitOptions, submit_pr
 from storage import prs, runs
 from storage.database import Database
 from storage.keys import parse_pr_key

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from bot.config import Config
-from bot.runtime.serve import running
+from bot.surfaces.serve import running
 
 WEBHOOK_SECRET = "test-webhook-secret"
 # A step's check-run update waits a second here (`[github] check_run_settle_seconds`, 5 by

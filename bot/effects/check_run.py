@@ -8,8 +8,7 @@ from datetime import timedelta
 
 import structlog
 
-from bot.effects import outbox
-from bot.engine import check_summary
+from bot.engine import check_summary, outbox
 from bot.rules.model import CHECK_RUN_NAME
 from bot.runtime.context import Runtime
 from bot.runtime.workers import Reschedule

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import structlog
 
-from bot.effects import outbox
-from bot.effects.outbox import first_try
 from bot.effects.replies import Reply, reply_and_resolve
+from bot.engine import outbox
+from bot.engine.outbox import first_try
 from bot.github.errors import NotFound
 from bot.runtime.context import Runtime
 from storage import escalations, prs, rounds

@@ -7,10 +7,9 @@ from __future__ import annotations
 import structlog
 
 from bot import metrics
-from bot.effects import outbox
-from bot.effects.outbox import first_try
-from bot.engine import merge_queue, repoconfig
+from bot.engine import merge_queue, outbox, repoconfig
 from bot.engine.dispatch import requeue
+from bot.engine.outbox import first_try
 from bot.github.errors import Conflict
 from bot.runtime.context import Runtime
 from storage import dependencies, prs, runs

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from bot.engine.outbox import reply_marker
 from bot.github.endpoints.reviews import ThreadWrite
 from bot.runtime.context import Runtime
 from storage.keys import PrKey
@@ -19,10 +20,6 @@ class Reply:
     thread_id: str
     text: str
     resolve: bool
-
-
-def reply_marker(thread_id: str) -> str:
-    return f"<!-- convergebot:reply:{thread_id} -->"
 
 
 def writes_for(threads: dict[str, dict], replies: Sequence[Reply]) -> list[ThreadWrite]:

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import structlog
 
-from bot.effects.outbox import first_try
 from bot.engine import repoconfig
+from bot.engine.outbox import first_try
 from bot.engine.read import review_of
 from bot.github.endpoints.reviews import COPILOT_REVIEWER
 from bot.github.stamps import parse_time

@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from bot import metrics
-from bot.effects import check_run, comment, merge, outbox, review_request
-from bot.engine import repoconfig
+from bot.effects import check_run, comment, merge, review_request
+from bot.engine import outbox, repoconfig
 from bot.engine.fixing import hold_round_checks
 from bot.engine.write_budget import over_budget, pause_runaway
 from bot.rules import reviewers

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 import structlog
 
 from bot.config import Config
-from bot.effects import outbox
-from bot.engine import repoconfig
+from bot.engine import outbox, repoconfig
 from bot.engine.read import asked_reviewers, findings_of
 from bot.fixers.prompt import location
 from bot.rules.findings import normalised

@@ -8,20 +8,19 @@ from datetime import datetime, timedelta
 
 import structlog
 
-from bot.effects import outbox
-from bot.effects.outbox import first_try
-from bot.engine import repoconfig
+from bot.engine import outbox, repoconfig
 from bot.engine.dispatch import new_attempt, queue_fixer, requeue
 from bot.engine.escalation import stored_id
+from bot.engine.outbox import first_try
 from bot.engine.read import Dependencies, dependencies_of
+from bot.engine.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
 from bot.github.errors import NotFound
 from bot.github.stamps import parse_time
-from bot.intake.routing import edited
-from bot.intake.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
 from bot.rules.commands import (
     STAMP_SLACK,
     Command,
     Refusal,
+    edited,
     late_answer,
     late_for_run,
     late_retry,

@@ -10,8 +10,7 @@ from typing import Any
 import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from bot.effects import outbox
-from bot.engine import repoconfig
+from bot.engine import outbox, repoconfig
 from bot.engine.read import findings_of
 from bot.fixers.base import FixRequest
 from bot.rules.model import COALESCING

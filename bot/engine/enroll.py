@@ -7,7 +7,7 @@ import json
 from bot.config import ConvergenceConfig
 from bot.engine import repoconfig
 from bot.engine.dispatch import requeue
-from bot.intake.submit import SubmitOptions, submit_pr
+from bot.engine.submit import SubmitOptions, submit_pr
 from bot.runtime.context import Runtime
 from storage import prs
 from storage.models import Job

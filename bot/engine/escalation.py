@@ -9,8 +9,7 @@ from typing import Any
 import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from bot.effects import outbox
-from bot.engine import repoconfig
+from bot.engine import outbox, repoconfig
 from bot.rules.model import Escalate
 from bot.runtime.context import Runtime
 from storage import escalations, prs

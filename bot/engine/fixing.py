@@ -19,14 +19,12 @@ from sqlalchemy import update
 from sqlmodel import col
 
 from bot import metrics
-from bot.effects import outbox
-from bot.engine import check_summary, repoconfig, spending
+from bot.engine import check_summary, outbox, repoconfig, spending
 from bot.engine.dispatch import queue_progress, requeue
 from bot.engine.escalation import escalate
 from bot.engine.read import findings_of
 from bot.fixers.base import FixRequest, ThreadAction, Verdict
 from bot.github.errors import NotFound
-from bot.intake.routing import own_pushes
 from bot.rules.findings import fingerprint, settled_json, settlements, threads_of
 from bot.rules.forks import fork_refusal
 from bot.rules.model import Escalate, Finding
@@ -264,7 +262,7 @@ def _pushing(rt: Runtime, repos: tuple[str | None, ...], sha: str) -> None:
     # The PR's `synchronize` names the base repository, the `push` the head's (a fork's).
     for repo in repos:
         if repo:
-            own_pushes(rt).add(repo, sha)
+            rt.own_pushes.add(repo, sha)
 
 
 async def _record(rt: Runtime, pr_key: PrKey, pk: ProcessKey, n: int, attempt: int, findings, verdict: Verdict,

@@ -10,9 +10,8 @@ from typing import Any
 
 import structlog
 
-from bot.effects import outbox
 from bot.engine import merge_queue as mergequeue
-from bot.engine import repoconfig
+from bot.engine import outbox, repoconfig
 from bot.engine.dispatch import requeue
 from bot.engine.escalation import escalate
 from bot.engine.merge_rounds import fix_round

@@ -10,8 +10,7 @@ from typing import Any
 import structlog
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from bot.effects import outbox
-from bot.engine import check_summary, repoconfig
+from bot.engine import check_summary, outbox, repoconfig
 from bot.engine.dispatch import queue_fixer
 from bot.engine.escalation import escalate
 from bot.engine.read import memory_of, pr_state, round_state, settings_of

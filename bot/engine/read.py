@@ -9,9 +9,7 @@ from datetime import timedelta
 from typing import overload
 
 from bot.config import Config
-from bot.effects import outbox
-from bot.effects.replies import reply_marker
-from bot.engine import repoconfig
+from bot.engine import outbox, repoconfig
 from bot.github.endpoints.reviews import THREAD_COMMENTS_READ
 from bot.github.stamps import github_id, parse_time
 from bot.rules import reviewers
@@ -83,7 +81,7 @@ def thread_of(raw: dict) -> Thread:
     see: never its own reply) and a comment's author (a deleted account: `ghost`), body or id."""
     sent = (raw.get("comments") or {}).get("nodes") or []
     first = (sent[0] if sent else None) or {}
-    marker = reply_marker(raw["id"])
+    marker = outbox.reply_marker(raw["id"])
     replied: bool | None = any(marker in (c.get("body") or "") for c in sent if c)
     if not replied and len(sent) >= THREAD_COMMENTS_READ:
         replied = None  # a long thread: our reply may be past the comments read

@@ -9,8 +9,7 @@ from typing import Any
 import structlog
 
 from bot import metrics
-from bot.effects import outbox
-from bot.engine import check_summary, repoconfig
+from bot.engine import check_summary, outbox, repoconfig
 from bot.engine.dispatch import new_attempt, queue_fixer, queue_progress, requeue
 from bot.engine.escalation import escalate, queue_missing
 from bot.engine.merge_stage import MERGE_STATUSES, merge_stage
@@ -23,9 +22,9 @@ from bot.engine.read import (
     round_state,
     settings_of,
 )
+from bot.engine.recover import recover_commands
 from bot.engine.refs import read_tracked, records_nothing_new
 from bot.github.errors import NotFound
-from bot.intake.recover import recover_commands
 from bot.rules.decide import decide_step, fresh_review
 from bot.rules.findings import fingerprint
 from bot.rules.model import (

@@ -40,6 +40,7 @@ from bot.github.installations import (
 )
 from bot.github.ratebudget import InstallationBudgets, RateBudget
 from bot.github.reach import GitHubReach
+from bot.github.routes import request_of
 from storage.locks import KeyedLocks
 
 log = structlog.get_logger(__name__)
@@ -217,7 +218,7 @@ class Transport:
                 async with asyncio.timeout(self.call_timeout):
                     result = await send()
                 self.reach.answered(200)
-                metrics.github_request(what, result)
+                metrics.github_request(*request_of(what), result)
                 if metered:
                     self._observe(result)
                 if parse is not None:
@@ -227,10 +228,10 @@ class Transport:
                         raise unparsed(what, e, getattr(result, "status_code", None)) from None
             except TimeoutError:
                 self.reach.unanswered()
-                metrics.github_request(what, "timeout")
+                metrics.github_request(*request_of(what), "timeout")
                 raise Unavailable(f"{what}: no answer within {self.call_timeout:.0f}s") from None
             except GitHubException as exc:
-                metrics.github_request(what, getattr(exc, "response", None))
+                metrics.github_request(*request_of(what), getattr(exc, "response", None))
                 status = getattr(getattr(exc, "response", None), "status_code", None)
                 if isinstance(status, int) and status < 500:
                     self.reach.answered(status)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections import OrderedDict
 from collections.abc import Container
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 
 from bot.github.stamps import github_id
+from bot.rules.commands import looks_like_command
 from bot.rules.model import CHECK_RUN_NAME, COALESCING
 from storage.keys import MAX_NUMBER, PrKey, try_parse_pr_key
 from storage.statuses import JobKind
@@ -60,36 +60,6 @@ class Wake:
         """`jobs.enqueue_in`'s keyword arguments for it (`dataclasses.asdict` would deep-copy)."""
         return {"kind": self.kind, "key": self.key, "pr_key": self.pr_key, "payload": self.payload,
                 "delay_seconds": self.delay_seconds, "same_as": COALESCING.get(self.kind)}
-
-
-class OwnPushes:
-    """The heads our fixer runs pushed, per repository, newest last (a bounded memory).
-
-    The fixer's workspace tells this the sha right before its push, so the push's own webhooks
-    (`push`, `pull_request` `synchronize`), which may arrive before the push command returns, are
-    known as echoes: the fix job's progress check reads the branch anyway. Kept in memory: after
-    a restart those webhooks wake a sync again, which costs reads and loses nothing.
-    """
-
-    def __init__(self, size: int = 4096) -> None:
-        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._size = size
-
-    def add(self, repo: str, sha: str) -> None:
-        self._seen[(repo.lower(), sha)] = None
-        self._seen.move_to_end((repo.lower(), sha))
-        while len(self._seen) > self._size:
-            self._seen.popitem(last=False)
-
-    def __contains__(self, item: object) -> bool:
-        return item in self._seen
-
-
-def own_pushes(rt: Any) -> OwnPushes:
-    """The process's memory of its fixer pushes (`Runtime.own_pushes`)."""
-    if rt.own_pushes is None:
-        rt.own_pushes = OwnPushes()
-    return rt.own_pushes
 
 
 @dataclass(frozen=True)
@@ -180,17 +150,6 @@ def _pr_key(repo: str | None, number: int | None) -> PrKey | None:
 
 # A command comment up to this long is kept in its job; a longer one is read again by the job.
 COMMAND_TEXT_KEPT = 4000
-
-
-def looks_like_command(body: object) -> TypeGuard[str]:
-    """Worth a `command` job: the job parses the comment for real."""
-    return isinstance(body, str) and ("/converge" in body or "convergebot escalation #" in body)
-
-
-def edited(comment: dict) -> bool:
-    """Whether the comment was edited after it was posted: only what a comment said when it
-    was posted is a command (an edit never is), wherever the comment was found."""
-    return comment.get("updated_at") != comment.get("created_at")
 
 
 def command_wake(key: PrKey | None, comment: object, kind: str) -> Wake | None:

@@ -25,7 +25,8 @@ from bot.engine.enroll import enroll_rule
 from bot.github.errors import GitHubError
 from bot.github.stamps import parse_time
 from bot.intake import redelivery
-from bot.intake.routing import Wake, command_wake, edited
+from bot.intake.routing import Wake, command_wake
+from bot.rules.commands import edited
 from bot.runtime.context import Runtime
 from bot.runtime.periodic import every
 from storage import commands, cursors, jobs, prs

@@ -37,7 +37,6 @@ from bot.intake.routing import (
     PAYLOAD_READ,
     EnrollRules,
     Routed,
-    own_pushes,
     route,
     storable,
 )
@@ -194,7 +193,7 @@ def intake(rt: Runtime) -> Intake:
 
 def _rules(rt: Runtime) -> EnrollRules:
     """The routing's rules from the runtime's config, made once per config (not per delivery)."""
-    pushes = own_pushes(rt)
+    pushes = rt.own_pushes
     found = rt.webhook_rules
     if found is None or found[0] is not rt.config or found[1].own_pushes is not pushes:
         cfg = rt.config.convergence

@@ -7,6 +7,7 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeGuard
 
 from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
@@ -21,6 +22,17 @@ ESCALATION_TAG = re.compile(r"convergebot escalation #(\d+)", re.IGNORECASE)
 # stamp (that second, and a second of clocks apart) counts as begun before the comment.
 STAMP_RESOLUTION = timedelta(seconds=1)
 STAMP_SLACK = timedelta(seconds=2)
+
+
+def looks_like_command(body: object) -> TypeGuard[str]:
+    """Worth a `command` job: the job parses the comment for real."""
+    return isinstance(body, str) and ("/converge" in body or "convergebot escalation #" in body)
+
+
+def edited(comment: dict[str, object]) -> bool:
+    """Whether the comment was edited after it was posted: only what a comment said when it
+    was posted is a command (an edit never is), wherever the comment was found."""
+    return comment.get("updated_at") != comment.get("created_at")
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,33 @@ if TYPE_CHECKING:  # made and kept by their own modules, which import this one
     from bot.fixers.base import Fixer
     from bot.intake.batch import Intake
     from bot.intake.redelivery import RedeliveryState
-    from bot.intake.routing import EnrollRules, OwnPushes
+    from bot.intake.routing import EnrollRules
 
 # How soon a step put off because another replica is stepping the same PR runs again.
 TURN_RETRY_SECONDS = 0.5
+
+
+class OwnPushes:
+    """The heads our fixer runs pushed, per repository, newest last (a bounded memory).
+
+    The fixer's workspace tells this the sha right before its push, so the push's own webhooks
+    (`push`, `pull_request` `synchronize`), which may arrive before the push command returns, are
+    known as echoes: the fix job's progress check reads the branch anyway. Kept in memory: after
+    a restart those webhooks wake a sync again, which costs reads and loses nothing.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._size = size
+
+    def add(self, repo: str, sha: str) -> None:
+        self._seen[(repo.lower(), sha)] = None
+        self._seen.move_to_end((repo.lower(), sha))
+        while len(self._seen) > self._size:
+            self._seen.popitem(last=False)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._seen
 
 
 @dataclass
@@ -56,7 +79,7 @@ class Runtime:
     # (PR, head) (engine/merge_stage.py); repositories whose base takes merges through a queue
     # (engine/merge_queue.py); repositories' own config files (engine/repoconfig.py); the
     # redelivery's state (intake/redelivery.py); the webhook intake and its routing rules
-    # (intake/webhook.py); the fixer's own pushes (intake/routing.py); when this process's last
+    # (intake/webhook.py); the fixer's own pushes (`OwnPushes`, above); when this process's last
     # reading scan began, time.monotonic() (intake/scan.py).
     check_runs: dict[PrKey, tuple[str, dict]] = field(default_factory=dict)
     protected_checks: OrderedDict[tuple[PrKey, str], frozenset[str]] = field(default_factory=OrderedDict)
@@ -65,7 +88,7 @@ class Runtime:
     redelivery: RedeliveryState | None = None
     webhook_intake: Intake | None = None
     webhook_rules: tuple[Config, EnrollRules] | None = None
-    own_pushes: OwnPushes | None = None
+    own_pushes: OwnPushes = field(default_factory=OwnPushes)
     scan_started_at: float | None = None
     # A step of a PR whose GitHub reads are unchanged and that has nothing due skips its
     # decision (engine/step.py); bench/idle_poll.py turns it off to measure the old way.

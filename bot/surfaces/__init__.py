@@ -1,3 +1,4 @@
-"""Surfaces: what people and programs use. The CLI, the web app (webhook endpoint mounted from
-intake, the API, the dashboard, health), the views they share, the doctor and the demo. They
-read storage and call intake or the engine; nothing below imports them."""
+"""Surfaces: what people and programs use. `serve` (the long-running process: workers, periodic
+duties and the HTTP server), the CLI, the web app (webhook endpoint mounted from intake, the API,
+the dashboard, health), the views they share, the doctor and the demo. Nothing imports them but
+`bot/__main__.py`."""

@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 from bot import __version__
 from bot.config import Config, ConfigError, load_config
 from bot.engine.read import asked_reviewers
-from bot.intake.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
+from bot.engine.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
 from bot.logs import configure_logging
 from bot.rules.model import MAX_ROUNDS
 from bot.surfaces.views import dependencies_text, pr_detail, prs_json
@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def _dispatch(args: argparse.Namespace, config: Config) -> int:
     if args.command == "serve":
-        from bot.runtime.serve import serve
+        from bot.surfaces.serve import serve
 
         if args.dry_run:
             config = config.model_copy(update={"github": config.github.model_copy(update={"dry_run": True})})
@@ -276,7 +276,7 @@ async def _answer(args, config: Config, db: Database) -> int:
     from bot.github.client import connect
     from bot.rules.commands import Command
     from bot.runtime.context import Runtime
-    from bot.runtime.serve import build_fixer
+    from bot.surfaces.serve import build_fixer
 
     view = await prs.get(db, args.key)
     if view is None or view.resubmittable:

@@ -20,7 +20,7 @@ from bot.engine.read import NONE, dependencies_of
 from bot.fixers import ScriptedFixer
 from bot.logs import configure_logging
 from bot.runtime.context import Runtime
-from bot.runtime.serve import running
+from bot.surfaces.serve import running
 from simulator import ReviewerScript, ReviewStep, Simulator, SimulatorServer, ThreadSpec
 from storage import escalations, prs, rounds
 from storage.keys import PrKey, parse_pr_key

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import and_
 from sqlmodel import col, select
 
-from bot.effects import outbox
+from bot.engine import outbox
 from bot.engine import write_budget as budget
 from bot.engine.read import NONE, Dependencies, dependencies_of
 from bot.redact import scrub, shown

@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from bot.fixers import ScriptedFixer
-from bot.runtime.serve import running
 from bot.surfaces import demo
+from bot.surfaces.serve import running
 from simulator import Simulator, SimulatorServer
 from storage import escalations, prs
 from storage.database import Database

@@ -13,8 +13,8 @@ import pytest
 from sqlmodel import select
 
 from bot import metrics
-from bot.effects import outbox
-from bot.effects.outbox import DRY_RUN
+from bot.engine import outbox
+from bot.engine.outbox import DRY_RUN
 from bot.engine.read import findings_of
 from simulator import Simulator, SimulatorServer, ThreadSpec
 from storage import jobs, prs
@@ -288,7 +288,7 @@ async def test_serve_for_real_refuses_a_database_a_dry_run_decided_in(db_url):
     from sqlalchemy import update
 
     from bot.config import ConfigError
-    from bot.runtime.serve import running
+    from bot.surfaces.serve import running
     from storage.migrate import migrate
 
     from ..serving import make_config

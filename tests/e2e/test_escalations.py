@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.effects import outbox
 from bot.effects.runner import run_effect
+from bot.engine import outbox
 from bot.engine.progress import progress_check
 from bot.fixers import ScriptedFixer
 from storage import jobs

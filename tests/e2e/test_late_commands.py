@@ -15,10 +15,10 @@ import pytest
 
 from bot.engine.commands import answer, handle_command
 from bot.engine.enroll import enroll
+from bot.engine.recover import recover_commands
+from bot.engine.submit import abandon_pr
 from bot.fixers import ScriptedFixer
-from bot.intake.recover import recover_commands
 from bot.intake.scan import scan
-from bot.intake.submit import abandon_pr
 from bot.rules.commands import STAMP_SLACK, Command
 from simulator import ThreadSpec
 from simulator.state import IssueComment

@@ -265,8 +265,8 @@ async def _reply_effect(h, key: str, pk: str, threads, tag: str, *, attempts: in
     """Queue this round's reply effect for `threads` as the fixer would, and run it once."""
     from datetime import timedelta
 
-    from bot.effects import outbox
     from bot.effects.runner import run_effect
+    from bot.engine import outbox
     from bot.rules.findings import from_threads
     from storage import jobs
     from storage.models import utcnow
@@ -287,7 +287,7 @@ def _graphql(h) -> int:
 
 
 def _ours_on(h, thread_id: str) -> int:
-    from bot.effects.replies import reply_marker
+    from bot.engine.outbox import reply_marker
 
     return sum(1 for e in h.sim.effects("review_reply") if reply_marker(thread_id) in (e.get("body") or ""))
 
@@ -296,7 +296,7 @@ async def test_a_round_s_first_reply_writes_from_the_round_s_read_without_readin
     """The round read the threads after our last replies were done: its reply effect writes
     from that read (one GraphQL request, the write). A thread it saw our reply on is only
     resolved. A retry reads first."""
-    from bot.effects.replies import reply_marker
+    from bot.engine.outbox import reply_marker
     from bot.github.endpoints.reviews import ThreadWrite
 
     async with bot_on_simulator(tmp_path, db_url, fixer=ASKS, poller={"interval_seconds": 3600}) as h:
@@ -484,7 +484,8 @@ async def _running_elsewhere(h, *ids: int) -> None:
 async def test_two_updates_of_one_check_run_do_not_hold_each_other(tmp_path, db_url):
     """An update queued while another ran (a publish finds none queued) is not the PR's other
     work: each renders the same row, and holding each other they waited out the whole hold."""
-    from bot.effects import check_run, outbox
+    from bot.effects import check_run
+    from bot.engine import outbox
     from bot.runtime.workers import Reschedule
     from storage import jobs
 
@@ -522,7 +523,8 @@ async def test_an_update_that_finds_the_merge_ended_renders_the_row_the_merge_le
     other work in hand. The merge wrote "merged" before its job ended, so the update reads the
     row again after the look and says merged: the row it read first would have said "merging",
     a write more, and the last one until the next update came."""
-    from bot.effects import check_run, outbox
+    from bot.effects import check_run
+    from bot.engine import outbox
     from storage import jobs
     from storage.models import utcnow
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from bot.engine.poller import Poller
 from bot.fixers import ScriptedFixer
+from bot.intake.poller import Poller
 from storage import jobs
 from storage.models import utcnow
 

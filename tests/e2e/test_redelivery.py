@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.engine.poller import Poller
 from bot.github.errors import GitHubError, NotFound
+from bot.intake.poller import Poller
 from bot.intake.redelivery import APP_LOG, CURSOR, Log, covers, redeliver_missed
 from bot.intake.scan import scan
 from bot.runtime.leadership import Leadership

@@ -90,7 +90,7 @@ async def test_a_pr_closed_outside_ends_its_run_and_can_be_enrolled_again(tmp_pa
 
 
 async def test_a_pr_merged_outside_ends_its_run_and_a_resubmit_starts_a_new_one(tmp_path, db_url):
-    from bot.intake.submit import Outcome, submit_pr
+    from bot.engine.submit import Outcome, submit_pr
     from storage.keys import parse_pr_key
 
     async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"])) as h:

@@ -19,7 +19,7 @@ from pathlib import Path
 from bot.config import load_config
 from bot.fixers.base import FixRequest
 from bot.logs import configure_logging
-from bot.runtime.serve import build_fixer
+from bot.surfaces.serve import build_fixer
 
 
 async def main(clone_url: str, branch: str, entry_head: str) -> int:

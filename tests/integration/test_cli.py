@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.intake.submit import submit_pr
+from bot.engine.submit import submit_pr
 from storage import runs
 from storage.database import Database
 from storage.keys import parse_pr_key

@@ -8,7 +8,7 @@ import re
 
 from sqlalchemy import update
 
-from bot.effects import outbox
+from bot.engine import outbox
 from bot.surfaces.web.dashboard import would_text
 from storage import commands, escalations, jobs, prs, rounds
 from storage.database import Database
@@ -121,7 +121,7 @@ async def test_pr_page_shows_timeline_escalation_links_effects_and_budget(db_url
 
 
 async def test_an_abandoned_pr_shows_why_and_a_stuck_one_needs_attention(db_url):
-    from bot.intake.submit import abandon_pr
+    from bot.engine.submit import abandon_pr
     from storage import runs
 
     async with serving(make_config(db_url)) as (rt, http):

@@ -20,7 +20,7 @@ from bot.config import ConfigError, load_config
 from bot.fixers.base import ThreadAction
 from bot.fixers.registry import build_fixer
 from bot.fixers.sandbox import PRIVATE_DIRS, sandbox_for
-from bot.runtime.serve import build_fixer as serve_build_fixer
+from bot.surfaces.serve import build_fixer as serve_build_fixer
 
 from .test_fixer_sandbox import botdir, needs_bwrap  # noqa: F401  (a fixture)
 from .test_fixer_support import BRANCH, Remote, git, make_remote, make_request

@@ -80,7 +80,7 @@ async def test_inside_serve_children_end_through_a_pidfd_and_the_watcher_is_put_
     """No thread per child while `serve` runs (each one's start cost the loop), deadlines and
     exit codes as before; and the watcher that was there is back afterwards, since the pidfd
     one belongs to a loop that ends."""
-    from bot.runtime.serve import running
+    from bot.surfaces.serve import running
     from tests.serving import make_config
 
     before = asyncio.get_child_watcher()

@@ -25,7 +25,7 @@ from structlog.testing import capture_logs
 from bot.config import ConfigError, load_config
 from bot.fixers.command import CommandFixer
 from bot.fixers.sandbox import probe, sandbox_for
-from bot.runtime.serve import build_fixer
+from bot.surfaces.serve import build_fixer
 
 from .test_fixer_support import BRANCH, Remote, git, make_remote, make_request
 

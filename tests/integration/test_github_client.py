@@ -204,7 +204,8 @@ async def test_a_thread_s_first_comment_id_is_read_from_its_full_database_id(cli
 async def test_a_round_s_replies_are_one_read_and_one_write_and_a_retry_writes_only_what_is_missing(client, sim):  # noqa: F811
     from types import SimpleNamespace
 
-    from bot.effects.replies import Reply, reply_and_resolve, reply_marker
+    from bot.effects.replies import Reply, reply_and_resolve
+    from bot.engine.outbox import reply_marker
     from bot.github.endpoints.reviews import ThreadWrite
 
     n = await _pr(sim)

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from sqlalchemy import event, update
 
-from bot.engine.poller import Poller
 from bot.fixers import ScriptedFixer
+from bot.intake.poller import Poller
 from storage import jobs, prs
 from storage.models import Job, PullRequest, utcnow
 from storage.statuses import SameWork

@@ -46,7 +46,7 @@ async def test_a_job_of_a_stale_process_key_is_dropped_without_running(db):
     assert await pool.run_one()
     assert ran == [job_id]
     # The run is abandoned and the PR resubmitted: the old run's queued job must not run.
-    from bot.intake.submit import abandon_pr
+    from bot.engine.submit import abandon_pr
 
     await abandon_pr(db, "acme/w#1", "stop")
     new = await enroll(db, "acme/w#1")
@@ -298,7 +298,7 @@ async def test_sync_refs_of_one_ref_coalesce_while_one_is_queued(db, batch):
 
 
 async def test_the_poller_queues_one_sync_per_pr_however_many_ticks(db, bare_runtime):
-    from bot.engine.poller import Poller
+    from bot.intake.poller import Poller
 
     from ..helpers import enroll
 
@@ -311,7 +311,7 @@ async def test_the_poller_queues_one_sync_per_pr_however_many_ticks(db, bare_run
 
 
 async def test_the_poller_resumes_a_keyless_row(db, bare_runtime):
-    from bot.engine.poller import Poller
+    from bot.intake.poller import Poller
     from storage import prs
     from storage.models import PullRequest
 
@@ -448,7 +448,7 @@ async def test_one_wake_draws_in_as_many_workers_as_there_are_jobs(db):
 async def test_next_due_is_the_earliest_waiting_effect_of_its_kind(db):
     from datetime import timedelta
 
-    from bot.effects import outbox
+    from bot.engine import outbox
     from storage.models import utcnow
 
     assert await outbox.next_due(db, "o/r#1", "reply") is None
@@ -565,7 +565,7 @@ async def test_a_waiting_follow_up_is_not_claimed_while_the_change_it_covers_is_
     adds none, because the waiting one will read the row after the change. A worker that claims
     it before the change commits would read the row without it, and nothing would come after:
     the waiting job is locked until the transaction ends (skipped by the claim meanwhile)."""
-    from bot.effects import outbox
+    from bot.engine import outbox
 
     if not db.is_postgres:
         import pytest

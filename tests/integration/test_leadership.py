@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from bot.engine.poller import Poller
+from bot.intake.poller import Poller
 from bot.runtime.context import Runtime
 from bot.runtime.leadership import LEADER_LOCK, Leadership
 from storage.database import Database

@@ -8,7 +8,7 @@ from datetime import timedelta
 from sqlalchemy import update
 
 from bot import metrics
-from bot.engine.poller import Poller
+from bot.intake.poller import Poller
 from bot.runtime.context import Runtime
 from storage import jobs
 from storage.models import PullRequest, utcnow

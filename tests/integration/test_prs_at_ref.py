@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.intake.submit import abandon_pr
+from bot.engine.submit import abandon_pr
 from storage import prs
 
 from ..helpers import enroll

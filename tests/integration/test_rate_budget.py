@@ -167,8 +167,8 @@ async def test_a_progress_check_out_of_rate_limit_waits_for_the_reset_and_spends
 
     from bot.config import Config
     from bot.runtime.context import Runtime
-    from bot.runtime.serve import job_handlers
     from bot.runtime.workers import Reschedule
+    from bot.surfaces.serve import job_handlers
     from storage import prs, rounds
     from storage.models import Job, utcnow
 

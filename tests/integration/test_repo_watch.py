@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
-from bot.engine.poller import Poller
 from bot.fixers import ScriptedFixer
+from bot.intake.poller import Poller
 from storage import marks
 from storage.models import PullRequest, utcnow
 

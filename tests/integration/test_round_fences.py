@@ -77,7 +77,7 @@ async def test_declines_decided_from_a_round_the_row_has_left_post_nothing(bare_
     commit with the fence on the round, or not at all."""
     import structlog
 
-    from bot.effects import outbox
+    from bot.engine import outbox
     from bot.engine.step import _apply
     from bot.rules.model import Finding, Fix
     from storage import prs

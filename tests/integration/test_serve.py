@@ -146,7 +146,7 @@ async def test_the_server_s_connections_send_without_delay(tmp_path):
     """Each accepted connection has TCP_NODELAY: a response's body, written after its head,
     goes out at once instead of waiting for the client's delayed ACK (~45 ms a request on a
     keep-alive connection)."""
-    from bot.runtime.serve import running
+    from bot.surfaces.serve import running
 
     config = make_config(f"sqlite:///{tmp_path / 'bot.db'}")
     async with running(config) as (_, server):

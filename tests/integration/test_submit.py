@@ -8,7 +8,7 @@ import pytest
 from sqlmodel import select
 
 import storage.prs
-from bot.intake.submit import PR_LOCKS, SubmitOptions, abandon_pr, submit_pr
+from bot.engine.submit import PR_LOCKS, SubmitOptions, abandon_pr, submit_pr
 from storage import prs, runs
 from storage.keys import parse_pr_key
 from storage.locks import KeyedLocks

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.config import ConvergenceConfig
-from bot.intake.submit import SubmitOptions
+from bot.engine.submit import SubmitOptions
 from bot.rules.model import DEFAULT_MAX_ROUNDS, title_of
 from storage.models import PullRequest
 

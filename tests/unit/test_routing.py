@@ -2,7 +2,8 @@ import dataclasses
 
 import pytest
 
-from bot.intake.routing import EnrollRules, OwnPushes, Wake, route
+from bot.intake.routing import EnrollRules, Wake, route
+from bot.runtime.context import OwnPushes
 from storage.keys import parse_pr_key
 from storage.statuses import SameWork
 

@@ -3,7 +3,8 @@ writes that follow from it (`writes_for`); the nulls GitHub may send in either."
 
 import pytest
 
-from bot.effects.replies import Reply, as_read, reply_marker, writes_for
+from bot.effects.replies import Reply, as_read, writes_for
+from bot.engine.outbox import reply_marker
 from bot.engine.read import checks_of, comment_id_of, thread_of
 from bot.github.endpoints.reviews import THREAD_COMMENTS_READ
 

@@ -15,8 +15,8 @@ from bot.config import ConvergenceConfig
 from bot.engine import repoconfig
 from bot.engine.dispatch import requeue
 from bot.engine.read import asked_reviewers
+from bot.engine.submit import SubmitOptions, submit_pr
 from bot.github.errors import GitHubError
-from bot.intake.submit import SubmitOptions, submit_pr
 from bot.rules.model import MAX_ROUNDS
 from bot.surfaces.views import pr_detail, prs_json
 from storage import prs

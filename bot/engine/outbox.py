@@ -185,6 +185,11 @@ async def comment(session: AsyncSession, pr_key: PrKey, marker: str, body: str, 
                      body=body, escalation_id=escalation_id)
 
 
+def reply_marker(thread_id: str) -> str:
+    """The hidden mark of our reply on a review thread: a thread carrying it is answered."""
+    return f"<!-- convergebot:reply:{thread_id} -->"
+
+
 async def replies(session: AsyncSession, pr_key: PrKey, process_key: ProcessKey,
                   items: Sequence[tuple[Finding, str, bool]], *, key: str, round_no: int) -> bool:
     """Reply on each finding's review thread (once per thread), resolving those asked

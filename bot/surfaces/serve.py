@@ -20,12 +20,11 @@ from sqlmodel import select
 
 from bot import metrics
 from bot.config import Config, ConfigError
-from bot.effects.outbox import DRY_RUN
 from bot.effects.runner import run_effect
 from bot.engine.commands import handle_command
 from bot.engine.enroll import enroll
 from bot.engine.fixing import fix
-from bot.engine.poller import Poller
+from bot.engine.outbox import DRY_RUN
 from bot.engine.progress import progress_check
 from bot.engine.refs import sync_ref
 from bot.engine.step import step
@@ -35,6 +34,7 @@ from bot.fixers.sandbox import SandboxUnavailable, sandbox_for
 from bot.github.client import connect
 from bot.github.errors import RateLimited
 from bot.intake import redelivery, scan
+from bot.intake.poller import Poller
 from bot.runtime.context import Runtime
 from bot.runtime.workers import PoolSettings, Reschedule, WorkerPool
 from bot.surfaces.web.app import build_app

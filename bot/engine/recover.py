@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import structlog
 
-from bot.intake.routing import edited, looks_like_command
+from bot.rules.commands import edited, looks_like_command
 from bot.runtime.context import Runtime
 from storage import commands, jobs
 from storage.models import PullRequest

@@ -8,7 +8,7 @@ from enum import StrEnum
 
 import structlog
 
-from bot.effects import outbox
+from bot.engine import outbox
 from bot.rules.commands import late_start
 from bot.rules.model import DEFAULT_MAX_ROUNDS, title_of
 from storage import adjudications, escalations, prs, runs

@@ -18,10 +18,10 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from bot import metrics
 from bot.engine import liveness
 from bot.engine.read import settings_of
+from bot.engine.submit import SubmitOptions, submit_pr
 from bot.engine.write_budget import paused
 from bot.intake import redelivery
 from bot.intake.repowatch import RepoWatch
-from bot.intake.submit import SubmitOptions, submit_pr
 from bot.rules.decide import review_wait_deadlines
 from bot.runtime.context import Runtime
 from bot.runtime.periodic import every
