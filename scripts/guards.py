@@ -10,6 +10,10 @@ The catalogue is data: `tests/guards/*.toml`, each with a `title` and one `[[gua
   tests      the test node ids that must fail under the mutation
   backends   where to run them: ["sqlite"] (default) or ["sqlite", "postgres"] for guards in SQL
 
+Besides guards, a file may hold `[[kept]]` checks (they duplicate a guard), `[[exempt]]` conditions
+(they look like guards but are none: `name`, `path`, `code`, `why`) and a `watch` list of modules
+whose conditions `--report` reads although they hold no guard yet.
+
 Each mutation is applied to a scratch copy of the working tree (tracked and untracked files, not
 the ignored ones), so the tree itself is never touched and uncommitted work is what is tested.
 
@@ -17,6 +21,7 @@ the ignored ones), so the tree itself is never touched and uncommitted work is w
   scripts/guards.py WORD...         only guards whose name contains one of the words
   scripts/guards.py --check         only check the catalogue against the code (no tests run)
   scripts/guards.py --pick N        a rotating subset of N guards (by the date, or --seed S)
+  scripts/guards.py --report        the guard-like conditions no entry lists (scripts/guard_report.py)
 
 Exits non-zero if any mutation survives, or any entry no longer matches the code.
 """
@@ -41,6 +46,7 @@ CATALOGUE_DIR = ROOT / "tests" / "guards"
 BACKENDS = ("sqlite", "postgres")
 FIELDS = {"name", "race", "path", "code", "mutation", "tests", "backends"}
 KEPT_FIELDS = {"name", "path", "code", "why", "covered_by"}
+EXEMPT_FIELDS = {"name", "path", "code", "why"}
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,49 @@ def load_kept(directory: Path = CATALOGUE_DIR) -> list[Kept]:
             kept.append(Kept(entry["name"], entry["path"], entry["code"], entry["why"],
                              tuple(entry["covered_by"])))
     return kept
+
+
+@dataclass(frozen=True)
+class Exempt:
+    """A condition that looks like a guard and is none (why says what it is instead)."""
+
+    name: str
+    path: str
+    code: str
+    why: str
+
+
+def load_exempt(directory: Path = CATALOGUE_DIR) -> list[Exempt]:
+    exempt = []
+    for file in sorted(directory.glob("*.toml")):
+        for entry in tomllib.loads(file.read_text()).get("exempt", []):
+            unknown = set(entry) - EXEMPT_FIELDS
+            if unknown:
+                raise ValueError(f"{file.name}: {entry.get('name')!r}: unknown fields {sorted(unknown)}")
+            exempt.append(Exempt(entry["name"], entry["path"], entry["code"], entry["why"]))
+    return exempt
+
+
+def load_watched(directory: Path = CATALOGUE_DIR) -> list[str]:
+    return [path for file in sorted(directory.glob("*.toml"))
+            for path in tomllib.loads(file.read_text()).get("watch", [])]
+
+
+def exempt_problems(exempt: Exempt, tree: Path = ROOT) -> list[str]:
+    target = tree / exempt.path
+    if not target.is_file():
+        return [f"{exempt.path} does not exist"]
+    if (count := target.read_text().count(exempt.code)) != 1:
+        return [f"its code occurs {count} times in {exempt.path} (must be exactly once)"]
+    return [] if exempt.why.strip() else ["it says no why"]
+
+
+def report(guards: list[Guard], kept: list[Kept], exempt: list[Exempt], watched: list[str]) -> str:
+    from guard_report import render, uncovered
+
+    paths = [g.path for g in guards] + [k.path for k in kept] + watched
+    entries = [(e.path, e.code) for e in (*guards, *kept, *exempt)]
+    return render(uncovered(ROOT, paths, entries))
 
 
 def kept_problems(kept: Kept, guards: list[Guard], tree: Path = ROOT) -> list[str]:
@@ -179,7 +228,7 @@ def anchor(guard: Guard) -> str:
     return re.sub(r"[^a-z0-9 _-]", "", guard.name.lower()).replace(" ", "-")
 
 
-def markdown(guards: list[Guard], kept: list[Kept] = ()) -> str:
+def markdown(guards: list[Guard], kept: list[Kept] = (), exempt: list[Exempt] = ()) -> str:
     """docs/guards.md: the catalogue for people, generated (`scripts/guards.py --markdown`)."""
     lines = ["# The guard catalogue", "",
              "Generated from `tests/guards/*.toml` by `scripts/guards.py --markdown`; do not edit by hand.",
@@ -201,6 +250,12 @@ def markdown(guards: list[Guard], kept: list[Kept] = ()) -> str:
             covered = ", ".join(f"[{name}](#{anchor(next(g for g in guards if g.name == name))})"
                                 for name in k.covered_by if any(g.name == name for g in guards))
             lines += [f"### {k.name}", "", k.why, "", f"- code: `{k.path}`", f"- covered by: {covered}", ""]
+    if exempt:
+        lines += ["## Not guards", "",
+                  "Conditions that look like guards to `scripts/guards.py --report` (a compare-and-set's",
+                  "WHERE, a lookup before a GitHub write, a cap or a deadline) and are none, each with why.", ""]
+        for e in exempt:
+            lines += [f"### {e.name}", "", e.why, "", f"- code: `{e.path}`", ""]
     return "\n".join(lines)
 
 
@@ -218,12 +273,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", default=datetime.date.today().isoformat(), help="seed of --pick")
     parser.add_argument("--catalogue", type=Path, default=CATALOGUE_DIR, help="the catalogue's directory")
     parser.add_argument("--markdown", action="store_true", help="print the catalogue as docs/guards.md")
+    parser.add_argument("--report", action="store_true",
+                        help="list the guard-like conditions of guarded and watched modules no entry lists")
     args = parser.parse_args(argv)
 
     guards = load(args.catalogue)
     kept = load_kept(args.catalogue)
+    exempt = load_exempt(args.catalogue)
     if args.markdown:
-        print(markdown(guards, kept), end="")
+        print(markdown(guards, kept, exempt), end="")
+        return 0
+    if args.report:
+        print(report(guards, kept, exempt, load_watched(args.catalogue)))
         return 0
     broken = {g.name: problems(g) for g in guards}
     broken = {name: found for name, found in broken.items() if found}
@@ -234,11 +295,16 @@ def main(argv: list[str]) -> int:
         if found := kept_problems(k, guards):
             print(f"STALE    kept {k.name}: {'; '.join(found)}", flush=True)
             broken[f"kept: {k.name}"] = found
+    for e in exempt:
+        if found := exempt_problems(e):
+            print(f"STALE    exempt {e.name}: {'; '.join(found)}", flush=True)
+            broken[f"exempt: {e.name}"] = found
     for name in {n for n in names if names.count(n) > 1}:
         print(f"STALE    {name}: two entries have this name", flush=True)
         broken[name] = ["duplicate"]
     if args.check:
-        print(f"{len(guards) + len(kept) - len(broken)} of {len(guards) + len(kept)} catalogue entries"
+        total = len(guards) + len(kept) + len(exempt)
+        print(f"{total - len(broken)} of {total} catalogue entries"
               " match the code")
         return 1 if broken else 0
 

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
+from bot.github import WRITES
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("bot", "storage", "simulator", "sharedio", "migrations")
 
@@ -179,10 +181,6 @@ def test_storage_and_the_simulator_import_nothing_of_the_bot():
     assert bad == []
 
 
-# The GitHub client's methods that write. The effects make them, each safe to repeat; the
-# intake's redelivery asks GitHub to send a lost delivery again (a write of no PR's).
-WRITES = {"comment_once", "react", "request_review", "write_threads", "create_check_run",
-          "update_check_run", "enqueue", "merge", "update_branch", "redeliver"}
 WRITERS = ("bot.effects.", "bot.github.")
 ALSO_ALLOWED = {("bot.intake.redelivery", "redeliver")}
 
