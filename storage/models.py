@@ -253,6 +253,9 @@ class Dependency(_Table, table=True):
 
     pr_key: PrKey = Field(primary_key=True, sa_type=PrKeyText(300))
     depends_on_key: PrKey = Field(primary_key=True, sa_type=PrKeyText(300))
+    # Where the edge was given (storage/dependencies.py): a line of the body, re-read with it, or
+    # an enrollment's, kept. An edge given both ways is two rows.
+    source: str = Field(primary_key=True, max_length=16)
 
 
 class Job(_Table, table=True):

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from sqlalchemy import ColumnElement, Table, Update, and_, bindparam, exists, func, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import col, select
+from sqlmodel import SQLModel, col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import Select
 
@@ -215,11 +215,12 @@ def _insert_ignore(session: AsyncSession, table: Table) -> postgresql.Insert | s
     return postgresql.insert(table) if on_postgres(session) else sqlite.insert(table)
 
 
-async def insert_new(db: Database, pr: PullRequest, run: Run) -> bool:
-    """Insert a never-seen PR already owned by `run`; False if the key exists (someone won).
+async def insert_new(db: Database, pr: PullRequest, run: Run, *, also: Iterable[SQLModel] = ()) -> bool:
+    """Insert a never-seen PR already owned by `run`, with the rows that are its own (`also`:
+    its explicit dependencies); False if the key exists (someone won).
 
-    Compare-and-set on the primary key: row and run are written in one transaction, so the
-    loser leaves no run behind.
+    Compare-and-set on the primary key: row, run and `also` are written in one transaction, so
+    the loser leaves nothing behind, and the winner's PR is never seen without its dependencies.
     """
     async with db.session() as s:
         values = pr.model_dump()
@@ -231,6 +232,7 @@ async def insert_new(db: Database, pr: PullRequest, run: Run) -> bool:
         if (await s.exec(stmt)).rowcount != 1:
             return False
         s.add(run)
+        s.add_all(also)
     return True
 
 

@@ -27,6 +27,7 @@ from bot.rules.commands import (
     parse_command,
 )
 from bot.rules.findings import attribution
+from bot.rules.merge import DependencyError, explicit_dependencies
 from bot.rules.model import Adjudication
 from bot.rules.resume import ROUND_CAP_EXTENSION, resume_plan
 from bot.runtime.context import Runtime
@@ -122,15 +123,21 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str,
     pr_key = key
     cfg = rt.config.convergence
     if cmd.verb == "start":
+        try:
+            depends_on = explicit_dependencies(key, cmd.depends_on)
+        except DependencyError as e:
+            return False, f"Nothing was started: {e}."
         cfg = (await repoconfig.effective_config(rt, key.full_repo)).convergence  # the rounds, if not given
         result = await submit_pr(rt.db, key, SubmitOptions(
             max_rounds=cmd.rounds or cfg.max_rounds, converge_only=cmd.no_merge or not cfg.merge,
-            submitted_by=author, asked_at=written))
+            submitted_by=author, asked_at=written, depends_on=depends_on))
         if result.outcome == Outcome.LATE:
             return False, result.why
         if result.outcome == Outcome.STARTED:
             return True, None
-        return True, "convergebot is already working on this PR (`/converge status` shows where)."
+        unchanged = (" Its dependencies are unchanged: `--depends-on` is recorded when a run starts (a "
+                     "`Depends-on:` line in the description adds one to a running PR).") if depends_on else ""
+        return True, "convergebot is already working on this PR (`/converge status` shows where)." + unchanged
     view = await prs.get(rt.db, pr_key)
     if cmd.verb == "status":
         if view is None:

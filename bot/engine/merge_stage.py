@@ -92,10 +92,11 @@ async def _merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> Pull
 
 
 async def _read_view(rt: Runtime, pr: PullRequest, gh_pr: dict, now: datetime) -> MergeView:
-    """What the decision reads: the PR as just read, its dependencies (recorded as its body
-    names them), and what blocks a merge when it is one to make."""
-    deps = parse_dependencies(gh_pr.get("body"), pr.pr_key.full_repo)
-    await dependencies.replace_for(rt.db, pr.pr_key, deps)
+    """What the decision reads: the PR as just read, its dependencies (those its body names,
+    recorded as it names them now, and those given at enrollment), and what blocks a merge when
+    it is one to make."""
+    deps = await dependencies.replace_for(rt.db, pr.pr_key,
+                                          parse_dependencies(gh_pr.get("body"), pr.pr_key.full_repo))
     cycle = find_cycle(pr.pr_key, await dependencies.edges(rt.db)) if deps else None
     state = gh_pr.get("mergeable_state") or "unknown"
     view = MergeView(

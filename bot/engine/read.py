@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import overload
 
@@ -185,12 +185,14 @@ async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_revi
 
 @dataclass(frozen=True)
 class Dependencies:
-    """A PR's `Depends-on:` PRs as the merge stage last read them from its body, and those of
-    them the bot has not seen merged (a dependency it has no row for counts as not merged
-    here; the merge stage itself asks GitHub about it)."""
+    """A PR's dependencies: its `Depends-on:` PRs as the merge stage last read them from its
+    body and those given at its enrollment, with where each was given (`body`, `explicit`, or
+    both), and those of them the bot has not seen merged (a dependency it has no row for counts
+    as not merged here; the merge stage itself asks GitHub about it)."""
 
     depends_on: tuple[PrKey, ...] = ()
     unmerged: tuple[PrKey, ...] = ()
+    sources: Mapping[PrKey, tuple[str, ...]] = field(default_factory=dict)
 
 
 NONE = Dependencies()
@@ -199,8 +201,14 @@ NONE = Dependencies()
 async def dependencies_of(db: Database, pr_keys: Collection[PrKey] | None = None) -> dict[PrKey, Dependencies]:
     """The dependency view of every PR (or of those in `pr_keys`) that has dependencies."""
     out = {}
-    for pr_key, deps in (await dependencies.with_status(db, pr_keys)).items():
-        deps = sorted(deps, key=lambda d: (d[0].full_repo, d[0].number))
-        out[pr_key] = Dependencies(tuple(k for k, _ in deps),
-                                   tuple(k for k, status in deps if status != Status.MERGED))
+    for pr_key, rows in (await dependencies.with_status(db, pr_keys)).items():
+        sources: dict[PrKey, list[str]] = {}
+        merged: set[PrKey] = set()
+        for dep, status, source in rows:
+            sources.setdefault(dep, []).append(source)
+            if status == Status.MERGED:
+                merged.add(dep)
+        keys = sorted(sources, key=lambda k: (k.full_repo, k.number))
+        out[pr_key] = Dependencies(tuple(keys), tuple(k for k in keys if k not in merged),
+                                   {k: tuple(sorted(sources[k])) for k in keys})
     return out

@@ -11,7 +11,7 @@ import structlog
 from bot.engine import outbox
 from bot.rules.commands import late_start
 from bot.rules.model import DEFAULT_MAX_ROUNDS, title_of
-from storage import adjudications, escalations, prs, runs
+from storage import adjudications, dependencies, escalations, prs, runs
 from storage.database import Database
 from storage.keys import PrKey, ProcessKey
 from storage.locks import KeyedLocks
@@ -55,6 +55,10 @@ class SubmitOptions:
     # When the intent was expressed (a `/converge` comment's stamp): a run that ended after it
     # was the run it asked for, and a finished PR is not resubmitted for it (None: now).
     asked_at: datetime | None = None
+    # Dependencies given with the enrollment (parsed by `explicit_dependencies`), added to the
+    # PR's explicit ones in the transaction that starts the run. A submit that starts nothing
+    # (already running, late) records none.
+    depends_on: tuple[PrKey, ...] = ()
 
 
 def _new_row(key: PrKey, process_key: ProcessKey, opts: SubmitOptions) -> PullRequest:
@@ -106,7 +110,8 @@ async def submit_pr(
 
         if current is None:
             run = runs.new_run(pr_key)
-            if await prs.insert_new(db, _new_row(key, run.process_key, opts), run):
+            if await prs.insert_new(db, _new_row(key, run.process_key, opts), run,
+                                    also=dependencies.explicit_rows(pr_key, opts.depends_on)):
                 bound.info("pr.enrolled", process_key=run.process_key)
                 return SubmitResult(Outcome.STARTED, pr_key, run.process_key)
             return await _lost_race(db, pr_key)
@@ -138,9 +143,10 @@ async def _reopen(db: Database, pr_key: PrKey, old_key: ProcessKey | None, opts:
     """Move a finished row onto a new run; the run's key, or None if another submitter reopened
     it first (the compare-and-set matched nothing, and nothing is written).
 
-    The new run, the row reopened onto it and what the old run leaves behind commit together, as
-    a first submit's row and run do: committed apart, a crash between them left a run marked
-    active that no row points at, which nothing would ever end."""
+    The new run, the row reopened onto it, what the old run leaves behind and the dependencies
+    given commit together, as a first submit's row, run and dependencies do: committed apart, a
+    crash between them left a run marked active that no row points at, which nothing would ever
+    end."""
     run = runs.new_run(pr_key)
     async with db.session() as s:
         if not await prs.reopen(s, pr_key, old_process_key=old_key, new_process_key=run.process_key,
@@ -149,6 +155,7 @@ async def _reopen(db: Database, pr_key: PrKey, old_key: ProcessKey | None, opts:
         await runs.record(s, run)
         await escalations.mark_open_stale(s, pr_key)
         await adjudications.invalidate_all(s, pr_key)
+        await dependencies.add_explicit(s, pr_key, opts.depends_on)
         if old_key is not None:
             await runs.end_run(None, old_key, RunState.TERMINATED, f"superseded by {run.process_key}", session=s)
     return run.process_key

@@ -42,6 +42,9 @@ class Command:
     rounds: int | None = None
     no_merge: bool = False
     escalation_id: int | None = None  # a quote-reply names the escalation it answers
+    # `start --depends-on`, as written (`#N` or `owner/repo#N`): read into keys against the PR's
+    # repository by `explicit_dependencies`, as the CLI's and the API's are.
+    depends_on: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ def _parse_start(tail: str) -> Command | Refusal:
         words = shlex.split(tail)
     except ValueError:
         return Refusal("Could not read the options of `/converge start`.")
-    rounds, no_merge = None, False
+    rounds, no_merge, depends_on = None, False, list[str]()
     it = iter(words)
     for word in it:
         if word == "--no-merge":
@@ -134,9 +137,14 @@ def _parse_start(tail: str) -> Command | Refusal:
             if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_ROUNDS:
                 return Refusal(f"`--rounds` needs a number from 1 to {MAX_ROUNDS}.")
             rounds = int(value)
+        elif word == "--depends-on" or word.startswith("--depends-on="):
+            value = word.partition("=")[2] or next(it, "")
+            if not value or value.startswith("--"):
+                return Refusal("`--depends-on` needs a PR: `#N` or `owner/repo#N`.")
+            depends_on.append(value)
         else:
-            return Refusal(f"Unknown option `{word}` (use `--rounds N`, `--no-merge`).")
-    return Command("start", rounds=rounds, no_merge=no_merge)
+            return Refusal(f"Unknown option `{word}` (use `--rounds N`, `--no-merge`, `--depends-on #N`).")
+    return Command("start", rounds=rounds, no_merge=no_merge, depends_on=tuple(depends_on))
 
 
 def _quote_reply(lines: list[str], tokens: list[Token]) -> Command | None:

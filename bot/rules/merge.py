@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -11,7 +11,7 @@ from typing import Any
 from bot.rules.findings import fingerprint
 from bot.rules.model import CHECK_RUN_NAME, FAILED_CONCLUSIONS, Finding
 from bot.rules.words import code, took
-from storage.keys import PrKey, try_parse_pr_key
+from storage.keys import PrKey, PrKeyError, parse_pr_key
 from storage.statuses import RoundKind, Status
 
 DEPENDS_ON = re.compile(r"^\s*depends[- ]on\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
@@ -23,17 +23,49 @@ CHECKS_UNREPORTED = "blocked by branch protection: required checks have not repo
 AWAITING_APPROVAL = "waiting for `/converge merge`"
 
 
+class DependencyError(ValueError):
+    """A dependency given with an enrollment that is no PR key, or the PR itself."""
+
+
+def dependency_key(word: str, own_repo: str) -> PrKey:
+    """A dependency as written: `owner/repo#N` (or the PR's URL), or `#N` in `own_repo`;
+    PrKeyError otherwise."""
+    text = word.strip()
+    if text.startswith("#") and text[1:].isascii() and text[1:].isdigit():
+        text = f"{own_repo}{text}"
+    return parse_pr_key(text)
+
+
 def parse_dependencies(body: str | None, own_repo: str) -> list[PrKey]:
-    """`Depends-on: owner/repo#N, #M` lines of a PR body, as canonical keys."""
+    """`Depends-on: owner/repo#N, #M` lines of a PR body, as canonical keys (a word that is no
+    key is skipped: the body is prose)."""
     keys: list[PrKey] = []
     for line in DEPENDS_ON.findall(body or ""):
         for word in re.split(r"[\s,]+", line.strip()):
-            if word.startswith("#") and word[1:].isdigit():
-                word = f"{own_repo}{word}"
-            key = try_parse_pr_key(word)
-            if key is not None and key not in keys:
+            try:
+                key = dependency_key(word, own_repo)
+            except PrKeyError:
+                continue
+            if key not in keys:
                 keys.append(key)
     return keys
+
+
+def explicit_dependencies(pr_key: PrKey, words: Iterable[str]) -> tuple[PrKey, ...]:
+    """The dependencies given with an enrollment (`--depends-on`, the API's `depends_on`), each
+    once, in the order given. Unlike a body's line, a word that is no key is refused, as is the
+    PR itself: DependencyError names the first such word."""
+    keys: list[PrKey] = []
+    for word in words:
+        try:
+            key = dependency_key(word, pr_key.full_repo)
+        except PrKeyError:
+            raise DependencyError(f"malformed dependency {word!r}: expected owner/repo#N or #N") from None
+        if key == pr_key:
+            raise DependencyError(f"{pr_key} cannot depend on itself")
+        if key not in keys:
+            keys.append(key)
+    return tuple(keys)
 
 
 def find_cycle(start: PrKey, edges: Mapping[PrKey, list[PrKey]]) -> list[PrKey] | None:

@@ -16,6 +16,7 @@ from bot.config import Config, ConfigError, load_config
 from bot.engine.read import asked_reviewers
 from bot.engine.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
 from bot.logs import configure_logging
+from bot.rules.merge import DependencyError, explicit_dependencies
 from bot.rules.model import MAX_ROUNDS
 from bot.surfaces.views import dependencies_text, pr_detail, prs_json
 from storage import prs
@@ -57,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("pr", metavar="OWNER/REPO#N")
     s.add_argument("--max-rounds", type=int, help="round cap for this run")
     s.add_argument("--no-merge", action="store_true", help="stop at converged; do not merge")
+    s.add_argument("--depends-on", action="append", default=[], metavar="OWNER/REPO#N",
+                   help="merge only after this PR has merged (repeatable; #N is in the PR's repository); "
+                        "joined with the body's Depends-on: lines and kept through edits of the body")
 
     st = sub.add_parser("status", parents=[config_too], help="show enrolled PRs")
     st.add_argument("pr", nargs="?", metavar="OWNER/REPO#N")
@@ -97,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Validate input before touching the config or the database.
         args.key = str(parse_pr_key(args.pr)) if getattr(args, "pr", None) else None
+        if args.command == "submit":
+            args.depends_on = explicit_dependencies(parse_pr_key(args.key), args.depends_on)
         rounds = getattr(args, "max_rounds", None)
         if rounds is not None and not 1 <= rounds <= MAX_ROUNDS:
             raise UsageError(f"--max-rounds must be from 1 to {MAX_ROUNDS}")
@@ -105,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             normalize_url(config.database.url)
         configure_logging(config.logging.level, config.logging.format)
         return asyncio.run(_dispatch(args, config))
-    except (ConfigError, UsageError, PrKeyError, UnsupportedURL) as e:
+    except (ConfigError, UsageError, PrKeyError, DependencyError, UnsupportedURL) as e:
         print(f"convergebot: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except (NoDatabase, DatabaseUnreachable, NoSuchPr) as e:
@@ -228,12 +234,17 @@ async def _submit(args, config: Config, db: Database) -> int:
         max_rounds=max_rounds,
         converge_only=args.no_merge or not config.convergence.merge,
         submitted_by="cli",
+        depends_on=args.depends_on,
     )
     result = await submit_pr(db, parse_pr_key(args.key), opts)
     if result.outcome is Outcome.STARTED:
-        print(f"started {result.pr_key} ({result.process_key})")
+        print(f"started {result.pr_key} ({result.process_key})"
+              + (f", depending on {', '.join(args.depends_on)}" if args.depends_on else ""))
     else:
         print(f"already running {result.pr_key} ({result.process_key})")
+        if args.depends_on:
+            print(f"convergebot: {result.pr_key}'s dependencies are unchanged: --depends-on is recorded when "
+                  "a run starts (a Depends-on: line in the PR's body adds one to a running PR)", file=sys.stderr)
     return 0
 
 

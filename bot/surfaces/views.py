@@ -70,6 +70,9 @@ def pr_json(view: PrView, deps: Dependencies, rnd: Round | None = None, reviewer
         "outcome": pr.outcome,
         "depends_on": list(deps.depends_on),
         "unmerged_deps": list(deps.unmerged),
+        # Where each of `depends_on` was given: `body` (a `Depends-on:` line), `explicit` (at
+        # enrollment), or both.
+        "dependency_sources": {k: list(v) for k, v in deps.sources.items()},
         "synced_at": iso(pr.synced_at),
         "updated_at": iso(pr.updated_at),
         "converged_at": iso(pr.converged_at),

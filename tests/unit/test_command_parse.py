@@ -12,6 +12,11 @@ from bot.rules.commands import Command, Refusal, parse_command
     ("/converge merge", Command("merge")),
     ("/converge forget", Command("forget")),
     ("/converge status", Command("status")),
+    ("/converge start --depends-on #3", Command("start", depends_on=("#3",))),
+    ("/converge start --depends-on=octo/lib#4 --no-merge --depends-on #3 --rounds 2",
+     Command("start", rounds=2, no_merge=True, depends_on=("octo/lib#4", "#3"))),
+    # Read as written: `explicit_dependencies` refuses a malformed one, as the CLI and API do.
+    ("/converge start --depends-on nonsense", Command("start", depends_on=("nonsense",))),
     ("/converge answer keep the old name\nbecause callers rely on it",
      Command("answer", text="keep the old name\nbecause callers rely on it")),
     ("> **convergebot escalation #12**\n> Should we rename?\n\nNo, keep it.",
@@ -36,6 +41,10 @@ def test_not_a_command(body):
     ("/converge start --rounds 0", "--rounds"),
     ("/converge start --rounds ²", "--rounds"),  # str.isdigit() says yes; int() says no
     ("/converge start --fast", "Unknown option"),
+    ("/converge start --depends-on", "`--depends-on` needs a PR"),
+    ("/converge start --depends-on=", "`--depends-on` needs a PR"),
+    ("/converge start --depends-on --no-merge", "`--depends-on` needs a PR"),
+    ("/converge --depends-on #3", "Unknown command"),
     ("/converge stop now", "takes no arguments"),
 ])
 def test_malformed_commands_are_refused_with_a_reason(body, why):

@@ -3,14 +3,17 @@ from datetime import timedelta
 import pytest
 
 from bot.rules.merge import (
+    DependencyError,
     FailedCheck,
     MergeView,
     decide_merge,
+    explicit_dependencies,
     failed_checks,
     find_cycle,
     fix_findings,
     parse_dependencies,
 )
+from storage.keys import PrKey, parse_pr_key
 
 H1, H2 = "1" * 40, "2" * 40
 
@@ -26,6 +29,32 @@ def test_dependencies_are_parsed_case_insensitively_comma_or_space_separated():
     assert parse_dependencies(body, "octo/app") == ["octo/lib#3", "octo/app#4", "other/repo#5"]
     assert parse_dependencies(None, "octo/app") == []
     assert parse_dependencies("Depends-on: nonsense, #x", "octo/app") == []
+
+
+def test_explicit_dependencies_are_keys_in_the_order_given_once_each():
+    pr = parse_pr_key("octo/app#7")
+    given = ["octo/lib#3", "#4", " https://github.com/Other/Repo/pull/5 ", "octo/app#4", "OCTO/LIB#3"]
+    keys = explicit_dependencies(pr, given)
+    assert keys == ("octo/lib#3", "octo/app#4", "other/repo#5")
+    assert all(isinstance(k, PrKey) for k in keys)
+    assert explicit_dependencies(pr, []) == ()
+
+
+@pytest.mark.parametrize("word,why", [
+    ("nonsense", "malformed dependency 'nonsense': expected owner/repo#N or #N"),
+    ("#0", "malformed dependency '#0': expected owner/repo#N or #N"),
+    ("#x", "malformed dependency '#x': expected owner/repo#N or #N"),
+    ("#²", "malformed dependency '#²': expected owner/repo#N or #N"),
+    ("octo/app", "malformed dependency 'octo/app': expected owner/repo#N or #N"),
+    ("", "malformed dependency '': expected owner/repo#N or #N"),
+    ("#7", "octo/app#7 cannot depend on itself"),
+    ("Octo/App#7", "octo/app#7 cannot depend on itself"),
+])
+def test_an_explicit_dependency_that_is_no_key_or_the_pr_itself_is_refused_by_name(word, why):
+    # Unlike a body's line (prose: a word that is no key is skipped), what is given is refused.
+    with pytest.raises(DependencyError) as refused:
+        explicit_dependencies(parse_pr_key("octo/app#7"), ["octo/lib#1", word])
+    assert str(refused.value) == why
 
 
 def test_cycles_are_found():

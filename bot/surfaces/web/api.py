@@ -17,14 +17,15 @@ from bot.engine.dispatch import requeue
 from bot.engine.read import asked_reviewers
 from bot.engine.submit import SubmitOptions, submit_pr
 from bot.github.errors import GitHubError
+from bot.rules.merge import DependencyError, explicit_dependencies
 from bot.rules.model import MAX_ROUNDS
 from bot.surfaces.views import pr_detail, prs_json
 from storage import prs
 from storage.keys import PrKey, PrKeyError, parse_pr_key
 
-SUBMISSION_FIELDS = frozenset({"pr", "max_rounds", "no_merge"})
-EXPECTED = ('expected JSON {"pr": "owner/repo#N"}, optionally with "max_rounds" (a number) and '
-            '"no_merge" (true or false)')
+SUBMISSION_FIELDS = frozenset({"pr", "max_rounds", "no_merge", "depends_on"})
+EXPECTED = ('expected JSON {"pr": "owner/repo#N"}, optionally with "max_rounds" (a number), '
+            '"no_merge" (true or false) and "depends_on" (a list of "owner/repo#N" or "#N")')
 
 
 async def list_prs(request: Request) -> JSONResponse:
@@ -90,8 +91,8 @@ class SubmissionError(ValueError):
 
 def submission(body: Any, convergence: ConvergenceConfig) -> tuple[PrKey, SubmitOptions]:
     """The PR and options of a POST /api/prs body, checked as `convergebot submit` checks its
-    arguments: a well-formed key, max_rounds from 1 to MAX_ROUNDS, a boolean no_merge, no
-    other field."""
+    arguments: a well-formed key, max_rounds from 1 to MAX_ROUNDS, a boolean no_merge, a list
+    of well-formed dependency keys none of which is the PR, no other field."""
     if not isinstance(body, dict) or not isinstance(body.get("pr"), str):
         raise SubmissionError(EXPECTED)
     unknown = sorted(set(body) - SUBMISSION_FIELDS)
@@ -107,5 +108,12 @@ def submission(body: Any, convergence: ConvergenceConfig) -> tuple[PrKey, Submit
     no_merge = body.get("no_merge", False)
     if not isinstance(no_merge, bool):
         raise SubmissionError("no_merge must be true or false")
+    given = body.get("depends_on", [])
+    if not isinstance(given, list) or not all(isinstance(k, str) for k in given):
+        raise SubmissionError('depends_on must be a list of PR keys ("owner/repo#N" or "#N")')
+    try:
+        depends_on = explicit_dependencies(key, given)
+    except DependencyError as e:
+        raise SubmissionError(str(e)) from None
     return key, SubmitOptions(max_rounds=max_rounds, converge_only=no_merge or not convergence.merge,
-                              submitted_by="api")
+                              submitted_by="api", depends_on=depends_on)

@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse
 from bot import __version__
 from bot.rules.model import MAX_ROUNDS
 from bot.rules.waiting import KINDS
+from storage.dependencies import SOURCES
 
 
 def _nullable(type_: str, **kw: Any) -> dict:
@@ -50,7 +51,14 @@ SUMMARY = {
     "latest_review_id": INT,
     "gh_state": STR,
     "outcome": STR,
-    "depends_on": {"type": "array", "items": {"type": "string"}},
+    "depends_on": {"type": "array", "items": {"type": "string"},
+                   "description": "The PRs it waits for before it merges: its body's `Depends-on:` lines "
+                                  "and those given at enrollment."},
+    "dependency_sources": {"type": "object",
+                           "additionalProperties": {"type": "array", "items": {"type": "string", "enum": list(SOURCES)}},
+                           "description": "Where each of `depends_on` was given: `body` (a `Depends-on:` line, "
+                                          "re-read with the body), `explicit` (at enrollment, kept), or both.",
+                           "examples": [{"octo-org/widgets#11": ["explicit"]}]},
     "unmerged_deps": {"type": "array", "items": {"type": "string"}},
     "synced_at": TIME,
     "updated_at": TIME,
@@ -198,7 +206,8 @@ DOCUMENT: dict[str, Any] = {
                 "responses": {
                     "201": _json("SubmissionResult", "A run was started."),
                     "200": _json("SubmissionResult", "A run is already going; nothing changed."),
-                    "400": _json("Error", "The body is not a valid submission."),
+                    "400": _json("Error", "The body is not a valid submission (the error names a malformed "
+                                           "key or dependency, or a PR depending on itself); nothing changed."),
                     "401": _json("Error", "No bearer token, or not `server.api_token`."),
                 },
             },
@@ -238,7 +247,12 @@ DOCUMENT: dict[str, Any] = {
             "Submission": {"type": "object", "required": ["pr"], "additionalProperties": False, "properties": {
                 "pr": {"type": "string", "description": "owner/repo#N or the PR's URL"},
                 "max_rounds": {"type": "integer", "minimum": 1, "maximum": MAX_ROUNDS},
-                "no_merge": {"type": "boolean"}}},
+                "no_merge": {"type": "boolean"},
+                "depends_on": {"type": "array", "items": {"type": "string"},
+                               "description": "PRs to merge first, as `owner/repo#N` or `#N` (in the PR's "
+                                              "repository), joined with the body's `Depends-on:` lines and "
+                                              "kept through edits of the body. Recorded only when a run "
+                                              "starts."}}},
             "SubmissionResult": _obj({"pr_key": {"type": "string"},
                                       "outcome": {"type": "string", "enum": ["started", "already_running"]},
                                       "process_key": STR}),
