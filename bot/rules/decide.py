@@ -183,6 +183,14 @@ def review_wait_deadlines(waiting_since: datetime | None, last_nudge_at: datetim
     return timeout_at, nudge_at
 
 
+def review_wait_limit(settings: Settings) -> timedelta:
+    """How long a wait for a review of the head lasts at most, whatever comes: past every required
+    reviewer's timeout (the round's one timeout where none is required) the round escalates as
+    stalled, and a clean review's required checks have `checks_timeout` from the same start."""
+    required = [reviewer_timeout(r, settings) for r in settings.roster if r.required]
+    return max(max(required, default=settings.review_wait_timeout), settings.checks_timeout)
+
+
 def _stalled(s: Snapshot) -> tuple[Reviewer, ...] | None:
     """The required reviewers whose own timeout passed without a fresh review (None: none did).
     With no reviewer required, the round's one timeout (any review would do) stands alone."""

@@ -1,11 +1,12 @@
-"""Waiting on whom, since when: what an active PR waits on, read from its row and its round in
-this one place, for every surface (status, the API, the metrics, the dashboard)."""
+"""Waiting on whom, since when, and until when: what an active PR waits on, read from its row and
+its round in this one place, for every surface (status, the API, the metrics, the dashboard) and
+the liveness watchdog."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from bot.rules.merge import AWAITING_APPROVAL, CHECKS_RUNNING, CHECKS_UNREPORTED, checks_wait_began
@@ -100,3 +101,23 @@ def waiting(status: str, pr: Row, rnd: RoundRow | None, unmerged_deps: Sequence[
     if status == Status.MERGING:
         return Waiting("merge", "merge", pr.updated_at, dated=False)
     return None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long the waits the bot ends by itself last at most: by then the PR's next step acts
+    unasked (escalates, or finds the wait over). A fixer's wait has none here: its deadline
+    check is a job, and a round with no job left to close it is the watchdog's first case."""
+
+    review: timedelta  # `decide.review_wait_limit`
+    checks: timedelta  # `[merge] checks_timeout_seconds`
+    mergeability: timedelta  # `[merge] mergeability_timeout_seconds`
+
+
+def ends_by(wait: Waiting, limits: Limits) -> datetime | None:
+    """The date by which the bot itself ends `wait`, at the latest; None for a wait only others
+    end (a maintainer, a dependency, GitHub's merge queue) or one whose start is not its own."""
+    limit = {"reviewer": limits.review, "check": limits.checks, "mergeability": limits.mergeability}.get(wait.kind)
+    if limit is None or wait.since is None or not wait.dated:
+        return None
+    return wait.since + limit
