@@ -21,8 +21,11 @@ RUN useradd --create-home --uid 10001 convergebot && mkdir /data && chown conver
 # Numeric, so a runtime can check it is not root without reading the image's passwd.
 USER 10001
 WORKDIR /data
+# The source revision /metrics reports (convergebot_build): docker build --build-arg REVISION=$(git rev-parse HEAD)
+ARG REVISION=unknown
 ENV CONVERGEBOT_DATABASE_URL=sqlite:////data/convergebot.db \
-    CONVERGEBOT_SERVER_HOST=0.0.0.0
+    CONVERGEBOT_SERVER_HOST=0.0.0.0 \
+    CONVERGEBOT_REVISION=$REVISION
 VOLUME ["/data"]
 EXPOSE 8080
 

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import os
+import platform
 import time
 from collections.abc import Iterable, Mapping
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
-from sqlalchemy import func
-from sqlmodel import select
+from sqlalchemy import case, func
+from sqlmodel import col, select
 
 from storage import events
+from storage.jobs import JobStatus
 from storage.keys import PrKey
-from storage.models import PullRequest
-from storage.statuses import Status
+from storage.models import Job, PullRequest
+from storage.statuses import JobKind, Status
 
 if TYPE_CHECKING:
     from bot.github.ratebudget import RateBudget
@@ -30,7 +35,20 @@ REDELIVERIES = Counter(
     "by result (asked, refused)",
     ["result"])
 JOBS = Counter("convergebot_jobs_total", "Jobs finished by kind and result", ["kind", "result"])
-JOB_SECONDS = Histogram("convergebot_job_seconds", "Job handler duration", ["kind"])
+# Up to an hour: a fix job runs the agent for minutes, a sync takes a fraction of a second.
+JOB_SECONDS = Histogram("convergebot_job_seconds", "Job handler duration", ["kind"],
+                        buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600))
+JOBS_QUEUED = Gauge("convergebot_jobs_queued",
+                    "Jobs in the queue by kind, counted at each scrape (due now or later)", ["kind"])
+JOBS_DUE = Gauge("convergebot_jobs_due", "Queued jobs whose time has come, by kind, at each scrape", ["kind"])
+JOBS_RUNNING = Gauge("convergebot_jobs_running", "Jobs a worker holds, by kind, at each scrape", ["kind"])
+OLDEST_DUE_JOB = Gauge(
+    "convergebot_oldest_due_job_seconds",
+    "How long the longest-waiting due job has been due, by kind, at each scrape (0: none due)", ["kind"])
+LEADER = Gauge("convergebot_leader",
+               "1 while this replica runs the periodic duties (poller, scans, redelivery), 0 while "
+               "another does; set at each scrape from its last poll tick")
+BUILD = Info("convergebot_build", "The running build: its version, its source revision and Python's")
 POLLS = Counter("convergebot_polls_total", "Poller ticks")
 ACTIVE_PRS = Gauge("convergebot_active_prs", "PRs with an active run at the last poll")
 GITHUB_RATE_LIMITED = Counter("convergebot_github_rate_limited_total", "Jobs re-scheduled for a rate limit")
@@ -189,6 +207,48 @@ def job_done(pr_key: PrKey | None, started: float) -> None:
     if woken is not None and started >= woken:
         del _woken[pr_key]
         WEBHOOK_TO_ACTION.observe(time.monotonic() - woken)
+
+
+def _build() -> dict[str, str]:
+    try:
+        ours = version("convergebot")
+    except PackageNotFoundError:  # run from a tree that was never installed
+        ours = "unknown"
+    # The image sets CONVERGEBOT_REVISION from its build argument (Dockerfile); a tree run by
+    # hand says unknown rather than ask git at every start.
+    return {"version": ours, "revision": os.environ.get("CONVERGEBOT_REVISION", "unknown"),
+            "python": platform.python_version()}
+
+
+BUILD.info(_build())
+
+
+async def count_jobs(db: Database, now: datetime) -> None:
+    """The queue's gauges from two GROUP BYs over the queued and running jobs (every kind, 0
+    when none), through the (status, kind, run_at) index."""
+    due = col(Job.run_at) <= now
+    by_status = (select(Job.kind, Job.status, func.count(), func.min(case((due, Job.run_at), else_=None)))
+                 .where(col(Job.status).in_((JobStatus.QUEUED, JobStatus.RUNNING)))
+                 .group_by(Job.kind, Job.status))
+    due_now = select(Job.kind, func.count()).where(Job.status == JobStatus.QUEUED, due).group_by(Job.kind)
+    async with db.read_session() as s:
+        rows = (await s.exec(by_status)).all()
+        due_counts = {str(kind): n for kind, n in (await s.exec(due_now)).all()}
+    kinds = {kind.value for kind in JobKind} | {str(kind) for kind, *_ in rows}
+    queued = {str(kind): n for kind, status, n, _ in rows if status == JobStatus.QUEUED}
+    running = {str(kind): n for kind, status, n, _ in rows if status == JobStatus.RUNNING}
+    oldest = {str(kind): at for kind, status, _, at in rows if status == JobStatus.QUEUED and at is not None}
+    for kind in kinds:
+        JOBS_QUEUED.labels(kind).set(queued.get(kind, 0))
+        JOBS_DUE.labels(kind).set(due_counts.get(kind, 0))
+        JOBS_RUNNING.labels(kind).set(running.get(kind, 0))
+        at = oldest.get(kind)
+        OLDEST_DUE_JOB.labels(kind).set(max(0.0, (now - at).total_seconds()) if at is not None else 0.0)
+
+
+def leader(is_leader: bool | None) -> None:
+    """`convergebot_leader` from the replica's last poll tick (None: not asked yet, shown as 0)."""
+    LEADER.set(1 if is_leader else 0)
 
 
 async def count_prs(db: Database) -> None:

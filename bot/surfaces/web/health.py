@@ -65,8 +65,11 @@ async def readyz(request: Request) -> JSONResponse:
 
 async def metrics(request: Request) -> Response:
     try:
-        await process_metrics.count_prs(request.app.state.runtime.db)
-        process_metrics.oldest_waits(KINDS, await oldest_waits(request.app.state.runtime.db))
+        rt = request.app.state.runtime
+        process_metrics.leader(rt.health.leader)
+        await process_metrics.count_prs(rt.db)
+        await process_metrics.count_jobs(rt.db, utcnow())
+        process_metrics.oldest_waits(KINDS, await oldest_waits(rt.db))
     except Exception as e:  # the process's own metrics are still worth serving
         log.warning("metrics.prs_not_counted", error=type(e).__name__, detail=str(e)[:300])
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
