@@ -2,10 +2,10 @@
 state (the real bot ran the demo's five PRs on the simulator into this test's database; one
 escalated and a maintainer answered it), served on a real localhost port.
 
-It opens the list, filters it, opens the escalated PR's page, follows what the page shows of
-its rounds and its escalation (whose link must be the GitHub comment the bot posted), and
-saves screenshots under test-artifacts/. Skipped only where no Chromium is installed and CI is
-not set: in CI a missing browser fails.
+It opens the list, filters it (by repository, by status, and to what has waited long), opens
+the escalated PR's page, follows what the page shows of its rounds and its escalation (whose
+link must be the GitHub comment the bot posted), and saves screenshots under test-artifacts/.
+Skipped only where no Chromium is installed and CI is not set: in CI a missing browser fails.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import update
 
 from bot.fixers import ScriptedFixer
 from bot.surfaces import demo
@@ -24,6 +26,7 @@ from bot.surfaces.serve import running
 from simulator import Simulator, SimulatorServer
 from storage import escalations, prs
 from storage.database import Database
+from storage.models import PullRequest, utcnow
 
 from ..helpers import enroll
 from ..serving import make_config, serving
@@ -32,6 +35,9 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 WAIT = 20  # seconds any page state may take to appear
 OTHER = "acme/gadgets#7"  # a PR in another repository, still converging: what the filters take out
+# Another, waiting for a review for two days: longer than `[dashboard] stale_after_seconds` (a
+# day), where OTHER has waited moments and the demo's merged PRs wait on nothing.
+STALE = "acme/gadgets#8"
 
 
 def _browser_or_skip() -> None:
@@ -93,7 +99,7 @@ def _browse(base: str, state: dict) -> dict:
     try:
         rows = lambda: [r.get_attribute("data-pr") for r in driver.find_elements(By.CSS_SELECTOR, "#prs tbody tr")]  # noqa: E731
         driver.get(base + "/")
-        wait.until(lambda d: len(rows()) == 6)
+        wait.until(lambda d: len(rows()) == 7)
         seen["all"] = rows()
 
         # Filter by repository: the other repository's PR leaves the list.
@@ -107,7 +113,19 @@ def _browse(base: str, state: dict) -> dict:
         wait.until(ec.presence_of_element_located((By.ID, "no-prs")))
         seen["converging_in_repo"] = driver.find_element(By.ID, "no-prs").text
         driver.find_element(By.ID, "f-clear").click()
-        wait.until(lambda d: len(rows()) == 6)
+        wait.until(lambda d: "?" not in d.current_url and len(rows()) == 7)
+        # Ticked, "waiting longer than a day" leaves the PR that has; unticked, all are back.
+        driver.find_element(By.ID, "f-stale").click()
+        driver.find_element(By.ID, "f-apply").click()
+        wait.until(lambda d: "stale=1" in d.current_url and d.execute_script("return document.readyState") == "complete")
+        seen["stale"] = rows()
+        seen["stale_marked"] = [r.get_attribute("data-pr") for r in driver.find_elements(By.CSS_SELECTOR, "#prs tbody tr")
+                                if r.find_elements(By.CSS_SELECTOR, ".waiting-on .stale")]
+        seen["stale_ticked"] = driver.find_element(By.ID, "f-stale").is_selected()
+        driver.find_element(By.ID, "f-stale").click()
+        driver.find_element(By.ID, "f-apply").click()
+        wait.until(lambda d: "stale=1" not in d.current_url and len(rows()) == 7)
+        seen["unticked"] = rows()
         Select(driver.find_element(By.ID, "f-status")).select_by_value("merged")
         driver.find_element(By.ID, "f-apply").click()
         wait.until(lambda d: "status=merged" in d.current_url and len(rows()) == 5)
@@ -160,6 +178,10 @@ async def test_dashboard_in_a_headless_browser(tmp_path):
     database = Database(db_url)
     try:
         await enroll(database, OTHER)
+        await enroll(database, STALE)
+        async with database.session() as s:
+            await s.exec(update(PullRequest).where(PullRequest.pr_key == STALE).values(
+                status="waiting_review", waiting_since=utcnow() - timedelta(days=2)))
     finally:
         await database.dispose()
     # The bot is stopped; the dashboard alone serves the state the demo left.
@@ -167,8 +189,10 @@ async def test_dashboard_in_a_headless_browser(tmp_path):
         seen = await asyncio.to_thread(_browse, str(http.base_url).rstrip("/"), state)
 
     keys, escalated, esc = state["keys"], state["escalated"], state["escalation"]
-    assert sorted(seen["all"]) == sorted([*keys, OTHER])
+    assert sorted(seen["all"]) == sorted([*keys, OTHER, STALE])
     assert sorted(seen["by_repo"]) == sorted(keys) and OTHER not in seen["by_repo"]
+    assert seen["stale"] == seen["stale_marked"] == [STALE] and seen["stale_ticked"]
+    assert sorted(seen["unticked"]) == sorted(seen["all"])
     assert seen["converging_in_repo"] == "No PR matches these filters."
     assert sorted(seen["merged"]) == sorted(keys)
     # "fixer husk, rerun, converges": its one fix round ran the fixer twice.
