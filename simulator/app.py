@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from . import control, gql, rest
 from .errors import NotFound
-from .gateway import Gateway, Reply
+from .gateway import ApiRequest, Gateway, Reply
 
 if TYPE_CHECKING:
     from .simulator import Simulator
@@ -23,9 +23,11 @@ _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
 
 
 def build_app(sim: Simulator) -> Starlette:
-    gateway = Gateway(sim)
+    """Each handler module names what it needs of the model in a protocol; building the
+    routes from the Simulator here is where mypy checks that the Simulator has it."""
+    gateway = Gateway(sim, sim)
 
-    async def unknown_api(sim_, req) -> Reply:
+    async def unknown_api(model: object, req: ApiRequest) -> Reply:
         raise NotFound(req.request.url.path)
 
     async def fallback(request: Request) -> Response:

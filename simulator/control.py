@@ -7,30 +7,205 @@ the GitHub API is failing on purpose.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from .chaos import ChaosSettings, RequestChaos
+from .counters import Counters
 from .errors import ApiError
+from .faults import Fault, Faults
+from .headlag import HeadLag
 from .scenario import ScenarioError, parse_reviewer
+from .shapes import RenderContext
 from .shapes.comments import issue_comment
 from .shapes.reviews import review
-from .webhooks import WebhookFaults
+from .state import (
+    CheckRun,
+    CommitStatus,
+    IssueComment,
+    MergeQueue,
+    PullRequest,
+    Repo,
+    Review,
+    ReviewComment,
+    ReviewerScript,
+    ReviewThread,
+    ThreadSpec,
+)
+from .webhook_chaos import WebhookChaosSettings
+from .webhooks import WebhookDispatcher, WebhookFaults
 
-if TYPE_CHECKING:
-    from .simulator import Simulator
+# What the control handlers use of the model, by the part of the route table they serve (the
+# Simulator is each): repositories, pull requests, reviews and comments, faults, observation.
 
-Control = Callable[["Simulator", Request, dict], Awaitable[Any]]
+
+class RepoControl(Protocol):
+    async def create_repo(self, full_name: str, *, default_branch: str = "main",
+                          files: dict[str, str] | None = None,
+                          collaborators: dict[str, str] | None = None,
+                          description: str | None = None, private: bool = False) -> Repo: ...
+
+    async def fork_repo(self, source: str, owner: str) -> Repo: ...
+
+    async def set_permission(self, repo_name: str, login: str, role: str | None) -> None: ...
+
+    async def push(self, repo_name: str, branch: str, files: dict[str, str | None], *,
+                   message: str = "Update files", author: str | None = None,
+                   start: str | None = None) -> str: ...
+
+    async def refs_pushed(self, repo_name: str, updates: list[tuple[str, str, str]],
+                          pusher: str | None = None) -> None: ...
+
+    def set_required_checks(self, repo_name: str, names: list[str]) -> None: ...
+
+    async def require_up_to_date(self, repo_name: str, on: bool = True) -> None: ...
+
+    async def require_merge_queue(self, repo_name: str, branch: str | None = None, *,
+                                  checks: list[str] | tuple[str, ...] = (),
+                                  required: bool = True) -> MergeQueue | None: ...
+
+    async def set_check_run(self, repo_name: str, ref: str, name: str, *,
+                            status: str = "completed", conclusion: str | None = "success",
+                            app: str = "github-actions", **fields: Any) -> CheckRun: ...
+
+    async def set_status(self, repo_name: str, ref: str, state: str, *,
+                         context: str = "default", description: str | None = None,
+                         target_url: str | None = None,
+                         user: str = "github-actions[bot]") -> CommitStatus: ...
+
+
+class PullControl(Protocol):
+    def repo(self, full_name: str) -> Repo: ...
+
+    async def pr_json(self, repo: Repo, pr: PullRequest, *, full: bool = True,
+                      branches: dict[str, str] | None = None, read: bool = False) -> dict: ...
+
+    async def open_pr(self, repo_name: str, *, title: str, head: str, base: str | None = None,
+                      files: Mapping[str, str | None] | None = None, body: str | None = "",
+                      author: str = "octocat", labels: Iterable[str] = (), draft: bool = False,
+                      message: str | None = None,
+                      reviewers: Iterable[ReviewerScript] = (), head_repo: str | None = None,
+                      maintainer_can_modify: bool = False) -> PullRequest: ...
+
+    async def close_pr(self, repo_name: str, number: int, *, actor: str | None = None) -> None: ...
+
+    async def reopen_pr(self, repo_name: str, number: int, *,
+                        actor: str | None = None) -> None: ...
+
+    async def merge_pr(self, repo_name: str, number: int, *, method: str = "merge",
+                       sha: str | None = None, actor: str | None = None,
+                       commit_title: str | None = None,
+                       commit_message: str | None = None) -> dict: ...
+
+    async def add_labels(self, repo_name: str, number: int, labels: Iterable[str], *,
+                         actor: str) -> list[str]: ...
+
+    async def set_mergeable(self, repo_name: str, number: int, state: str | None) -> None: ...
+
+    async def request_reviewers(self, repo_name: str, number: int, reviewers: Iterable[str], *,
+                                actor: str) -> PullRequest: ...
+
+    def set_reviewer(self, repo_name: str, script: ReviewerScript,
+                     number: int | None = None) -> None: ...
+
+    async def lag_pr_head(self, repo: str, number: int, *,
+                          reads: int | None = None) -> HeadLag: ...
+
+    def release_pr_head(self, repo: str, number: int) -> bool: ...
+
+    def head_lag(self, repo: str, number: int) -> HeadLag | None: ...
+
+
+class ReviewControl(Protocol):
+    ctx: RenderContext
+
+    def repo(self, full_name: str) -> Repo: ...
+
+    async def submit_review(self, repo_name: str, number: int, *, user: str, body: str = "",
+                            state: str = "COMMENTED",
+                            threads: Iterable[ThreadSpec | dict] = (),
+                            commit_id: str | None = None) -> Review: ...
+
+    async def reply(self, repo_name: str, number: int, comment_id: int, *, body: str,
+                    user: str) -> ReviewComment: ...
+
+    async def resolve_thread(self, node_id: str, *, user: str,
+                             resolved: bool = True) -> ReviewThread: ...
+
+    async def comment(self, repo_name: str, number: int, body: str, *,
+                      user: str) -> IssueComment: ...
+
+    async def edit_comment(self, repo_name: str, comment_id: int, body: str, *,
+                           user: str | None = None) -> IssueComment: ...
+
+    async def delete_comment(self, repo_name: str, comment_id: int, *,
+                             user: str | None = None) -> None: ...
+
+
+class FaultControl(Protocol):
+    """Request faults and chaos; webhook delivery: its target, faults and chaos."""
+
+    faults: Faults
+    request_chaos: RequestChaos
+    webhooks: WebhookDispatcher
+
+    def inject_fault(self, path: str, **options: Any) -> Fault: ...
+
+    def clear_faults(self, fault_id: int | None = None) -> None: ...
+
+    def chaos(self, seed: int, *, error_rate: float = 0.0, rate_limit_rate: float = 0.0,
+              secondary_rate: float = 0.0, retry_after: int = 1, slow_rate: float = 0.0,
+              slow_seconds: float = 0.5, lost_ack_rate: float = 0.0,
+              exclude: tuple[str, ...] | list[str] = ()) -> ChaosSettings: ...
+
+    def chaos_off(self) -> None: ...
+
+    def configure_webhooks(self, url: str | None, secret: str | None = None, *,
+                           senders: int | None = None) -> None: ...
+
+    def webhook_faults(self, **options: Any) -> WebhookFaults: ...
+
+    def webhook_chaos(self, seed: int, **rates: float) -> WebhookChaosSettings: ...
+
+    def webhook_chaos_off(self) -> None: ...
+
+
+class Observation(Protocol):
+    """What happened (deliveries, branch moves, side effects, counters, the state), and
+    waiting for the model to settle."""
+
+    webhooks: WebhookDispatcher
+    counters: Counters
+    ref_updates: list[dict[str, Any]]
+    side_effects: list[dict[str, Any]]
+
+    def forced_pushes(self) -> list[dict]: ...
+
+    def duplicate_effects(self) -> list[dict]: ...
+
+    def effects(self, kind: str | None = None) -> list[dict]: ...
+
+    async def dump_state(self) -> dict: ...
+
+    async def settle(self, timeout: float = 15.0) -> None: ...
+
+
+class ControlModel(RepoControl, PullControl, ReviewControl, FaultControl, Observation, Protocol):
+    """Everything the control API uses of the model."""
+
+
+Control = Callable[[ControlModel, Request, dict], Awaitable[Any]]
 
 
 def _respond(data: Any, status: int = 200) -> Response:
     return Response(json.dumps(data), status, media_type="application/json")
 
 
-def _wrap(sim: Simulator, handler: Control, status: int) -> Callable:
+def _wrap(sim: ControlModel, handler: Control, status: int) -> Callable:
     async def endpoint(request: Request) -> Response:
         raw = await request.body()
         try:
@@ -62,31 +237,31 @@ def _number(request: Request) -> int:
 # -- handlers ------------------------------------------------------------------------------
 
 
-async def create_repo(sim, request, body):
+async def create_repo(sim: RepoControl, request: Request, body: dict) -> dict:
     repo = await sim.create_repo(body["name"], default_branch=body.get("default_branch", "main"),
                                  files=body.get("files"), collaborators=body.get("collaborators"),
                                  description=body.get("description"))
     return {"full_name": repo.full_name, "clone_url": repo.git_dir.as_uri()}
 
 
-async def fork_repo(sim, request, body):
+async def fork_repo(sim: RepoControl, request: Request, body: dict) -> dict:
     repo = await sim.fork_repo(_repo(request), body["owner"])
     return {"full_name": repo.full_name, "clone_url": repo.git_dir.as_uri(), "fork_of": repo.fork_of}
 
 
-async def set_permission(sim, request, body):
+async def set_permission(sim: RepoControl, request: Request, body: dict) -> dict:
     await sim.set_permission(_repo(request), request.path_params["user"], body.get("permission"))
     return {"login": request.path_params["user"], "permission": body.get("permission")}
 
 
-async def push(sim, request, body):
+async def push(sim: RepoControl, request: Request, body: dict) -> dict:
     sha = await sim.push(_repo(request), body["branch"], body.get("files") or {},
                          message=body.get("message", "Update files"), author=body.get("author"),
                          start=body.get("start"))
     return {"sha": sha}
 
 
-async def open_pr(sim, request, body):
+async def open_pr(sim: PullControl, request: Request, body: dict) -> dict:
     scripts = [parse_reviewer(r, f"reviewers[{i}]") for i, r in enumerate(body.get("reviewers", []))]
     pr = await sim.open_pr(_repo(request), title=body["title"], head=body["head"],
                            base=body.get("base"), files=body.get("files"),
@@ -98,73 +273,73 @@ async def open_pr(sim, request, body):
     return await sim.pr_json(repo, pr)
 
 
-async def submit_review(sim, request, body):
+async def submit_review(sim: ReviewControl, request: Request, body: dict) -> dict:
     r = await sim.submit_review(_repo(request), _number(request), user=body["user"],
                                 body=body.get("body", ""), state=body.get("state", "COMMENTED"),
                                 threads=body.get("threads", []), commit_id=body.get("commit_id"))
     return review(sim.ctx, sim.repo(_repo(request)), r)
 
 
-async def comment(sim, request, body):
+async def comment(sim: ReviewControl, request: Request, body: dict) -> dict:
     c = await sim.comment(_repo(request), _number(request), body["body"], user=body["user"])
     return issue_comment(sim.ctx, sim.repo(_repo(request)), c)
 
 
-async def edit_comment(sim, request, body):
+async def edit_comment(sim: ReviewControl, request: Request, body: dict) -> dict:
     c = await sim.edit_comment(_repo(request), int(request.path_params["id"]), body["body"],
                                user=body.get("user"))
     return issue_comment(sim.ctx, sim.repo(_repo(request)), c)
 
 
-async def delete_comment(sim, request, body):
+async def delete_comment(sim: ReviewControl, request: Request, body: dict) -> dict:
     await sim.delete_comment(_repo(request), int(request.path_params["id"]),
                              user=body.get("user") or request.query_params.get("user"))
     return {"deleted": int(request.path_params["id"])}
 
 
-async def reply(sim, request, body):
+async def reply(sim: ReviewControl, request: Request, body: dict) -> dict:
     c = await sim.reply(_repo(request), _number(request), int(body["comment_id"]),
                         body=body["body"], user=body["user"])
     return {"id": c.id, "in_reply_to_id": c.in_reply_to_id}
 
 
-async def resolve_thread(sim, request, body):
+async def resolve_thread(sim: ReviewControl, request: Request, body: dict) -> dict:
     thread = await sim.resolve_thread(request.path_params["node_id"], user=body["user"],
                                       resolved=body.get("resolved", True))
     return {"id": thread.node_id, "isResolved": thread.is_resolved}
 
 
-async def close_pr(sim, request, body):
+async def close_pr(sim: PullControl, request: Request, body: dict) -> dict:
     await sim.close_pr(_repo(request), _number(request), actor=body.get("user"))
     return {"state": "closed"}
 
 
-async def reopen_pr(sim, request, body):
+async def reopen_pr(sim: PullControl, request: Request, body: dict) -> dict:
     await sim.reopen_pr(_repo(request), _number(request), actor=body.get("user"))
     return {"state": "open"}
 
 
-async def merge_pr(sim, request, body):
+async def merge_pr(sim: PullControl, request: Request, body: dict) -> dict:
     return await sim.merge_pr(_repo(request), _number(request),
                               method=body.get("method", "merge"), sha=body.get("sha"),
                               actor=body.get("user"), commit_title=body.get("commit_title"))
 
 
-async def add_labels(sim, request, body):
+async def add_labels(sim: PullControl, request: Request, body: dict) -> dict:
     labels = await sim.add_labels(_repo(request), _number(request), body["labels"],
                                   actor=body.get("user", "octocat"))
     return {"labels": labels}
 
 
-async def set_mergeable(sim, request, body):
+async def set_mergeable(sim: PullControl, request: Request, body: dict) -> dict:
     await sim.set_mergeable(_repo(request), _number(request), body.get("mergeable_state"))
     return {"mergeable_state": body.get("mergeable_state")}
 
 
-async def repo_settings(sim, request, body):
+async def repo_settings(sim: RepoControl, request: Request, body: dict) -> dict:
     """PATCH `{"require_up_to_date": bool, "required_checks": [names]}` (either or both):
     branch protection's up-to-date rule and required status checks."""
-    out = {}
+    out: dict[str, Any] = {}
     if "required_checks" in body:
         names = body["required_checks"]
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
@@ -182,7 +357,7 @@ async def repo_settings(sim, request, body):
     return out
 
 
-async def merge_queue(sim, request, body):
+async def merge_queue(sim: RepoControl, request: Request, body: dict) -> dict:
     """PUT `{"branch": b, "checks": [names], "required": bool}`: `b` (the default branch when
     absent) takes changes only through a merge queue whose groups must pass `checks`;
     `"required": false` turns the queue off."""
@@ -200,7 +375,7 @@ async def merge_queue(sim, request, body):
                          "ref": e.ref} for e in queue.entries]}
 
 
-async def head_lag(sim, request, body):
+async def head_lag(sim: PullControl, request: Request, body: dict) -> dict | None:
     """PUT `{"reads": N | null}` freezes the PR object's head; DELETE releases; GET shows it."""
     repo, number = _repo(request), _number(request)
     if request.method == "PUT":
@@ -211,20 +386,20 @@ async def head_lag(sim, request, body):
     return lag.to_dict() if lag else None
 
 
-async def request_review(sim, request, body):
+async def request_review(sim: PullControl, request: Request, body: dict) -> dict:
     pr = await sim.request_reviewers(_repo(request), _number(request), body["reviewers"],
                                      actor=body.get("user", "octocat"))
     return {"requested_reviewers": pr.requested_reviewers}
 
 
-async def set_reviewer(sim, request, body):
+async def set_reviewer(sim: PullControl, request: Request, body: dict) -> dict:
     number = body.pop("number", None)
     script = parse_reviewer(body, "reviewer")
     sim.set_reviewer(_repo(request), script, number)
     return {"login": script.login, "steps": len(script.steps), "number": number}
 
 
-async def set_check_run(sim, request, body):
+async def set_check_run(sim: RepoControl, request: Request, body: dict) -> dict:
     run = await sim.set_check_run(_repo(request), body.get("sha") or body["ref"], body["name"],
                                   status=body.get("status", "completed"),
                                   conclusion=body.get("conclusion", "success"),
@@ -234,7 +409,7 @@ async def set_check_run(sim, request, body):
             "conclusion": run.conclusion}
 
 
-async def set_status(sim, request, body):
+async def set_status(sim: RepoControl, request: Request, body: dict) -> dict:
     s = await sim.set_status(_repo(request), body.get("sha") or body["ref"], body["state"],
                              context=body.get("context", "default"),
                              description=body.get("description"),
@@ -243,7 +418,7 @@ async def set_status(sim, request, body):
     return {"id": s.id, "sha": s.sha, "state": s.state, "context": s.context}
 
 
-async def webhooks(sim, request, body):
+async def webhooks(sim: FaultControl, request: Request, body: dict) -> dict:
     if request.method == "PUT":
         senders = body.get("senders")
         if senders is not None and (not isinstance(senders, int) or isinstance(senders, bool)):
@@ -252,20 +427,20 @@ async def webhooks(sim, request, body):
     return {"url": sim.webhooks.url, "secret_set": bool(sim.webhooks.secret), "senders": sim.webhooks.senders}
 
 
-async def webhook_faults(sim, request, body):
+async def webhook_faults(sim: FaultControl, request: Request, body: dict) -> dict:
     if request.method == "PUT":
         sim.webhooks.faults = WebhookFaults()
         sim.webhook_faults(**body)
     return sim.webhooks.faults.to_dict()
 
 
-async def deliveries(sim, request, body):
+async def deliveries(sim: Observation, request: Request, body: dict) -> list[dict]:
     q = request.query_params
     found = sim.webhooks.find(q.get("event"), q.get("action"))
     return [d.to_dict(with_payload=q.get("payload") in ("1", "true")) for d in found]
 
 
-async def faults(sim, request, body):
+async def faults(sim: FaultControl, request: Request, body: dict) -> dict | list[dict]:
     if request.method == "POST":
         return sim.inject_fault(body.pop("path"), **body).to_dict()
     if request.method == "DELETE":
@@ -274,7 +449,7 @@ async def faults(sim, request, body):
     return [f.to_dict() for f in sim.faults.rules]
 
 
-async def chaos(sim, request, body):
+async def chaos(sim: FaultControl, request: Request, body: dict) -> dict:
     """PUT starts a seeded run with the JSON fields of `Simulator.chaos`; DELETE stops it."""
     if request.method == "PUT":
         sim.chaos(body.pop("seed"), **body)
@@ -283,7 +458,7 @@ async def chaos(sim, request, body):
     return sim.request_chaos.to_dict()
 
 
-async def webhook_chaos(sim, request, body):
+async def webhook_chaos(sim: FaultControl, request: Request, body: dict) -> dict:
     if request.method == "PUT":
         sim.webhook_chaos(body.pop("seed"), **body)
     elif request.method == "DELETE":
@@ -291,44 +466,44 @@ async def webhook_chaos(sim, request, body):
     return sim.webhooks.chaos.to_dict()
 
 
-async def ref_updates(sim, request, body):
+async def ref_updates(sim: Observation, request: Request, body: dict) -> list[dict]:
     forced = request.query_params.get("forced") in ("1", "true")
     return sim.forced_pushes() if forced else sim.ref_updates
 
 
-async def duplicates(sim, request, body):
+async def duplicates(sim: Observation, request: Request, body: dict) -> list[dict]:
     return sim.duplicate_effects()
 
 
-async def counters(sim, request, body):
+async def counters(sim: Observation, request: Request, body: dict) -> dict:
     if request.method == "DELETE":
         sim.counters.reset()
     return sim.counters.snapshot()
 
 
-async def side_effects(sim, request, body):
+async def side_effects(sim: Observation, request: Request, body: dict) -> list[dict]:
     if request.method == "DELETE":
         sim.side_effects.clear()
     return sim.effects(request.query_params.get("kind"))
 
 
-async def post_receive(sim, request, body):
+async def post_receive(sim: RepoControl, request: Request, body: dict) -> dict:
     """Called by the post-receive hook that a real `git push` runs in the bare repository."""
     updates = [(u["old"], u["new"], u["ref"]) for u in body.get("updates", [])]
     await sim.refs_pushed(body["repo"], updates, body.get("pusher") or None)
     return {"ok": True}
 
 
-async def state(sim, request, body):
+async def state(sim: Observation, request: Request, body: dict) -> dict:
     return await sim.dump_state()
 
 
-async def settle(sim, request, body):
+async def settle(sim: Observation, request: Request, body: dict) -> dict:
     await sim.settle(float(body.get("timeout", 15)))
     return {"ok": True}
 
 
-def routes(sim: Simulator) -> list[Route]:
+def routes(sim: ControlModel) -> list[Route]:
     repo = "/_sim/repos/{owner}/{repo}"
     pull = repo + "/pulls/{number:int}"
     table: list[tuple[str, list[str], Control, int]] = [

@@ -194,7 +194,8 @@ class SimulatorCore:
         self.emit("pull_request", repo, sender, action, number=pr.number,
                   pull_request=await self.pr_json(repo, pr), **extra)
 
-    # -- provided by the ops mixins (repos.py, checks.py, queue.py, reviewer.py), declared for the others
+    # -- provided by the ops mixins (ops/repos.py, ops/checks.py, ops/queue.py) and, for the
+    # reviewer, by Simulator.__init__; declared here for the mixins that call them
 
     reviewer: ReviewerRunner
 

@@ -99,10 +99,12 @@ class Front(Protocol):
     def token_actor(self, token: str | None) -> str | None: ...
 
 
-# A handler is given the object the gateway was built with (the Simulator, for its
-# operations); the gateway itself reads only the `Front` of it.
-S = TypeVar("S", bound=Front)
-Handler = Callable[[S, ApiRequest], Awaitable[Reply]]
+# A handler is given the model the gateway was built with (the Simulator, for its operations),
+# typed as the protocol its module declares; the gateway itself reads only the `Front`.
+# Covariant: a Gateway[Simulator] is a Gateway[ChecksModel] exactly when the Simulator has
+# everything ChecksModel names, so building the routes checks each handler module's needs.
+M = TypeVar("M", covariant=True)
+Handler = Callable[[M, ApiRequest], Awaitable[Reply]]
 
 
 def _etag(body: bytes) -> str:
@@ -134,13 +136,14 @@ BY_NAME = "/repos/{owner}/{repo}/"
 BY_ID = "/repositories/{repository_id}/"
 
 
-class Gateway(Generic[S]):
-    def __init__(self, sim: S) -> None:
-        self.sim = sim
+class Gateway(Generic[M]):
+    def __init__(self, front: Front, model: M) -> None:
+        self.front = front
+        self.model = model
         # (method, template, handler, resource, counted) of each GET route under a repository
-        self._by_name: list[tuple[str, str, Handler[S], str, bool]] = []
+        self._by_name: list[tuple[str, str, Handler[M], str, bool]] = []
 
-    def route(self, method: str, template: str, handler: Handler[S], resource: str = "core",
+    def route(self, method: str, template: str, handler: Handler[M], resource: str = "core",
               counted: bool = True, app_jwt: bool = False) -> Route:
         """A Starlette route whose request goes through the whole GitHub pipeline.
 
@@ -170,60 +173,60 @@ class Gateway(Generic[S]):
             routes.append(Route(_pattern(twin), endpoint, methods=[method], name=f"{method} {twin}"))
         return routes
 
-    async def _by_id(self, request: Request, method: str, template: str, handler: Handler[S],
+    async def _by_id(self, request: Request, method: str, template: str, handler: Handler[M],
                      resource: str, counted: bool) -> Response:
-        repo = self.sim.state.repo_by_id(int(request.path_params["repository_id"]))
+        repo = self.front.state.repo_by_id(int(request.path_params["repository_id"]))
         if repo is None:
-            self.sim.counters.add(method, template, 404, request.url.path)
+            self.front.counters.add(method, template, 404, request.url.path)
             return self._json(404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
         request.scope["path_params"] = {**request.path_params, "owner": repo.owner, "repo": repo.name}
         return await self.handle(request, method, template, handler, resource, counted)
 
-    async def handle(self, request: Request, method: str, template: str, handler: Handler[S],
+    async def handle(self, request: Request, method: str, template: str, handler: Handler[M],
                      resource: str, counted: bool, app_jwt: bool = False) -> Response:
-        sim = self.sim
-        fault = sim.faults.take(method, request.url.path)
+        front = self.front
+        fault = front.faults.take(method, request.url.path)
         if fault is not None:
             answer = await self._fault(request, fault, resource)
             if answer is not None and fault.rewrite is not None:
                 answer = self._rewritten(answer, fault.rewrite)
             if answer is not None or fault.drop:
-                sim.counters.add(method, template, answer.status_code if answer else DROPPED, request.url.path)
+                front.counters.add(method, template, answer.status_code if answer else DROPPED, request.url.path)
                 return answer or Response(status_code=499)
         # A request an injected rule matched is not also subject to chaos: rules take precedence.
-        chaos = sim.request_chaos.decide(request.url.path) if fault is None else None
+        chaos = front.request_chaos.decide(request.url.path) if fault is None else None
         if chaos is not None:
             answer = await self._chaos(request, chaos, resource)
             if answer is not None:
-                sim.counters.add(method, template, answer.status_code, request.url.path)
+                front.counters.add(method, template, answer.status_code, request.url.path)
                 return answer
         token = token_of(request)
-        actor = "app" if app_jwt else sim.token_actor(token)
+        actor = "app" if app_jwt else front.token_actor(token)
         if actor is None:
-            sim.counters.add(method, template, 401, request.url.path)
+            front.counters.add(method, template, 401, request.url.path)
             return self._json(401, {"message": "Bad credentials",
                                     "documentation_url": "https://docs.github.com/rest"})
         params = request.path_params
-        named = sim.state.repos.get(f"{params.get('owner')}/{params.get('repo')}".lower())  # None: no repository
+        named = front.state.repos.get(f"{params.get('owner')}/{params.get('repo')}".lower())  # None: no repository
         # Any installation's token reads a public repository, as on GitHub (a PR's fork, read
         # through the base repository's installation); it writes only to its own owner's.
         public_read = method == "GET" and named is not None and not named.private
-        if not app_jwt and not sim.installations.admits(token, request.path_params.get("owner", ""),
-                                                        public_read=public_read):
+        if not app_jwt and not front.installations.admits(token, request.path_params.get("owner", ""),
+                                                          public_read=public_read):
             # An installation token on a repository its installation does not reach: GitHub
             # answers 404, as for a repository that does not exist (but reads a public one).
-            sim.counters.add(method, template, 404, request.url.path)
+            front.counters.add(method, template, 404, request.url.path)
             return self._json(404, {"message": "Not Found",
                                     "documentation_url": "https://docs.github.com/rest"})
         key = token or "anonymous"
-        bucket = sim.rate_limits.bucket(resource, key)
+        bucket = front.rate_limits.bucket(resource, key)
         if counted and bucket.remaining == 0:
-            sim.counters.add(method, template, 403, request.url.path)
+            front.counters.add(method, template, 403, request.url.path)
             return self._json(403, {"message": f"API rate limit exceeded for {actor}.",
                                     "documentation_url": "https://docs.github.com/rest"},
-                              sim.rate_limits.headers(bucket, resource))
+                              front.rate_limits.headers(bucket, resource))
         try:
-            reply = await handler(sim, ApiRequest(request, actor, named.id if named is not None else None))
+            reply = await handler(self.model, ApiRequest(request, actor, named.id if named is not None else None))
             status, data, headers = reply.status, reply.data, dict(reply.headers)
         except ApiError as e:
             status, data, headers = e.status, e.body(), dict(e.headers)
@@ -245,21 +248,21 @@ class Gateway(Generic[S]):
             headers["ETag"] = _etag(body)
             if _matches(request.headers.get("if-none-match"), headers["ETag"]):
                 # A revalidation that hits costs nothing against the rate limit, as on GitHub.
-                sim.counters.add(method, template, 304, request.url.path)
-                headers.update(sim.rate_limits.headers(bucket, resource))
+                front.counters.add(method, template, 304, request.url.path)
+                headers.update(front.rate_limits.headers(bucket, resource))
                 return Response(status_code=304, headers=headers)
             headers["Cache-Control"] = "private, max-age=60, s-maxage=60"
         if counted:
-            bucket = sim.rate_limits.consume(resource, key)
-        headers.update(sim.rate_limits.headers(bucket, resource))
+            bucket = front.rate_limits.consume(resource, key)
+        headers.update(front.rate_limits.headers(bucket, resource))
         if chaos is not None and chaos.may_lose_ack and status < 400 and \
                 await self._is_write(request, method, resource):
             # The write happened (state, side effects, webhooks); only its answer is lost.
-            sim.request_chaos.counts["lost_ack"] += 1
-            sim.counters.add(method, template, 502, request.url.path)
+            front.request_chaos.counts["lost_ack"] += 1
+            front.counters.add(method, template, 502, request.url.path)
             return self._json(502, {"message": "Bad Gateway"},
-                              sim.rate_limits.headers(bucket, resource))
-        sim.counters.add(method, template, status, request.url.path)
+                              front.rate_limits.headers(bucket, resource))
+        front.counters.add(method, template, status, request.url.path)
         if status == 204:
             return Response(status_code=204, headers=self._common(headers))
         return Response(body, status_code=status, headers=self._common(headers), media_type=media_type)
@@ -316,9 +319,9 @@ class Gateway(Generic[S]):
             await asyncio.sleep(chaos.slow)
         if chaos.status is None:
             return None
-        bucket = self.sim.rate_limits.bucket(resource, token_of(request) or "anonymous")
+        bucket = self.front.rate_limits.bucket(resource, token_of(request) or "anonymous")
         status, data, headers = fault_answer(chaos,
-                                             self.sim.rate_limits.headers(bucket, resource))
+                                             self.front.rate_limits.headers(bucket, resource))
         return self._json(status, data, headers)
 
     async def _hold(self, request: Request) -> None:
@@ -328,7 +331,7 @@ class Gateway(Generic[S]):
                 pass
 
         waiters = [asyncio.ensure_future(disconnected()),
-                   asyncio.ensure_future(self.sim.closing.wait())]
+                   asyncio.ensure_future(self.front.closing.wait())]
         try:
             await asyncio.wait(waiters, timeout=DROP_HOLD_SECONDS,
                                return_when=asyncio.FIRST_COMPLETED)

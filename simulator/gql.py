@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import inspect
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from graphql import (
     DocumentNode,
@@ -22,12 +22,18 @@ from graphql import (
     parse,
     validate,
 )
+from starlette.routing import Route
 
 from .errors import NotFound
 from .gateway import ApiRequest, Gateway, Reply, token_of
+from .gitstore import GitStore
 from .gql_schema import SDL
 from .ids import iso
+from .installations import Installations
 from .ops.queue import QueueError
+from .ratelimit import RateLimiter
+from .shapes import RenderContext
+from .shapes.pulls import Heads
 from .state import (
     CheckRun,
     CommitStatus,
@@ -38,9 +44,65 @@ from .state import (
     Review,
     ReviewComment,
     ReviewThread,
+    State,
 )
 
 MAX_PAGE = 100
+
+
+class NodeReads(Protocol):
+    """What the query side's nodes read of the model (the Simulator is one)."""
+
+    state: State
+    git: GitStore  # Repository.object(oid:) resolves a ref
+    ctx: RenderContext
+
+    async def heads(self, repo: Repo, pr: PullRequest,
+                    branches: dict[str, str] | None = None) -> Heads: ...
+
+    async def head_sha(self, repo: Repo, pr: PullRequest) -> str: ...
+
+    async def mergeability(self, repo: Repo, pr: PullRequest,
+                           heads: Heads) -> tuple[bool | None, str]: ...
+
+    async def threads_of(self, repo: Repo,
+                         pr: PullRequest) -> list[tuple[ReviewThread, bool]]: ...
+
+    def latest_runs(self, repo: Repo, sha: str) -> list[CheckRun]: ...
+
+    def latest_statuses(self, repo: Repo, sha: str) -> list[CommitStatus]: ...
+
+    def merge_queue(self, repo: Repo, branch: str) -> MergeQueue | None: ...
+
+    def queue_entry(self, repo: Repo,
+                    pr: PullRequest) -> tuple[MergeQueue, int, QueueEntry] | None: ...
+
+    def entry_state(self, repo: Repo, queue: MergeQueue, entry: QueueEntry) -> str: ...
+
+
+class GraphqlModel(NodeReads, Protocol):
+    """What POST /graphql uses of the model: the nodes' reads, the installations that admit a
+    token, the GraphQL rate-limit bucket and the mutations (the Simulator is one)."""
+
+    installations: Installations
+    rate_limits: RateLimiter
+
+    def pr(self, full_name: str, number: int) -> tuple[Repo, PullRequest]: ...
+
+    async def is_outdated(self, repo: Repo, thread: ReviewThread, head: str) -> bool: ...
+
+    async def resolve_thread(self, node_id: str, *, user: str,
+                             resolved: bool = True) -> ReviewThread: ...
+
+    async def reply(self, repo_name: str, number: int, comment_id: int, *, body: str,
+                    user: str) -> ReviewComment: ...
+
+    def queued_pr(self, node: str) -> tuple[Repo, PullRequest]: ...
+
+    async def enqueue_pr(self, repo_name: str, number: int, *, actor: str,
+                         expected_head: str | None = None) -> tuple[QueueEntry, bool]: ...
+
+    def record(self, kind: str, actor: str, **fields: Any) -> None: ...
 
 
 class NotFoundError(GraphQLError):
@@ -92,7 +154,7 @@ def connection(items: list, first: int | None, after: str | None, last: int | No
 
 
 class ActorNode:
-    def __init__(self, sim, login: str) -> None:
+    def __init__(self, sim: NodeReads, login: str) -> None:
         u = sim.state.user(login)
         self.typename = u.type
         self.id = u.node_id
@@ -103,7 +165,7 @@ class ActorNode:
 
 
 class ReviewNode:
-    def __init__(self, sim, review: Review) -> None:
+    def __init__(self, sim: NodeReads, review: Review) -> None:
         self.id, self.databaseId = review.node_id, review.id
         self.state, self.body = review.state, review.body
         self.author = ActorNode(sim, review.user)
@@ -112,7 +174,8 @@ class ReviewNode:
 
 
 class CommentNode:
-    def __init__(self, sim, repo: Repo, c: ReviewComment, outdated: bool, head: str) -> None:
+    def __init__(self, sim: NodeReads, repo: Repo, c: ReviewComment, outdated: bool,
+                 head: str) -> None:
         self._sim, self._c = sim, c
         self.id, self.databaseId = c.node_id, c.id
         self.fullDatabaseId = str(c.id)  # a BigInt: GitHub sends it as a string
@@ -134,12 +197,14 @@ class CommentNode:
         return CommentNode(self._sim, self._repo, parent, self.outdated, self._head)
 
     def pullRequestReview(self, info) -> ReviewNode | None:
-        review = self._sim.state.reviews.get(self._c.review_id)
+        review_id = self._c.review_id
+        review = self._sim.state.reviews.get(review_id) if review_id is not None else None
         return ReviewNode(self._sim, review) if review else None
 
 
 class ThreadNode:
-    def __init__(self, sim, repo: Repo, thread: ReviewThread, outdated: bool, head: str) -> None:
+    def __init__(self, sim: NodeReads, repo: Repo, thread: ReviewThread, outdated: bool,
+                 head: str) -> None:
         self._sim, self._repo, self._thread, self._head = sim, repo, thread, head
         self.id = thread.node_id
         self.isResolved, self.isOutdated = thread.is_resolved, outdated
@@ -158,7 +223,7 @@ class ThreadNode:
 
 
 class PullRequestNode:
-    def __init__(self, sim, repo: Repo, pr: PullRequest) -> None:
+    def __init__(self, sim: NodeReads, repo: Repo, pr: PullRequest) -> None:
         self._sim, self._repo, self._pr = sim, repo, pr
         self.id, self.databaseId, self.number = pr.node_id, pr.id, pr.number
         self.title, self.body = pr.title, pr.body or ""
@@ -210,7 +275,8 @@ class PullRequestNode:
 class QueueEntryNode:
     """A PR's place in its base branch's merge queue; `headCommit` is its merge group."""
 
-    def __init__(self, sim, repo: Repo, queue: MergeQueue, position: int, entry: QueueEntry) -> None:
+    def __init__(self, sim: NodeReads, repo: Repo, queue: MergeQueue, position: int,
+                 entry: QueueEntry) -> None:
         self._sim, self._repo, self._number = sim, repo, entry.number
         self.id, self.position = entry.node_id, position
         self.state = sim.entry_state(repo, queue, entry)
@@ -257,7 +323,7 @@ class CommitNode:
 
     typename = "Commit"
 
-    def __init__(self, sim, repo: Repo, sha: str) -> None:
+    def __init__(self, sim: NodeReads, repo: Repo, sha: str) -> None:
         self._sim, self._repo, self.oid = sim, repo, sha
 
     def statusCheckRollup(self, info) -> dict | None:
@@ -277,7 +343,7 @@ class CommitNode:
 
 
 class RepositoryNode:
-    def __init__(self, sim, repo: Repo) -> None:
+    def __init__(self, sim: NodeReads, repo: Repo) -> None:
         self._sim, self._repo = sim, repo
         self.id, self.databaseId = repo.node_id, repo.id
         self.name, self.nameWithOwner = repo.name, repo.full_name
@@ -296,9 +362,14 @@ class RepositoryNode:
         return CommitNode(self._sim, self._repo, sha) if sha else None
 
 
+def _model(info: Any) -> GraphqlModel:
+    """The model the request's context carries (`endpoint` puts it there)."""
+    return info.context["sim"]
+
+
 class QueryRoot:
     def repository(self, info, owner: str, name: str, followRenames=None) -> RepositoryNode:
-        sim = info.context["sim"]
+        sim = _model(info)
         try:
             repo = sim.state.repo(owner, name)
             if not sim.installations.admits(info.context["token"], owner, public_read=not repo.private):
@@ -316,18 +387,18 @@ class QueryRoot:
                 "used": bucket.used + 1}
 
     def viewer(self, info) -> ActorNode:
-        return ActorNode(info.context["sim"], info.context["actor"])
+        return ActorNode(_model(info), info.context["actor"])
 
 
 def _admitted(info, repo: str) -> bool:
     """Whether the request's installation token (if it is one) reaches `repo`: a node of
     another installation's repository does not resolve, as on GitHub."""
-    return info.context["sim"].installations.admits(info.context.get("token"), repo.split("/")[0])
+    return _model(info).installations.admits(info.context.get("token"), repo.split("/")[0])
 
 
 class MutationRoot:
     async def _thread(self, info, thread_id: str, resolved: bool) -> ThreadNode:
-        sim = info.context["sim"]
+        sim = _model(info)
         try:
             if not _admitted(info, sim.state.thread_by_node(thread_id).repo):
                 raise NotFound(thread_id)
@@ -351,7 +422,7 @@ class MutationRoot:
                 "thread": await self._thread(info, input["threadId"], False)}
 
     async def addPullRequestReviewThreadReply(self, info, input: dict) -> dict:
-        sim = info.context["sim"]
+        sim = _model(info)
         node = input["pullRequestReviewThreadId"]
         try:
             thread = sim.state.thread_by_node(node)
@@ -372,7 +443,7 @@ class MutationRoot:
     async def enqueuePullRequest(self, info, input: dict) -> dict:
         """Queue the PR; refused (UNPROCESSABLE) when `expectedHeadOid` is not its head. A PR
         already queued keeps its entry; each call that reached the queue is recorded."""
-        sim, actor = info.context["sim"], info.context["actor"]
+        sim, actor = _model(info), info.context["actor"]
         node, expected = input["pullRequestId"], input.get("expectedHeadOid")
         try:
             repo, pr = sim.queued_pr(node)
@@ -430,7 +501,7 @@ def _document(query: str) -> DocumentNode | list[GraphQLError]:
     return found
 
 
-async def endpoint(sim, req: ApiRequest) -> Reply:
+async def endpoint(sim: GraphqlModel, req: ApiRequest) -> Reply:
     body = await req.json()
     query = body.get("query")
     if not isinstance(query, str) or not query.strip():
@@ -457,5 +528,5 @@ class _Root(QueryRoot, MutationRoot):
     """One root object serves queries and mutations: graphql-core reads fields off it by name."""
 
 
-def routes(gw: Gateway):
+def routes(gw: Gateway[GraphqlModel]) -> list[Route]:
     return [gw.route("POST", "/graphql", endpoint, resource="graphql")]

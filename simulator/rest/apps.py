@@ -8,11 +8,26 @@ repositories its installation reaches (see installations.py; by default, every o
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Protocol
+
+from starlette.routing import Route
 
 from ..errors import ApiError, NotFound
 from ..gateway import ApiRequest, Gateway, Reply, token_of
 from ..ids import iso, now
+from ..installations import Installation, Installations
+from ..shapes import RenderContext
 from ..shapes.repos import repository
+from ..state import State
+
+
+class AppsModel(Protocol):
+    """What the App endpoints read of the model (the Simulator is one)."""
+
+    installations: Installations
+    state: State  # the repositories an installation reaches
+    ctx: RenderContext
+    token_user: str  # the default installation's account when there is no repository
 
 
 def _require_jwt(req: ApiRequest) -> None:
@@ -21,7 +36,7 @@ def _require_jwt(req: ApiRequest) -> None:
         raise ApiError(401, "A JSON web token could not be decoded")
 
 
-async def create_installation_token(sim, req: ApiRequest) -> Reply:
+async def create_installation_token(sim: AppsModel, req: ApiRequest) -> Reply:
     _require_jwt(req)
     installation = sim.installations.get(int(req.params["installation_id"]))
     if installation is None:
@@ -33,7 +48,7 @@ async def create_installation_token(sim, req: ApiRequest) -> Reply:
                   "repository_selection": "all"}, status=201)
 
 
-def _account(sim, installation) -> str:
+def _account(sim: AppsModel, installation: Installation) -> str:
     """The account's login: the installation's owner, or (the default installation) the owner
     of the first repository."""
     if installation.owner:
@@ -42,7 +57,7 @@ def _account(sim, installation) -> str:
     return first.full_name.split("/")[0] if first else sim.token_user
 
 
-async def list_installations(sim, req: ApiRequest) -> Reply:
+async def list_installations(sim: AppsModel, req: ApiRequest) -> Reply:
     """GET /app/installations (as the App)."""
     _require_jwt(req)
     found = sim.installations.all()
@@ -50,7 +65,7 @@ async def list_installations(sim, req: ApiRequest) -> Reply:
     return Reply([sim.installations.shape(i, _account(sim, i)) for i in page], headers=headers)
 
 
-async def repo_installation(sim, req: ApiRequest) -> Reply:
+async def repo_installation(sim: AppsModel, req: ApiRequest) -> Reply:
     """GET /repos/{owner}/{repo}/installation (as the App): 404 where the App is not installed."""
     _require_jwt(req)
     owner, name = req.params["owner"], req.params["repo"]
@@ -61,7 +76,7 @@ async def repo_installation(sim, req: ApiRequest) -> Reply:
     return Reply(sim.installations.shape(installation, _account(sim, installation)))
 
 
-async def installation_repositories(sim, req: ApiRequest) -> Reply:
+async def installation_repositories(sim: AppsModel, req: ApiRequest) -> Reply:
     """GET /installation/repositories: the repositories the token's installation reaches."""
     installation = sim.installations.of_token(token_of(req.request))
     repos = sorted((r for r in sim.state.repos.values()
@@ -72,7 +87,7 @@ async def installation_repositories(sim, req: ApiRequest) -> Reply:
                   "repositories": [repository(sim.ctx, r) for r in page]}, headers=headers)
 
 
-def routes(gw: Gateway):
+def routes(gw: Gateway[AppsModel]) -> list[Route]:
     return [gw.route("POST", "/app/installations/{installation_id}/access_tokens",
                      create_installation_token, counted=False, app_jwt=True),
             gw.route("GET", "/app/installations", list_installations, counted=False, app_jwt=True),

@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from starlette.routing import Route
+
 from ..errors import NotFound
 from ..gateway import ApiRequest, Gateway, Reply
-from ..gitstore import Comparison, FileChange
+from ..gitstore import Comparison, FileChange, GitStore
+from ..shapes import RenderContext
 from ..shapes.commits import commit
+from ..state import Repo
 
 # GitHub lists at most this many commits in a comparison (`total_commits` counts them all).
 MAX_COMMITS = 250
 
 
-async def compare(sim, req: ApiRequest) -> Reply:
+class CompareModel(Protocol):
+    """What the compare endpoint uses of the model (the Simulator is one)."""
+
+    git: GitStore  # refs resolved
+    ctx: RenderContext
+
+    def repo(self, full_name: str) -> Repo: ...
+
+    async def compare(self, repo: Repo, base: str, head: str) -> Comparison | None: ...
+
+
+async def compare(sim: CompareModel, req: ApiRequest) -> Reply:
     """`basehead` is `BASE...HEAD`, each a branch, `heads/...` or a commit sha of this
     repository. `files` are what HEAD changed since the two parted (the merge base)."""
     repo = sim.repo(req.repo)
@@ -48,7 +65,7 @@ async def compare(sim, req: ApiRequest) -> Reply:
     })
 
 
-def _file(sim, repo, head: str, f: FileChange) -> dict:
+def _file(sim: CompareModel, repo: Repo, head: str, f: FileChange) -> dict:
     name = repo.full_name
     return {"sha": f.blob, "filename": f.path, "status": f.status,
             "additions": f.additions, "deletions": f.deletions,
@@ -58,5 +75,5 @@ def _file(sim, repo, head: str, f: FileChange) -> dict:
             "contents_url": sim.ctx.api(f"repos/{name}/contents/{f.path}?ref={head}")}
 
 
-def routes(gw: Gateway):
+def routes(gw: Gateway[CompareModel]) -> list[Route]:
     return [gw.route("GET", "/repos/{owner}/{repo}/compare/{basehead}", compare)]

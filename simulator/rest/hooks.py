@@ -13,15 +13,27 @@ own); a hook's log is read with the token and counted, as GitHub counts it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
+
+from starlette.routing import Route
 
 from ..errors import ApiError, NotFound, Unprocessable
 from ..gateway import ApiRequest, Gateway, Reply, token_of
 from ..hooklog import LogEntry
 from ..pagination import DEFAULT_PER_PAGE, MAX_PER_PAGE
+from ..state import State
+from ..webhooks import WebhookDispatcher
 
 CURSOR_PREFIX = "v1_"
 
 Scope = Callable[[LogEntry], bool] | None
+
+
+class HooksModel(Protocol):
+    """What the delivery-log endpoints use of the model (the Simulator is one)."""
+
+    webhooks: WebhookDispatcher  # its hook id, its log, redelivery
+    state: State  # the repositories a hook's log is scoped to
 
 
 def _require_jwt(req: ApiRequest) -> None:
@@ -29,7 +41,7 @@ def _require_jwt(req: ApiRequest) -> None:
         raise ApiError(401, "A JSON web token could not be decoded")
 
 
-def _scope(sim, req: ApiRequest) -> Scope:
+def _scope(sim: HooksModel, req: ApiRequest) -> Scope:
     """The entries the log at this URL lists: all of them for the App's, a repository's own or
     an organisation's repositories' for a hook (404 for a hook or repository that is not)."""
     params = req.params
@@ -48,7 +60,7 @@ def _scope(sim, req: ApiRequest) -> Scope:
     return lambda e: e.repository_id in ids
 
 
-def _entry(sim, req: ApiRequest) -> LogEntry:
+def _entry(sim: HooksModel, req: ApiRequest) -> LogEntry:
     where = _scope(sim, req)
     raw = req.params["delivery_id"]
     entry = sim.webhooks.log.get(int(raw)) if raw.isdigit() else None
@@ -57,7 +69,7 @@ def _entry(sim, req: ApiRequest) -> LogEntry:
     return entry
 
 
-async def list_deliveries(sim, req: ApiRequest) -> Reply:
+async def list_deliveries(sim: HooksModel, req: ApiRequest) -> Reply:
     where = _scope(sim, req)
     try:
         per_page = min(max(int(req.query.get("per_page") or DEFAULT_PER_PAGE), 1), MAX_PER_PAGE)
@@ -78,16 +90,16 @@ async def list_deliveries(sim, req: ApiRequest) -> Reply:
     return Reply([e.item() for e in entries], headers=headers)
 
 
-async def get_delivery(sim, req: ApiRequest) -> Reply:
+async def get_delivery(sim: HooksModel, req: ApiRequest) -> Reply:
     return Reply(_entry(sim, req).full())
 
 
-async def redeliver(sim, req: ApiRequest) -> Reply:
+async def redeliver(sim: HooksModel, req: ApiRequest) -> Reply:
     sim.webhooks.redeliver(_entry(sim, req).id)
     return Reply({}, status=202)
 
 
-def routes(gw: Gateway):
+def routes(gw: Gateway[HooksModel]) -> list[Route]:
     found = [gw.route("GET", "/app/hook/deliveries", list_deliveries, counted=False, app_jwt=True),
              gw.route("GET", "/app/hook/deliveries/{delivery_id}", get_delivery, counted=False,
                       app_jwt=True),

@@ -2,15 +2,65 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from starlette.routing import Route
+
 from ..errors import NotFound, Unprocessable
 from ..gateway import ApiRequest, Gateway, Reply
+from ..gitstore import GitStore
+from ..shapes import RenderContext
 from ..shapes.users import user
+from ..state import PullRequest, Repo, State
 
 _STATES = ("open", "closed", "all")
 _SORTS = ("created", "updated")  # GitHub also has popularity and long-running
 
 
-async def list_pulls(sim, req: ApiRequest) -> Reply:
+class PullsModel(Protocol):
+    """What the pull request endpoints use of the model (the Simulator is one)."""
+
+    state: State
+    git: GitStore  # a page's branch heads, read once
+    ctx: RenderContext
+
+    def repo(self, full_name: str) -> Repo: ...
+
+    def pr(self, full_name: str, number: int) -> tuple[Repo, PullRequest]: ...
+
+    def head_repo(self, repo: Repo, pr: PullRequest) -> Repo: ...
+
+    async def pr_json(self, repo: Repo, pr: PullRequest, *, full: bool = True,
+                      branches: dict[str, str] | None = None, read: bool = False) -> dict: ...
+
+    async def edit_pr(self, repo_name: str, number: int, *, actor: str, title: str | None = None,
+                      body: str | None = None, state: str | None = None,
+                      base: str | None = None) -> PullRequest: ...
+
+    async def merge_pr(self, repo_name: str, number: int, *, method: str = "merge",
+                       sha: str | None = None, actor: str | None = None,
+                       commit_title: str | None = None,
+                       commit_message: str | None = None) -> dict: ...
+
+    async def update_branch(self, repo_name: str, number: int, *,
+                            expected_head_sha: str | None = None,
+                            actor: str | None = None) -> str: ...
+
+    async def request_reviewers(self, repo_name: str, number: int, reviewers: Iterable[str], *,
+                                actor: str) -> PullRequest: ...
+
+    async def remove_requested_reviewers(self, repo_name: str, number: int,
+                                         reviewers: Iterable[str], *,
+                                         actor: str) -> PullRequest: ...
+
+    async def request_copilot_review(self, repo_name: str, number: int, *,
+                                     actor: str) -> None: ...
+
+    def record(self, kind: str, actor: str, **fields: Any) -> None: ...
+
+
+async def list_pulls(sim: PullsModel, req: ApiRequest) -> Reply:
     repo = sim.repo(req.repo)
     state = req.query.get("state", "open")
     if state not in _STATES:
@@ -35,12 +85,12 @@ async def list_pulls(sim, req: ApiRequest) -> Reply:
                   for pr in page], headers=headers)
 
 
-async def get_pull(sim, req: ApiRequest) -> Reply:
+async def get_pull(sim: PullsModel, req: ApiRequest) -> Reply:
     repo, pr = sim.pr(req.repo, req.number())
     return Reply(await sim.pr_json(repo, pr, read=True))  # a PR-object read: lags show
 
 
-async def edit_pull(sim, req: ApiRequest) -> Reply:
+async def edit_pull(sim: PullsModel, req: ApiRequest) -> Reply:
     body = await req.json()
     pr = await sim.edit_pr(req.repo, req.number(), actor=req.actor, title=body.get("title"),
                            body=body.get("body"), state=body.get("state"), base=body.get("base"))
@@ -49,7 +99,7 @@ async def edit_pull(sim, req: ApiRequest) -> Reply:
     return Reply(await sim.pr_json(sim.repo(req.repo), pr))
 
 
-async def merge_pull(sim, req: ApiRequest) -> Reply:
+async def merge_pull(sim: PullsModel, req: ApiRequest) -> Reply:
     body = await req.json()
     result = await sim.merge_pr(req.repo, req.number(), method=body.get("merge_method", "merge"),
                                 sha=body.get("sha"), actor=req.actor,
@@ -60,14 +110,14 @@ async def merge_pull(sim, req: ApiRequest) -> Reply:
     return Reply(result)
 
 
-async def is_merged(sim, req: ApiRequest) -> Reply:
+async def is_merged(sim: PullsModel, req: ApiRequest) -> Reply:
     _, pr = sim.pr(req.repo, req.number())
     if not pr.merged:
         raise NotFound("merge")
     return Reply(None, status=204)
 
 
-async def update_branch(sim, req: ApiRequest) -> Reply:
+async def update_branch(sim: PullsModel, req: ApiRequest) -> Reply:
     body = await req.json()
     new = await sim.update_branch(req.repo, req.number(), actor=req.actor,
                                   expected_head_sha=body.get("expected_head_sha"))
@@ -76,13 +126,13 @@ async def update_branch(sim, req: ApiRequest) -> Reply:
     return Reply({"message": "Updating pull request branch.", "url": pull}, status=202)
 
 
-async def get_requested(sim, req: ApiRequest) -> Reply:
+async def get_requested(sim: PullsModel, req: ApiRequest) -> Reply:
     _, pr = sim.pr(req.repo, req.number())
     return Reply({"users": [user(sim.ctx, login) for login in pr.requested_reviewers],
                   "teams": []})
 
 
-async def request_reviewers(sim, req: ApiRequest) -> Reply:
+async def request_reviewers(sim: PullsModel, req: ApiRequest) -> Reply:
     body = await req.json()
     reviewers = body.get("reviewers") or []
     if not isinstance(reviewers, list) or not reviewers and not body.get("team_reviewers"):
@@ -93,7 +143,7 @@ async def request_reviewers(sim, req: ApiRequest) -> Reply:
     return Reply(await sim.pr_json(sim.repo(req.repo), pr, full=False), status=201)
 
 
-async def remove_reviewers(sim, req: ApiRequest) -> Reply:
+async def remove_reviewers(sim: PullsModel, req: ApiRequest) -> Reply:
     body = await req.json()
     reviewers = body.get("reviewers") or []
     pr = await sim.remove_requested_reviewers(req.repo, req.number(), reviewers, actor=req.actor)
@@ -102,13 +152,13 @@ async def remove_reviewers(sim, req: ApiRequest) -> Reply:
     return Reply(await sim.pr_json(sim.repo(req.repo), pr, full=False))
 
 
-async def copilot_review(sim, req: ApiRequest) -> Reply:
+async def copilot_review(sim: PullsModel, req: ApiRequest) -> Reply:
     await sim.request_copilot_review(req.repo, req.number(), actor=req.actor)
     sim.record("copilot_review_requested", req.actor, repo=req.repo, number=req.number())
     return Reply({"message": "Copilot code review requested."}, status=202)
 
 
-def routes(gw: Gateway):
+def routes(gw: Gateway[PullsModel]) -> list[Route]:
     base = "/repos/{owner}/{repo}/pulls"
     return [
         gw.route("GET", base, list_pulls),

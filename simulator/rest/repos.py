@@ -4,22 +4,41 @@ from __future__ import annotations
 
 import base64
 import time
+from typing import Protocol
+
+from starlette.routing import Route
 
 from ..errors import NotFound
 from ..gateway import ApiRequest, Gateway, Reply, token_of
+from ..gitstore import GitStore
+from ..ratelimit import RateLimiter
+from ..shapes import RenderContext
 from ..shapes.repos import full_repository
 from ..shapes.users import user
+from ..state import Repo, State
 
 # What the legacy `permission` field says for each role.
 _LEGACY = {"admin": "admin", "maintain": "write", "write": "write", "triage": "read",
            "read": "read"}
 
 
-async def get_repo(sim, req: ApiRequest) -> Reply:
+class ReposModel(Protocol):
+    """What the repository, ref, contents, permission and rate-limit endpoints use of the
+    model (the Simulator is one)."""
+
+    state: State  # collaborators' roles
+    git: GitStore  # refs, blobs and trees
+    ctx: RenderContext
+    rate_limits: RateLimiter  # GET /rate_limit reads the buckets
+
+    def repo(self, full_name: str) -> Repo: ...
+
+
+async def get_repo(sim: ReposModel, req: ApiRequest) -> Reply:
     return Reply(full_repository(sim.ctx, sim.repo(req.repo)))
 
 
-async def get_ref(sim, req: ApiRequest) -> Reply:
+async def get_ref(sim: ReposModel, req: ApiRequest) -> Reply:
     """GET .../git/ref/heads/{branch}: what git has now (the ref cache re-checks the ref files
     on every read, so a push is seen at once)."""
     repo = sim.repo(req.repo)
@@ -35,7 +54,7 @@ async def get_ref(sim, req: ApiRequest) -> Reply:
                   "object": {"sha": sha, "type": "commit", "url": f"{api}/git/commits/{sha}"}})
 
 
-async def get_contents(sim, req: ApiRequest) -> Reply:
+async def get_contents(sim: ReposModel, req: ApiRequest) -> Reply:
     repo = sim.repo(req.repo)
     path = req.params["path"].strip("/")
     ref = req.query.get("ref") or repo.default_branch
@@ -56,7 +75,8 @@ async def get_contents(sim, req: ApiRequest) -> Reply:
                   "encoding": "base64", "content": encoded})
 
 
-def _entry(sim, repo, api: str, ref: str, kind: str, sha: str, path: str, size: int) -> dict:
+def _entry(sim: ReposModel, repo: Repo, api: str, ref: str, kind: str, sha: str, path: str,
+           size: int) -> dict:
     url = f"{api}/contents/{path}?ref={ref}"
     html = sim.ctx.html(f"{repo.full_name}/blob/{ref}/{path}")
     git = f"{api}/git/{'blobs' if kind == 'file' else 'trees'}/{sha}"
@@ -66,7 +86,7 @@ def _entry(sim, repo, api: str, ref: str, kind: str, sha: str, path: str, size: 
             "_links": {"self": url, "git": git, "html": html}}
 
 
-async def get_permission(sim, req: ApiRequest) -> Reply:
+async def get_permission(sim: ReposModel, req: ApiRequest) -> Reply:
     """Unknown users get `none`; `permission` is the legacy field (maintain reads as write)."""
     repo = sim.repo(req.repo)
     login = req.params["username"]
@@ -85,7 +105,7 @@ async def get_permission(sim, req: ApiRequest) -> Reply:
                   "user": data})
 
 
-async def get_rate_limit(sim, req: ApiRequest) -> Reply:
+async def get_rate_limit(sim: ReposModel, req: ApiRequest) -> Reply:
     key = token_of(req.request) or "anonymous"
     resources = {name: sim.rate_limits.bucket(name, key).to_dict()
                  for name in ("core", "graphql")}
@@ -94,7 +114,7 @@ async def get_rate_limit(sim, req: ApiRequest) -> Reply:
     return Reply({"resources": resources, "rate": resources["core"]})
 
 
-def routes(gw: Gateway):
+def routes(gw: Gateway[ReposModel]) -> list[Route]:
     return [
         gw.route("GET", "/repos/{owner}/{repo}", get_repo),
         gw.route("GET", "/repos/{owner}/{repo}/git/ref/{ref}", get_ref),
