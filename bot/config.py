@@ -57,6 +57,9 @@ class JobsConfig(_Section):
     backoff_base_seconds: float = Field(2.0, gt=0)
     backoff_cap_seconds: float = Field(600.0, gt=0)
     idle_poll_seconds: float = Field(1.0, gt=0)
+    # While the database is unreachable a worker looks again after a pause that doubles from
+    # idle_poll_seconds up to this (jittered), and logs only when it first fails and recovers.
+    outage_backoff_cap_seconds: float = Field(30.0, gt=0)
 
 
 class GitHubConfig(_Section):

@@ -38,6 +38,9 @@ JOBS = Counter("convergebot_jobs_total", "Jobs finished by kind and result", ["k
 # Up to an hour: a fix job runs the agent for minutes, a sync takes a fraction of a second.
 JOB_SECONDS = Histogram("convergebot_job_seconds", "Job handler duration", ["kind"],
                         buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600))
+JOBS_LOOK_FAILURES = Counter(
+    "convergebot_jobs_look_failures_total",
+    "Workers' looks for work that failed (the database unreachable), each followed by a longer pause")
 JOBS_QUEUED = Gauge("convergebot_jobs_queued",
                     "Jobs in the queue by kind, counted at each scrape (due now or later)", ["kind"])
 JOBS_DUE = Gauge("convergebot_jobs_due", "Queued jobs whose time has come, by kind, at each scrape", ["kind"])

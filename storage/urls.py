@@ -1,11 +1,20 @@
 """Which database a `database.url` names: the URLs people paste (`sqlite:///x.db`,
 `postgresql://…`) read into the async driver this project runs on, the errors for a URL that names
-none or a database that is not there, and why a first connection failed, in one line."""
+none or a database that is not there, why a first connection failed, in one line, and whether an
+error says the database could not be reached at all."""
 
 from __future__ import annotations
 
+import sqlite3
+
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    InterfaceError,
+    OperationalError,
+)
 
 
 class UnsupportedURL(ValueError):
@@ -38,3 +47,12 @@ def connect_failure(e: BaseException) -> str:
     if text_.startswith("<class '") and ">: " in text_:  # asyncpg through SQLAlchemy's adapter
         text_ = text_.split(">: ", 1)[1]
     return text_
+
+
+def unreachable(e: BaseException) -> bool:
+    """Whether `e` says the database was not there to ask (refused, unresolvable, cut off, shutting
+    down, a SQLite file locked or unreadable) rather than refusing what it was asked: a statement's
+    mistake is a bug to show in full, an outage is a state to report once."""
+    if isinstance(e, DBAPIError):
+        return e.connection_invalidated or isinstance(e, (OperationalError, InterfaceError))
+    return isinstance(e, (OSError, DisconnectionError, sqlite3.OperationalError, sqlite3.InterfaceError))

@@ -24,7 +24,7 @@ from bot.intake import redelivery
 from bot.intake.repowatch import RepoWatch
 from bot.rules.decide import review_wait_deadlines
 from bot.runtime.context import Runtime
-from bot.runtime.periodic import every
+from bot.runtime.periodic import duty_failed, every
 from storage import deliveries, jobs, marks, prs
 from storage.keys import PrKey
 from storage.models import utcnow
@@ -260,7 +260,7 @@ class Poller:
             await deliveries.prune(self.rt.db, utcnow() - RETENTION)
         except Exception as e:
             self.rt.health.last_poll_error = f"{type(e).__name__}: {e}"
-            log.exception("poller.failed")
+            duty_failed(log, "poller.failed", e)
             return
         self.rt.health.last_poll_at = utcnow()
         self.rt.health.last_poll_error = None

@@ -30,7 +30,7 @@ import structlog
 from bot import metrics
 from bot.github.errors import Conflict, GitHubError, NotFound
 from bot.github.stamps import github_id, parse_time
-from bot.runtime.periodic import every
+from bot.runtime.periodic import duty_failed, every
 from storage import cursors, deliveries
 from storage.models import utcnow
 
@@ -379,8 +379,8 @@ async def _tick(rt) -> None:
         await redeliver_missed(rt)
     except GitHubError as e:
         log.warning("redelivery.unavailable", error=str(e))
-    except Exception:
-        log.exception("redelivery.error")
+    except Exception as e:
+        duty_failed(log, "redelivery.error", e)
 
 
 def schedule(rt, scheduler) -> None:

@@ -28,7 +28,7 @@ from bot.intake import redelivery
 from bot.intake.routing import Wake, command_wake
 from bot.rules.commands import edited
 from bot.runtime.context import Runtime
-from bot.runtime.periodic import every
+from bot.runtime.periodic import duty_failed, every
 from storage import commands, cursors, jobs, prs
 from storage.keys import PrKey, try_parse_pr_key
 from storage.models import utcnow
@@ -218,8 +218,8 @@ async def scan(rt: Runtime) -> ScanReport:
 async def _scheduled(rt: Runtime) -> None:
     try:
         await scan(rt)
-    except Exception:
-        log.exception("scan.failed")
+    except Exception as e:
+        duty_failed(log, "scan.failed", e)
 
 
 def schedule(rt: Runtime, scheduler: AsyncIOScheduler) -> None:

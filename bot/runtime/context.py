@@ -62,6 +62,7 @@ class Health:
     scheduler_running: bool = False
     runaway: list[PrKey] = field(default_factory=list)  # PRs paused at their write budget
     leader: bool | None = None  # whether this replica ran the last poll itself (None: not asked yet)
+    database_unreachable: bool = False  # /readyz's last look at the database failed
 
 
 @dataclass

@@ -10,6 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from storage.database import Database
+from storage.urls import connect_failure
 
 log = structlog.get_logger(__name__)
 
@@ -77,8 +78,9 @@ class Leadership:
                 try:
                     await self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": LEADER_LOCK})
                     await self._conn.commit()
-                except Exception:
-                    log.warning("leadership.release_failed", exc_info=True)
+                except Exception as e:
+                    # Its connection is gone (the database went away), and the lock with it.
+                    log.warning("leadership.release_failed", error=f"{type(e).__name__}: {connect_failure(e)}")
                 await self._drop()
                 log.info("leadership.released")
 

@@ -11,6 +11,7 @@ import contextlib
 import math
 import os
 import socket
+import time
 import traceback
 import uuid
 from collections import deque
@@ -21,9 +22,11 @@ from typing import Any, TypedDict
 
 import structlog
 
+from bot import metrics
 from storage import jobs, prs
 from storage.database import Database
 from storage.models import Job, utcnow
+from storage.urls import connect_failure, unreachable
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +70,9 @@ class PoolSettings:
     idle_poll_seconds: float = 1.0
     backoff_base_seconds: float = 2.0
     backoff_cap_seconds: float = 600.0
+    # While a worker cannot reach the database, it looks again after a pause that doubles from
+    # `idle_poll_seconds` up to this, jittered: replicas' workers do not knock all at once.
+    outage_backoff_cap_seconds: float = 30.0
     # Job kinds that run long, and the workers that take only those (0: every worker takes
     # every kind). The other workers never take them.
     long_kinds: tuple[str, ...] = ()
@@ -177,14 +183,21 @@ class WorkerPool:
 
     async def _loop(self, owner: str, claim: dict, lane: _Lane) -> None:
         ran = False
+        outage = _Outage(owner)
         while not self._stopping:
             try:
                 # After a job, the next claim goes straight for the write lock: while the queue
                 # is long the lock-free look would find a job every time, and cost a read.
                 ran = await self.run_one(owner, _claimed=lane.poke, _look=not ran, **claim)
-            except Exception:
-                log.exception("jobs.loop_error", owner=owner)
+            except Exception as e:
+                # Every statement of a look (and of a job's own bookkeeping) is the database's:
+                # while it is down, one line when this worker first fails, and pauses that grow.
+                outage.failed(e)
                 ran = False
+                await self._idle(lane, jobs.backoff_delay(outage.failures, self.settings.idle_poll_seconds,
+                                                          self.settings.outage_backoff_cap_seconds))
+                continue
+            outage.over()
             if ran or self._stopping:
                 continue
             if lane.missed:
@@ -194,16 +207,20 @@ class WorkerPool:
                 continue
             # The poll's timeout bounds what no wake tells of: a job queued by another process
             # or coming due by its run_at.
-            waiter = asyncio.get_running_loop().create_future()
-            lane.idle.append(waiter)
-            try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter, self.settings.idle_poll_seconds)
-            finally:
-                if not waiter.done():
-                    waiter.cancel()
-                with contextlib.suppress(ValueError):
-                    lane.idle.remove(waiter)
+            await self._idle(lane, self.settings.idle_poll_seconds)
+
+    async def _idle(self, lane: _Lane, seconds: float) -> None:
+        """Wait `seconds`, or less if a wake sends this worker to look (or `stop` ends it)."""
+        waiter = asyncio.get_running_loop().create_future()
+        lane.idle.append(waiter)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter, seconds)
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+            with contextlib.suppress(ValueError):
+                lane.idle.remove(waiter)
 
     async def run_one(self, owner: str | None = None, *, _claimed: Callable[[], None] | None = None,
                       _look: bool = True, **lane) -> bool:
@@ -245,6 +262,14 @@ class WorkerPool:
             and view.pr.process_key == job.process_key
             and view.run_state == "active"
         )
+
+    async def _still_owned(self, job: Job) -> bool:
+        """`_owned` for the heartbeat: a database that cannot say is no reason to stop the job."""
+        try:
+            return await self._owned(job)
+        except Exception as e:
+            log.debug("job.ownership_not_read", job_id=job.id, error=connect_failure(e))
+            return True
 
     async def _run(self, job: Job, handler: Handler, bound) -> None:
         # The handler runs in a task of its own, so the heartbeat can cancel the job and not the
@@ -296,11 +321,18 @@ class WorkerPool:
         interval = self.settings.lease_seconds / 3
         while True:
             await asyncio.sleep(interval)
-            if not await jobs.renew_lease(self.db, job, self.settings.lease_seconds):
+            try:
+                renewed = await jobs.renew_lease(self.db, job, self.settings.lease_seconds)
+            except Exception as e:
+                # The database is down (the worker says so once): beat again, and learn then
+                # whether the lease outlived the outage.
+                log.debug("job.lease_not_renewed", job_id=job.id, error=connect_failure(e))
+                continue
+            if not renewed:
                 # Our lease ran out and another worker re-claimed the job: cancelled here, so this
                 # runner stops before it acts (pushes, comments) alongside the new owner's run.
                 log.warning("job.lease_lost", job_id=job.id)
-            elif not await self._owned(job):
+            elif not await self._still_owned(job):
                 # Its run was stopped or superseded meanwhile: a long fixer run would otherwise
                 # go on working (and pushing) for a run nobody drives any more.
                 log.info("job.orphaned", job_id=job.id, pr_key=job.pr_key, process_key=job.process_key)
@@ -309,3 +341,35 @@ class WorkerPool:
             if runner is not None:
                 runner.cancel()
             return
+
+
+class _Outage:
+    """One worker's view of the database: the line when it first fails, the line when it answers
+    again, and in between only the count (`convergebot_jobs_look_failures_total`)."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.failures = 0  # in a row
+        self._since = 0.0
+        self._down = False  # the first failure said the database was unreachable (not a bug of ours)
+
+    def failed(self, e: Exception) -> None:
+        self.failures += 1
+        metrics.JOBS_LOOK_FAILURES.inc()
+        if self.failures > 1:
+            return
+        self._since = time.monotonic()
+        error = f"{type(e).__name__}: {connect_failure(e)}"
+        self._down = unreachable(e)
+        if self._down:
+            log.warning("jobs.database_unreachable", owner=self.owner, error=error,
+                        consequence="this worker looks again after growing pauses")
+        else:  # not an outage but a mistake of ours: its traceback, once
+            log.error("jobs.loop_failing", owner=self.owner, error=error, exc_info=e)
+
+    def over(self) -> None:
+        if not self.failures:
+            return
+        log.info("jobs.database_back" if self._down else "jobs.loop_recovered", owner=self.owner,
+                 failed_looks=self.failures, seconds=round(time.monotonic() - self._since, 1))
+        self.failures = 0

@@ -187,6 +187,7 @@ async def _running(config: Config, db: Database, fixer,
         pool = WorkerPool(db, job_handlers(rt), PoolSettings(
             workers=jc.workers, lease_seconds=jc.lease_seconds, idle_poll_seconds=jc.idle_poll_seconds,
             backoff_base_seconds=jc.backoff_base_seconds, backoff_cap_seconds=jc.backoff_cap_seconds,
+            outage_backoff_cap_seconds=jc.outage_backoff_cap_seconds,
             long_kinds=(JobKind.FIX,), long_workers=jc.fixer_workers,
         ))
         rt.wake = pool.wake

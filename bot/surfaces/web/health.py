@@ -30,15 +30,22 @@ async def readyz(request: Request) -> JSONResponse:
     addresses, SQL and paths. The log has the error.
     """
     rt = request.app.state.runtime
+    h = rt.health
     problems: list[str] = []
     try:
         async with rt.db.read_session() as s:  # a read: never the write lock
             await s.exec(text("SELECT 1"))
     except Exception as e:
-        log.warning("readyz.database_unreachable", error=type(e).__name__, detail=str(e)[:300])
+        # Said when it starts, not at every probe of an outage.
+        if not h.database_unreachable:
+            log.warning("readyz.database_unreachable", error=type(e).__name__, detail=str(e)[:300])
+        h.database_unreachable = True
         problems.append("database unreachable")
+    else:
+        if h.database_unreachable:
+            log.info("readyz.database_back")
+        h.database_unreachable = False
     problems += rt.github.reach.problems(timedelta(seconds=rt.config.github.unreachable_after_seconds))
-    h = rt.health
     if not h.scheduler_running:
         problems.append("scheduler not running")
     interval = rt.config.poller.interval_seconds
