@@ -210,9 +210,13 @@ async def _nudge(rt: Runtime, pr: PullRequest, action: Nudge, bound) -> bool:
     pk = prs.process_key_of(pr)
     now = utcnow()
     n = pr.current_round
+    # Fenced on the nudge this step read: a second step that decided the same nudge from the
+    # same read (another replica, or one that read before this one wrote) loses, so one nudge
+    # due asks the reviewers once.
     async with rt.db.session() as s:
         won = await prs.fenced_update(None, pr.pr_key, pk, {"last_nudge_at": now, "last_action": "nudged reviewers"},
-                                      expect_status=Status.WAITING_REVIEW, expect_round=n, session=s)
+                                      expect_status=Status.WAITING_REVIEW, expect_round=n,
+                                      expect={"last_nudge_at": pr.last_nudge_at}, session=s)
         if won:
             await outbox.request_review(s, pr.pr_key, pk, n, f"nudge:{now.isoformat()}",
                                         pr.last_round_head, pr.last_review_id, reviews_known_at=now,
