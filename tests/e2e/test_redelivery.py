@@ -559,3 +559,142 @@ async def _lossy_proxy(target: str):
             yield server
         finally:
             await server.stop()
+
+
+# -- what a pass that GitHub refused covers ------------------------------------------------
+# `covers` lets PRs rest on their webhooks and the scan run less often: only a pass that read
+# its log whole and asked for everything missed, none of it given up on or refused, covers.
+
+ATTEMPTS_PATH = r"/app/hook/deliveries/\d+/attempts$"
+
+
+async def _lost_commands(h, *heads: str) -> list[tuple[str, str]]:
+    """A `/converge` on a new PR for each head, each delivery lost: (PR key, its guid)."""
+    lost = []
+    for head in heads:
+        key, n = await _pr(h, head)
+        h.sim.webhook_faults(drop_next=1)
+        comment = await h.sim.comment(REPO, n, "/converge", user="maint")
+        lost.append((key, _guid_of_comment(h, comment.id)))
+    await h.sim.settle()
+    return lost
+
+
+@pytest.mark.parametrize("status", [404, 405], ids=["gone", "refused"])
+async def test_a_delivery_github_will_not_send_again_leaves_the_log_uncovered_and_is_not_asked_again(
+        tmp_path, db_url, status):
+    """GitHub answers the ask 404 (the delivery is gone) or 405/422 (it will not send it): the
+    pass asked for everything, but what it lost is left to the scan and the poll, so it covers
+    nothing; and it is not asked for again on the next pass."""
+    async with app_bot(tmp_path, db_url) as h:
+        [(key, guid)] = await _lost_commands(h, "gone")
+        assert covers(h.rt)  # the pass at start-up
+        h.sim.inject_fault(ATTEMPTS_PATH, method="POST", status=status)
+        report = await redeliver_missed(h.rt)
+        assert (report.asked, report.failed) == ([], 1)
+        assert not covers(h.rt) and not covers(h.rt, REPO)
+        again = await redeliver_missed(h.rt)
+        assert again.asked == [] and again.failed == 1
+        assert h.sim.counters.get(method="POST", route=ATTEMPTS) == 1
+        assert [e.redelivery for e in h.sim.webhooks.log.for_guid(guid)] == [False]
+        assert await h.view(key) is None  # nothing brought it back (the scan is off here)
+
+
+@pytest.mark.parametrize("status", [502, 403], ids=["unavailable", "rate-limited"])
+async def test_a_pass_whose_ask_failed_covers_nothing_and_asks_once_the_ask_is_taken_as_lost(
+        tmp_path, db_url, status, monkeypatch):
+    """The first ask answers 502 (or 403, rate limited): the pass stops asking, covers nothing,
+    and counts the ask as made (GitHub may have taken it). The next pass asks for the others but
+    waits for that one; once the wait is over it is asked for again, and both commands land."""
+    from bot.intake import redelivery
+
+    async with app_bot(tmp_path, db_url) as h:
+        (first_key, first), (second_key, second) = await _lost_commands(h, "first", "second")
+        h.sim.inject_fault(ATTEMPTS_PATH, method="POST", status=status, count=1)
+        report = await redeliver_missed(h.rt)
+        assert report.asked == [] and not covers(h.rt)
+        assert h.sim.counters.get(method="POST", route=ATTEMPTS) == 1  # the pass stopped there
+
+        after = await redeliver_missed(h.rt)
+        assert (after.asked, after.waiting) == ([second], [first])
+        assert h.sim.counters.get(method="POST", route=ATTEMPTS) == 2
+        await h.wait_status(second_key, *ACTIVE)
+        assert await h.view(first_key) is None
+
+        monkeypatch.setattr(redelivery, "PENDING_SECONDS", 0.0)  # the ask's wait is over
+        last = await redeliver_missed(h.rt)
+        assert last.asked == [first] and covers(h.rt)
+        await h.wait_status(first_key, *ACTIVE)
+        await h.sim.settle()
+        for guid in (first, second):
+            assert [e.redelivery for e in h.sim.webhooks.log.for_guid(guid)] == [False, True]
+
+
+async def test_a_pass_that_did_not_read_its_log_to_the_cursor_covers_nothing(tmp_path, db_url, monkeypatch):
+    """More entries since the cursor than a pass reads: what it did not read may hold lost
+    deliveries, so it covers nothing."""
+    from bot.intake import redelivery
+
+    async with app_bot(tmp_path, db_url) as h:
+        await _lost_commands(h, "one", "two")
+        assert covers(h.rt)
+        monkeypatch.setattr(redelivery, "PAGE_SIZE", 1)
+        monkeypatch.setattr(redelivery, "MAX_PAGES", 1)
+        report = await redeliver_missed(h.rt)
+        assert report.pages == 1 and len(report.asked) == 1
+        assert not covers(h.rt)
+
+
+async def test_more_missed_deliveries_than_a_pass_asks_for_leave_the_log_uncovered(tmp_path, db_url):
+    """A pass asks for at most MAX_ASKS_PER_RUN deliveries: with more missed, the rest wait
+    for the next pass, and the log is not covered until they were asked for."""
+    from bot.intake.redelivery import MAX_ASKS_PER_RUN
+
+    async with app_bot(tmp_path, db_url) as h:
+        _key, n = await _pr(h, "chatty")
+        h.sim.webhook_faults(drop_next=MAX_ASKS_PER_RUN + 1)
+        for i in range(MAX_ASKS_PER_RUN + 1):
+            await h.sim.comment(REPO, n, f"note {i}", user="dev")
+        await h.sim.settle()
+        first = await redeliver_missed(h.rt)
+        assert (len(first.asked), first.failed) == (MAX_ASKS_PER_RUN, MAX_ASKS_PER_RUN + 1)
+        assert not covers(h.rt)
+        await h.sim.settle()  # the redeliveries asked for are sent
+        second = await redeliver_missed(h.rt)
+        assert len(second.asked) == 1 and second.asked[0] not in first.asked
+        assert covers(h.rt)
+
+
+async def test_a_pass_that_fails_on_anything_else_leaves_the_log_uncovered(tmp_path, db_url, monkeypatch):
+    """Not only GitHub's errors: a pass that fails on the database (or a bug) has not recovered
+    what was lost since the last one, so the cover of that last one ends with it."""
+    from types import SimpleNamespace
+
+    from bot.intake import redelivery
+
+    async def unavailable(_db, _guids):
+        raise ConnectionError("the database is not answering")
+
+    async with app_bot(tmp_path, db_url) as h:
+        await _lost_commands(h, "lost")
+        assert covers(h.rt)
+        real = redelivery.deliveries
+        monkeypatch.setattr(redelivery, "deliveries", SimpleNamespace(seen=unavailable))
+        with pytest.raises(ConnectionError):
+            await redeliver_missed(h.rt)
+        assert not covers(h.rt)
+        monkeypatch.setattr(redelivery, "deliveries", real)
+        assert len((await redeliver_missed(h.rt)).asked) == 1 and covers(h.rt)
+
+
+async def test_a_log_page_whose_entries_cannot_be_read_is_read_past_and_keeps_the_cursor(tmp_path, db_url):
+    """A page of entries with no readable time (or guid, or id) is skipped, not a crash, and
+    moves the cursor past nothing: the lost delivery on it is asked for by the next pass."""
+    async with app_bot(tmp_path, db_url) as h:
+        [(key, guid)] = await _lost_commands(h, "unreadable")
+        h.sim.inject_fault(r"/app/hook/deliveries$", method="GET", rewrite="wrong_types", count=1)
+        report = await redeliver_missed(h.rt)
+        assert report.entries >= 2 and (report.asked, report.failed) == ([], 0)
+        after = await redeliver_missed(h.rt)
+        assert after.asked == [guid]
+        await h.wait_status(key, *ACTIVE)
