@@ -54,7 +54,7 @@ async def test_a_dependency_given_at_enrollment_is_kept_shown_and_merged_first(t
 
         await _enroll(h, db_url, door, key_b, b, key_a, a)
 
-        async def waiting(*keys: str):
+        def waiting(*keys: str):
             async def check():
                 v = await h.view(key_b)
                 if v is None or v.pr.status != "waiting_deps" or not (v.pr.last_action or "").startswith("waiting for "):
@@ -63,9 +63,10 @@ async def test_a_dependency_given_at_enrollment_is_kept_shown_and_merged_first(t
             return check
 
         # Converged, B waits for both: the explicit A and the body's C.
-        await h.wait_for("B to wait for A and C", await waiting(key_a, key_c), timeout=60)
+        await h.wait_for("B to wait for A and C", waiting(key_a, key_c), timeout=60)
         async with h.rt.db.read_session() as s:
-            stored = {(d.depends_on_key, d.source) for d in await s.exec(select(Dependency).where(Dependency.pr_key == key_b))}
+            rows = await s.exec(select(Dependency).where(Dependency.pr_key == key_b))
+            stored = {(d.depends_on_key, d.source) for d in rows}
         assert stored == {(key_a, "explicit"), (key_c, "body")}
         shown = (await h.http.get(api_b)).json()
         assert (shown["depends_on"], shown["unmerged_deps"]) == ([key_a, key_c], [key_a, key_c])
@@ -75,7 +76,7 @@ async def test_a_dependency_given_at_enrollment_is_kept_shown_and_merged_first(t
 
         # C merged by hand: B still waits, for A alone.
         await h.sim.merge_pr(REPO, c, actor="maint")
-        await h.wait_for("B to wait for A alone", await waiting(key_a))
+        await h.wait_for("B to wait for A alone", waiting(key_a))
 
         # The body edited, its line gone: A stays, given at enrollment.
         await h.sim.edit_pr(REPO, b, actor="dev", body="Builds on A alone now.")
