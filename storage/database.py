@@ -101,6 +101,11 @@ class Database:
     def is_postgres(self) -> bool:
         return self.backend == "postgresql"
 
+    @property
+    def where(self) -> str:
+        """The database as a message names it: its file, or its URL without the password."""
+        return str(self.sqlite_file) if self.sqlite_file else make_url(self.url).render_as_string(hide_password=True)
+
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
         """A session whose work commits on success and rolls back on error.

@@ -26,6 +26,14 @@ class NoDatabase(LookupError):
     read-only commands say it, the schema is not."""
 
 
+class DatabaseUnreachable(Exception):
+    """The configured database refused or did not answer the first connection (`where` names it
+    without its password): one line, exit 1."""
+
+    def __init__(self, where: str, e: BaseException) -> None:
+        super().__init__(f"database {where}: cannot connect: {connect_failure(e)}")
+
+
 def normalize_url(url: str) -> str:
     """Accept the URLs people paste (`sqlite:///x.db`, `postgresql://…`) and pick the async driver."""
     try:

@@ -8,7 +8,6 @@ import json
 import sys
 from collections.abc import Sequence
 
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from bot import __version__
@@ -23,7 +22,7 @@ from storage import prs
 from storage.database import Database
 from storage.keys import PrKey, PrKeyError, parse_pr_key
 from storage.migrate import current_revision, head_revision, migrate
-from storage.urls import NoDatabase, UnsupportedURL, connect_failure, normalize_url
+from storage.urls import DatabaseUnreachable, NoDatabase, UnsupportedURL, normalize_url
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -33,10 +32,6 @@ READ_ONLY = ("status", "doctor")
 
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
-
-
-class DatabaseUnreachable(Exception):
-    """The configured database refused or did not answer the first connection: one line, exit 1."""
 
 
 class NoSuchPr(Exception):
@@ -90,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--webhook-url", help="deliver signed webhooks here")
     sim.add_argument("--webhook-secret", help="secret for X-Hub-Signature-256")
 
+    b = sub.add_parser("backup", parents=[config_too],
+                       help="copy the SQLite database to a new file, consistent while the bot serves it")
+    b.add_argument("path", metavar="PATH", help="the new file (PostgreSQL: use pg_dump, docs/operations.md)")
     a = sub.add_parser("abandon", parents=[config_too], help="abandon a PR's active run")
     a.add_argument("pr", metavar="OWNER/REPO#N")
     a.add_argument("--reason", default="abandoned from the command line")
@@ -147,6 +145,8 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         except (ScenarioError, FileNotFoundError) as e:
             raise UsageError(str(e)) from None
         return 0
+    if args.command == "backup":
+        return await _backup(args, config)
     if args.command == "submit":
         args.repo_config = await _check_pr_exists(config, parse_pr_key(args.key), args.max_rounds is None)
     read_only = args.command in READ_ONLY
@@ -163,6 +163,33 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         await db.dispose()
 
 
+async def _backup(args: argparse.Namespace, config: Config) -> int:
+    """`convergebot backup PATH`: SQLite's online backup of the configured database, made on a
+    thread (the copy reads the whole file), its progress logged at each tenth."""
+    from pathlib import Path
+
+    from bot.logs import get_logger
+    from storage.backup import BackupRefused, backup_sqlite, sqlite_file
+
+    log = get_logger("convergebot.backup")
+    shown = [-1]
+
+    def progress(done: int, total: int) -> None:
+        if total and (tenth := 10 * done // total) > shown[0]:
+            shown[0] = tenth
+            log.info("backup.progress", pages=done, of=total)
+
+    try:
+        made = await asyncio.to_thread(backup_sqlite, sqlite_file(config.database.url), Path(args.path),
+                                       progress=progress)
+    except BackupRefused as e:
+        print(f"convergebot: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"backup: {made.path}: {made.bytes} bytes, {made.tables} tables, {made.pull_requests} PRs, "
+          f"{made.seconds:.1f} s")
+    return 0
+
+
 async def _open(config: Config, *, create: bool) -> tuple[Database, str | None]:
     """The configured database and its schema revision; reaching it is the operator's concern, so
     a refusal is one line (`DatabaseUnreachable`), not the driver's traceback."""
@@ -171,7 +198,7 @@ async def _open(config: Config, *, create: bool) -> tuple[Database, str | None]:
         return db, await current_revision(db)
     except (OSError, DBAPIError) as e:
         await db.dispose()
-        raise DatabaseUnreachable(f"database {_where(db)}: cannot connect: {connect_failure(e)}") from None
+        raise DatabaseUnreachable(db.where, e) from None
 
 
 def _require_schema(db: Database, revision: str | None) -> None:
@@ -179,11 +206,7 @@ def _require_schema(db: Database, revision: str | None) -> None:
     head = head_revision()
     if revision != head:
         found = f"is at schema {revision}" if revision else "has no schema"
-        raise NoDatabase(f"database {_where(db)} {found}, newest is {head}: run `convergebot migrate`")
-
-
-def _where(db: Database) -> str:
-    return str(db.sqlite_file) if db.sqlite_file else make_url(db.url).render_as_string(hide_password=True)
+        raise NoDatabase(f"database {db.where} {found}, newest is {head}: run `convergebot migrate`")
 
 
 async def _check_pr_exists(config: Config, key: PrKey, repo_settings: bool = False) -> Config:

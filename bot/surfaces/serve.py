@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 import structlog
 import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from sqlalchemy import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import select
 
 from bot import metrics
@@ -43,6 +43,7 @@ from storage.database import Database
 from storage.migrate import migrate
 from storage.models import Job, utcnow
 from storage.statuses import JobKind
+from storage.urls import DatabaseUnreachable
 
 log = structlog.get_logger(__name__)
 
@@ -176,7 +177,10 @@ def _listen(host: str, port: int) -> socket.socket:
 @asynccontextmanager
 async def _running(config: Config, db: Database, fixer,
                    listening: socket.socket) -> AsyncIterator[tuple[Runtime, _Server]]:
-    await migrate(db)
+    try:
+        await migrate(db)
+    except (OSError, DBAPIError) as e:  # refused, unresolvable, no such database, bad password
+        raise DatabaseUnreachable(db.where, e) from None
     await _say_dry_run(config, db)
     # One GitHub client for the whole process, opened before the server and the scheduler.
     async with connect(config) as github:
@@ -249,8 +253,7 @@ async def _say_dry_run(config: Config, db: Database) -> None:
     async with db.read_session() as s:
         left = (await s.exec(select(Job.id).where(Job.status == DRY_RUN).limit(1))).first()
     if left is not None:
-        where = db.sqlite_file or make_url(db.url).render_as_string(hide_password=True)
-        raise ConfigError(f"database {where} holds a dry run's decisions, never made on GitHub: "
+        raise ConfigError(f"database {db.where} holds a dry run's decisions, never made on GitHub: "
                           "serve for real from a database of its own (or keep --dry-run)")
 
 

@@ -10,15 +10,17 @@ import os
 import socket
 import sqlite3
 import sys
+import uuid
 from pathlib import Path
 
+import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
 from storage.migrate import head_revision
 from tests.simulator_fixtures import sim, simulator  # noqa: F401
 
-from ..conftest import BACKENDS
+from ..conftest import BACKENDS, _asyncpg_dsn
 from .test_cli import cli_env
 
 REPO = "acme/widgets"
@@ -63,24 +65,79 @@ async def test_an_unsupported_database_url_is_one_line(tmp_path):
                              "(use sqlite or postgresql)")
 
 
-async def test_an_unreachable_postgresql_is_one_line_naming_it_without_its_password(tmp_path):
-    url = f"postgresql://bot:hunter2@127.0.0.1:{closed_port()}/convergebot"
-    code, _, err = await convergebot("status", env=cli_env(url))
-    assert code == 1
-    line = one_line(err)
-    assert line.startswith("convergebot: error: database postgresql+asyncpg://bot:***@127.0.0.1:")
-    assert "cannot connect" in line and "hunter2" not in line
+PASSWORD = "hunter2"
 
 
-@pytest.mark.skipif("postgres" not in BACKENDS, reason="PostgreSQL is not among the test backends")
-async def test_a_postgresql_database_that_does_not_exist_is_one_line(request):
+@pytest.fixture
+def password_role(request) -> str:
+    """A role of the test's PostgreSQL that must give its password (`scram-sha-256`, from a line
+    put first in the server's pg_hba.conf while the test runs): its URL, with a wrong password."""
     admin = request.getfixturevalue("pg_admin_url")
-    url = make_url(admin).set(database="no_such_database").render_as_string(hide_password=False)
-    code, _, err = await convergebot("status", env=cli_env(url))
-    assert code == 1
-    line = one_line(err)
-    assert line.startswith("convergebot: error: database postgresql+asyncpg://")
-    assert line.endswith('cannot connect: database "no_such_database" does not exist'), line
+    role = f"pw_{uuid.uuid4().hex[:12]}"
+    line = f"host all {role} 127.0.0.1/32 scram-sha-256\n"
+
+    async def setup() -> Path:
+        conn = await asyncpg.connect(_asyncpg_dsn(admin))
+        try:
+            await conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'the-right-one'")
+            hba = Path(await conn.fetchval("SHOW hba_file"))
+            try:
+                hba.write_text(line + hba.read_text())
+            except OSError:
+                pytest.skip("the test server's pg_hba.conf is not ours to change")
+            await conn.execute("SELECT pg_reload_conf()")
+            return hba
+        finally:
+            await conn.close()
+
+    async def teardown(hba: Path) -> None:
+        hba.write_text(hba.read_text().replace(line, ""))
+        conn = await asyncpg.connect(_asyncpg_dsn(admin))
+        try:
+            await conn.execute("SELECT pg_reload_conf()")
+            await conn.execute(f"DROP ROLE IF EXISTS {role}")
+        finally:
+            await conn.close()
+
+    hba = asyncio.run(setup())
+    request.addfinalizer(lambda: asyncio.run(teardown(hba)))
+    return make_url(admin).set(username=role, password=PASSWORD).render_as_string(hide_password=False)
+
+
+def _mistaken_url(request, mistake: str) -> str:
+    if mistake == "refusing port":
+        return f"postgresql://bot:{PASSWORD}@127.0.0.1:{closed_port()}/convergebot"
+    if mistake == "unresolvable host":
+        return f"postgresql://bot:{PASSWORD}@no-such-host.invalid/convergebot"  # .invalid never resolves
+    if "postgres" not in BACKENDS:
+        pytest.skip("PostgreSQL is not among the test backends")
+    if mistake == "missing database":
+        admin = make_url(request.getfixturevalue("pg_admin_url"))
+        return admin.set(password=PASSWORD, database="no_such_database").render_as_string(hide_password=False)
+    return request.getfixturevalue("password_role")
+
+
+@pytest.mark.parametrize("command", ["serve", "status", "migrate", "submit"])
+@pytest.mark.parametrize(("mistake", "says"), [
+    ("refusing port", "Connect call failed"),
+    ("unresolvable host", ""),
+    ("missing database", 'database "no_such_database" does not exist'),
+    ("wrong password", "password authentication failed for user"),
+])
+def test_a_postgresql_it_cannot_use_is_one_line_naming_it_without_its_password(
+        request, tmp_path, command, mistake, says):
+    # Not a coroutine: the wrong password's fixture changes the server's configuration with a loop of its own.
+    url = _mistaken_url(request, mistake)
+    env = cli_env(url) | {"CONVERGEBOT_SERVER_PORT": "0", "CONVERGEBOT_GITHUB_WEBHOOK_SECRET": "s"}
+    code, out, err = asyncio.run(convergebot(command, *(["acme/widgets#7"] if command == "submit" else []),
+                                             env=env, cwd=tmp_path))
+    assert code == 1 and out == ""
+    # `submit` first says it could not ask GitHub (cli_env names none), then the database's line.
+    line = one_line("\n".join(x for x in err.splitlines() if not x.startswith("convergebot: could not check")))
+    host = make_url(url).host
+    assert line.startswith(f"convergebot: error: database postgresql+asyncpg://{make_url(url).username}:***@{host}")
+    assert ": cannot connect: " in line and says in line, line
+    assert PASSWORD not in err
 
 
 async def test_serve_on_a_port_in_use_is_one_line(tmp_path):
