@@ -69,7 +69,10 @@ class Database:
                 path = self.sqlite_file = Path(parsed.database).expanduser().resolve()
                 if not create and not path.is_file():
                     raise NoDatabase(f"database {path} does not exist: create it with `convergebot migrate`")
-                path.parent.mkdir(parents=True, exist_ok=True)
+                if not path.parent.is_dir():
+                    # A mistyped path is not made: the file is created, never its directory.
+                    raise NoDatabase(f"database {path}: directory {path.parent} does not exist "
+                                     "(create it, or correct database.url)")
                 ensure_wal(path)
                 # No busy wait at all: if another process holds the write lock, `write` goes
                 # the usual way instead of blocking the loop.

@@ -174,6 +174,19 @@ async def test_a_bad_config_file_is_one_line(tmp_path, content, says):
     assert sorted(p.name for p in tmp_path.iterdir()) == (["c.toml"] if content else [])
 
 
+@pytest.mark.parametrize("command", ["serve", "migrate", "submit"])
+async def test_a_sqlite_path_whose_directory_does_not_exist_is_one_line_and_creates_nothing(tmp_path, command):
+    missing = tmp_path / "mistyped" / "convergebot.db"
+    env = cli_env(f"sqlite:///{missing}") | {"CONVERGEBOT_SERVER_PORT": "0", "CONVERGEBOT_GITHUB_WEBHOOK_SECRET": "s"}
+    code, out, err = await convergebot(command, *(["acme/widgets#7"] if command == "submit" else []),
+                                       env=env, cwd=tmp_path)
+    assert (code, out) == (1, "")
+    said = [x for x in err.splitlines() if not x.startswith("convergebot: could not check")]
+    assert one_line("\n".join(said)) == (f"convergebot: error: database {missing}: directory {missing.parent} "
+                                         "does not exist (create it, or correct database.url)")
+    assert list(tmp_path.iterdir()) == []
+
+
 async def test_status_on_a_database_that_does_not_exist_creates_nothing(tmp_path):
     missing = tmp_path / "nowhere" / "convergebot.db"
     code, out, err = await convergebot("status", env=cli_env(f"sqlite:///{missing}"))
