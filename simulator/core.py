@@ -122,7 +122,8 @@ class SimulatorCore:
                 self._behind[key] = not await self.git.is_ancestor(repo.git_dir, *key)
             behind = self._behind[key]
         return pr.mergeability(conflicts=self._conflicts[key], behind=behind,
-                               checks=self.checks_verdict(repo, heads.head))
+                               checks=self.checks_verdict(repo, heads.head),
+                               approved=self.state.review_decision(repo, pr) in (None, "APPROVED"))
 
     def checks_verdict(self, repo: Repo, sha: str) -> str:
         """What the checks on `sha` say against branch protection: "blocking" while a required

@@ -246,10 +246,16 @@ class PullRequestNode:
 
     def baseRef(self, info) -> dict:
         """The base branch and the rule protecting it: branch protection's required checks
-        (`set_required_checks`), named whether or not they ever reported on a commit."""
-        names = self._repo.required_checks
-        rule = {"pattern": self._pr.base_ref, "requiredStatusCheckContexts": list(names)} if names else None
+        (`set_required_checks`), named whether or not they ever reported on a commit, and its
+        required approving reviews (`set_required_reviews`; code owners are not modelled)."""
+        names, approvals = self._repo.required_checks, self._repo.required_approving_reviews
+        rule = {"pattern": self._pr.base_ref, "requiredStatusCheckContexts": list(names),
+                "requiredApprovingReviewCount": approvals or None,
+                "requiresCodeOwnerReviews": False} if names or approvals else None
         return {"name": self._pr.base_ref, "refUpdateRule": rule}
+
+    def reviewDecision(self, info) -> str | None:
+        return self._sim.state.review_decision(self._repo, self._pr)
 
     async def reviewThreads(self, info, first=None, after=None, last=None, before=None) -> dict:
         head = await self._sim.head_sha(self._repo, self._pr)

@@ -201,6 +201,13 @@ type PullRequest {
   isMergeQueueEnabled: Boolean!
   isInMergeQueue: Boolean!
   mergeQueueEntry: MergeQueueEntry
+  reviewDecision: PullRequestReviewDecision
+}
+
+enum PullRequestReviewDecision {
+  APPROVED
+  CHANGES_REQUESTED
+  REVIEW_REQUIRED
 }
 
 type Ref {
@@ -211,6 +218,8 @@ type Ref {
 type RefUpdateRule {
   pattern: String!
   requiredStatusCheckContexts: [String]
+  requiredApprovingReviewCount: Int
+  requiresCodeOwnerReviews: Boolean!
 }
 
 enum MergeQueueEntryState { AWAITING_CHECKS LOCKED MERGEABLE QUEUED UNMERGEABLE }

@@ -87,6 +87,10 @@ class Repo:
     # Branch protection's required status checks (check-run names or status contexts): until
     # each has succeeded on the head, GitHub reads the PR `blocked` and refuses the merge.
     required_checks: list[str] = field(default_factory=list)
+    # Branch protection's required approving reviews (`required_approving_review_count`): until
+    # that many users with write access approved the PR, and while one of them asks for
+    # changes, GitHub reads it `blocked` and refuses the merge. 0: none required.
+    required_approving_reviews: int = 0
 
     @property
     def fork(self) -> bool:
@@ -142,11 +146,12 @@ class PullRequest:
         return self.merged_at is not None
 
     def mergeability(self, *, conflicts: bool = False, behind: bool = False,
-                     checks: str = "passing") -> tuple[bool | None, str]:
+                     checks: str = "passing", approved: bool = True) -> tuple[bool | None, str]:
         """(mergeable, mergeable_state): what a test set wins; else from what git found
         (`conflicts`: the head and base do not merge cleanly; `behind`: the base has commits
         the head lacks and the repository requires it up to date; `checks`: what the head's
-        checks say against branch protection's required ones). A draft reads `draft`
+        checks say against branch protection's required ones; `approved`: the reviews it
+        requires are given, `State.review_decision`). A draft reads `draft`
         whatever else holds, though `mergeable` still tells its conflicts."""
         if self.state != "open":
             return None, "unknown"
@@ -154,7 +159,7 @@ class PullRequest:
             # `checks`: "blocking" (a required check has not succeeded), "failing" (another
             # check failed: GitHub's `unstable`) or "passing".
             state = ("draft" if self.draft else "dirty" if conflicts
-                     else "blocked" if checks == "blocking" else "behind" if behind
+                     else "blocked" if checks == "blocking" or not approved else "behind" if behind
                      else "unstable" if checks == "failing" else "clean")
             return not conflicts, state
         state = self.mergeable_state
@@ -437,6 +442,25 @@ class State:
         if found is None or found.repo != repo.full_name:
             raise NotFound(f"check run {run_id}")
         return found
+
+    def review_decision(self, repo: Repo, pr: PullRequest) -> str | None:
+        """GitHub's `reviewDecision` under branch protection's required approving reviews: None
+        where none are required; else what each user with write access (the author aside) said
+        last, approving or asking for changes (a comment says neither, a dismissal undoes it):
+        one change request holds the PR however many approve it."""
+        if repo.required_approving_reviews <= 0:
+            return None
+        last: dict[str, str] = {}
+        for review_id in pr.review_ids:
+            review = self.reviews[review_id]
+            login = review.user.lower()
+            if (review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED") and login != pr.user.lower()
+                    and self.role(repo, review.user) in ("admin", "maintain", "write")):
+                last[login] = review.state
+        if "CHANGES_REQUESTED" in last.values():
+            return "CHANGES_REQUESTED"
+        approvals = sum(1 for said in last.values() if said == "APPROVED")
+        return "APPROVED" if approvals >= repo.required_approving_reviews else "REVIEW_REQUIRED"
 
     def role(self, repo: Repo, login: str) -> str | None:
         if login.lower() == repo.owner.lower():

@@ -105,7 +105,7 @@ def _overdue(rt: Runtime, views: list[PrView]) -> dict[PrKey, tuple[Waiting, dat
         if wait is None:
             continue
         repo = view.pr.repo.lower()
-        until = ends_by(wait, limits.get(repo) or limits.setdefault(repo, _limits(rt, repo)))
+        until = ends_by(view.derived_status, wait, limits.get(repo) or limits.setdefault(repo, _limits(rt, repo)))
         if until is not None and now - until > grace:
             out[view.pr.pr_key] = (wait, until)
     return out

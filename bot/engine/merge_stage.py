@@ -22,11 +22,13 @@ from bot.rules.merge import (
     FailedCheck,
     MergeStep,
     MergeView,
+    ReviewsWanted,
     checks_wait_began,
     decide_merge,
     failed_checks,
     find_cycle,
     parse_dependencies,
+    reviews_wanted,
     unreported,
 )
 from bot.rules.model import Escalate
@@ -210,6 +212,8 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
         if failing:
             view = replace(view, ci_rounds=await rounds.count_kind(rt.db, pr.pr_key, pk, RoundKind.CI,
                                                                    since))
+        elif state == "blocked" and not (pending or view.unreported_checks):
+            view = replace(view, reviews_wanted=await _reviews_wanted(rt, key, gh_pr))
     elif state == "dirty":
         base = (gh_pr.get("base") or {}).get("ref") or ""
         try:
@@ -226,6 +230,19 @@ async def _merge_blockers(rt: Runtime, pr: PullRequest, gh_pr: dict, view: Merge
         view = replace(view, merge_tries=await outbox.count(rt.db, pr.pr_key, "merge", pk, since),
                        merge_attempts=MERGE_TRIES, last_action=pr.last_action)
     return view
+
+
+async def _reviews_wanted(rt: Runtime, key: PrKey, gh_pr: dict) -> ReviewsWanted | None:
+    """Whom a `blocked` PR no check holds back waits on, where GitHub's review decision says
+    it wants an approving review; None where it says otherwise, or cannot say."""
+    try:
+        decision, rule = await rt.github.pr(key).review_requirement()
+    except RateLimited:
+        raise
+    except GitHubError as e:  # e.g. a GitHub Enterprise Server without `reviewDecision`
+        log.warning("merge.review_requirement_unread", pr_key=key, error=str(e))
+        return None
+    return reviews_wanted(gh_pr, rule, key.owner) if decision == "REVIEW_REQUIRED" else None
 
 
 async def _protected(rt: Runtime, key, pr_key: PrKey, head: str) -> frozenset[str] | None:

@@ -118,6 +118,9 @@ class PrGitHub(RepoGitHub):
     async def required_checks(self, head: str) -> set[str]:
         return await self.client.required_checks(self.owner, self.repo, self.number, head)
 
+    async def review_requirement(self) -> tuple[str | None, dict | None]:
+        return await self.client.review_requirement(self.owner, self.repo, self.number)
+
     async def merge_queue(self) -> dict:
         return await self.client.merge_queue(self.owner, self.repo, self.number)
 

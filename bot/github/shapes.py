@@ -40,6 +40,10 @@ class Label(_Shape):
     name: str
 
 
+class Team(_Shape):
+    slug: str
+
+
 class Pull(_Shape):
     """A PR, alone (`merged`, `mergeable_state`) or in a listing (`pull-request-simple`)."""
 
@@ -57,6 +61,8 @@ class Pull(_Shape):
     merged_at: str | None = None
     mergeable_state: str | None = None
     maintainer_can_modify: bool | None = None
+    requested_reviewers: list[User | None] | None = None
+    requested_teams: list[Team | None] | None = None
 
 
 class Review(_Shape):
@@ -336,6 +342,28 @@ class RepositoryRequired(_Shape):
 
 class RequiredChecks(_Shape):
     repository: RepositoryRequired | None
+
+
+class ReviewRule(_Shape):
+    requiredApprovingReviewCount: int | None
+    requiresCodeOwnerReviews: bool
+
+
+class ReviewRuleRef(_Shape):
+    refUpdateRule: ReviewRule | None
+
+
+class ReviewDecisionPull(_Shape):
+    reviewDecision: str | None
+    baseRef: ReviewRuleRef | None
+
+
+class RepositoryReviewDecision(_Shape):
+    pullRequest: ReviewDecisionPull | None
+
+
+class ReviewRequirement(_Shape):
+    repository: RepositoryReviewDecision | None
 
 
 class Oid(_Shape):

@@ -21,6 +21,8 @@ MERGEABLE_NOW = {"clean", "unstable", "has_hooks"}
 CHECKS_RUNNING = "blocked: required checks still running: "
 CHECKS_UNREPORTED = "blocked by branch protection: required checks have not reported: "
 AWAITING_APPROVAL = "waiting for `/converge merge`"
+APPROVAL_WANTED = "blocked by branch protection: waiting for an approving review from "
+ANYONE_WHO_WRITES = "someone with write access"
 
 
 class DependencyError(ValueError):
@@ -98,6 +100,39 @@ class FailedCheck:
 
 
 @dataclass(frozen=True)
+class ReviewsWanted:
+    """What a PR GitHub holds `blocked` for want of an approving review waits on: the reviewers
+    requested on it (logins, and teams as `@org/slug`), and what branch protection requires,
+    where GitHub shows it: how many approvals, and whether a code owner's among them."""
+
+    requested: tuple[str, ...] = ()
+    approvals: int | None = None
+    code_owners: bool = False
+
+    @property
+    def text(self) -> str:
+        """Whom, as `last_action` ends and the surfaces show it (after `APPROVAL_WANTED`)."""
+        whom = ", ".join(self.requested) or ANYONE_WHO_WRITES
+        if self.approvals and self.code_owners:
+            return f"{whom} ({self.approvals} required, a code owner's among them)"
+        if self.approvals:
+            return f"{whom} ({self.approvals} required)"
+        return f"{whom} (a code owner's required)" if self.code_owners else whom
+
+
+def reviews_wanted(gh_pr: Mapping[str, Any], rule: Mapping[str, Any] | None, org: str) -> ReviewsWanted:
+    """From the PR as read (`requested_reviewers`, `requested_teams`: teams of `org`, its
+    repository's owner) and its base branch's rule (`requiredApprovingReviewCount`,
+    `requiresCodeOwnerReviews`; None: GitHub shows the app none)."""
+    users = [u["login"] for u in gh_pr.get("requested_reviewers") or () if u and u.get("login")]
+    teams = [f"@{org}/{t['slug']}" for t in gh_pr.get("requested_teams") or () if t and t.get("slug")]
+    rule = rule or {}
+    count = rule.get("requiredApprovingReviewCount")
+    return ReviewsWanted(tuple(users + teams), count if isinstance(count, int) and count > 0 else None,
+                         rule.get("requiresCodeOwnerReviews") is True)
+
+
+@dataclass(frozen=True)
 class MergeView:
     status: str
     head: str | None
@@ -127,6 +162,9 @@ class MergeView:
     now: datetime | None = None
     checks_since: datetime | None = None
     checks_timeout: timedelta = timedelta(hours=1)
+    # Read only for a `blocked` PR no check holds back, and set where GitHub's review decision
+    # says it wants an approving review (`REVIEW_REQUIRED`).
+    reviews_wanted: ReviewsWanted | None = None
 
 
 @dataclass(frozen=True)
@@ -212,6 +250,8 @@ def decide_merge(v: MergeView) -> MergeStep:
             return MergeStep("wait", CHECKS_RUNNING + ", ".join(v.pending_checks))
         if v.unreported_checks:
             return MergeStep("wait", CHECKS_UNREPORTED + ", ".join(v.unreported_checks))
+        if v.reviews_wanted is not None:
+            return MergeStep("wait", APPROVAL_WANTED + v.reviews_wanted.text)
         return MergeStep("wait", "blocked by branch protection: waiting for required reviews "
                                  "(or required checks that have not reported)")
     if state == "draft":

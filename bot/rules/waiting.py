@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from bot.rules.merge import AWAITING_APPROVAL, CHECKS_RUNNING, CHECKS_UNREPORTED, checks_wait_began
+from bot.rules.merge import (
+    APPROVAL_WANTED,
+    AWAITING_APPROVAL,
+    CHECKS_RUNNING,
+    CHECKS_UNREPORTED,
+    checks_wait_began,
+)
 from storage.statuses import Status
 
 # What a wait can be on: the `kind` of a `Waiting`, and the label of the oldest-wait gauge.
@@ -94,6 +100,8 @@ def waiting(status: str, pr: Row, rnd: RoundRow | None, unmerged_deps: Sequence[
             return Waiting("mergeability", "mergeability", pr.mergeability_unknown_since)
         if pr.last_action == AWAITING_APPROVAL:
             return Waiting("maintainer", "/converge merge", merge_wait)
+        if approvers := _named(pr.last_action, APPROVAL_WANTED):
+            return Waiting("reviewer", f"an approving review from {approvers}", merge_wait)
         checks = _named(pr.last_action, CHECKS_RUNNING) or _named(pr.last_action, CHECKS_UNREPORTED)
         if checks:
             return Waiting("check", checks, checks_wait_began(pr.waiting_since, pr.merge_budget_since))
@@ -114,10 +122,14 @@ class Limits:
     mergeability: timedelta  # `[merge] mergeability_timeout_seconds`
 
 
-def ends_by(wait: Waiting, limits: Limits) -> datetime | None:
-    """The date by which the bot itself ends `wait`, at the latest; None for a wait only others
-    end (a maintainer, a dependency, GitHub's merge queue) or one whose start is not its own."""
-    limit = {"reviewer": limits.review, "check": limits.checks, "mergeability": limits.mergeability}.get(wait.kind)
+def ends_by(status: str, wait: Waiting, limits: Limits) -> datetime | None:
+    """The date by which the bot itself ends `wait` of a PR in `status`, at the latest; None for
+    a wait only others end (a maintainer, a dependency, GitHub's merge queue, the approval branch
+    protection wants of a converged PR) or one whose start is not its own."""
+    limits_of: dict[tuple[str, str], timedelta] = {
+        (Status.WAITING_REVIEW, "reviewer"): limits.review, (Status.WAITING_MERGE, "check"): limits.checks,
+        (Status.WAITING_MERGE, "mergeability"): limits.mergeability}
+    limit = limits_of.get((status, wait.kind))
     if limit is None or wait.since is None or not wait.dated:
         return None
     return wait.since + limit

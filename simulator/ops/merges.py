@@ -19,6 +19,12 @@ _REFUSALS = {
 }
 
 
+def _approvals_wanted(count: int) -> str:
+    """GitHub's refusal of a merge that branch protection's required approvals hold back."""
+    what = "approving review is" if count == 1 else "approving reviews are"
+    return f"At least {count} {what} required by reviewers with write access."
+
+
 class MergeOps(SimulatorCore):
     async def merge_pr(self, repo_name: str, number: int, *, method: str = "merge",
                        sha: str | None = None, actor: str | None = None,
@@ -44,6 +50,8 @@ class MergeOps(SimulatorCore):
             if sha is not None and sha != heads.head:
                 raise ApiError(409, "Head branch was modified. Review and try the merge again.")
             _, state = await self.mergeability(repo, pr, heads)
+            if state == "blocked" and self.state.review_decision(repo, pr) == "REVIEW_REQUIRED":
+                raise ApiError(405, _approvals_wanted(repo.required_approving_reviews))
             if state in _REFUSALS:
                 raise ApiError(405, _REFUSALS[state])
             tree = await self.git.merge_tree(repo.git_dir, heads.base, heads.head)

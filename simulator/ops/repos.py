@@ -78,6 +78,16 @@ class RepoOps(SimulatorCore):
         GitHub sends no webhook for this."""
         self.repo(repo_name).required_checks = list(names)
 
+    def set_required_reviews(self, repo_name: str, count: int) -> None:
+        """Branch protection's required approving reviews (`required_approving_review_count`,
+        0 to 6 as on GitHub; 0 turns it off): until `count` users with write access approved
+        a PR, and while one of them asks for changes, it reads `blocked` (its GraphQL
+        `reviewDecision` REVIEW_REQUIRED or CHANGES_REQUESTED) and is not merged. GitHub sends
+        no webhook for this."""
+        if not 0 <= count <= 6:
+            raise ValueError(f"required approving reviews: 0 to 6, not {count}")
+        self.repo(repo_name).required_approving_reviews = count
+
     async def push(self, repo_name: str, branch: str, files: dict[str, str | None], *,
                    message: str = "Update files", author: str | None = None,
                    start: str | None = None) -> str:

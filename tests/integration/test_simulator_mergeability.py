@@ -124,3 +124,39 @@ async def test_a_closed_pr_has_no_mergeability(api, sim, pr):
     await sim.close_pr(REPO, pr.number, actor="alice")
     assert await rest(api, pr.number) == (None, "unknown")
     assert await graphql(api, pr.number) == "UNKNOWN"
+
+
+async def test_required_approving_reviews_block_until_enough_writers_approve(api, sim, pr):
+    """Branch protection's required approving reviews: each writer's last approval or change
+    request counts (the author's, a reader's and a comment do not); one change request holds
+    the PR; the merge is refused as GitHub refuses it. GraphQL shows the rule and the decision."""
+    query = ('query($o: String!, $n: String!, $num: Int!) { repository(owner: $o, name: $n) { pullRequest(number: $num) '
+             '{ reviewDecision baseRef { refUpdateRule { requiredApprovingReviewCount requiresCodeOwnerReviews } } } } }')
+
+    async def decision() -> dict:
+        resp = await api.post("graphql", json={"query": query, "variables": {"o": OWNER, "n": NAME, "num": pr.number}})
+        assert resp.status_code == 200, resp.text
+        return resp.json()["data"]["repository"]["pullRequest"]
+
+    assert (await decision()) == {"reviewDecision": None, "baseRef": {"refUpdateRule": None}}
+    for login, role in (("bob", "write"), ("carol", "maintain"), ("reader", "read")):
+        await sim.set_permission(REPO, login, role)
+    sim.set_required_reviews(REPO, 2)
+    assert (await decision()) == {"reviewDecision": "REVIEW_REQUIRED", "baseRef": {"refUpdateRule": {
+        "requiredApprovingReviewCount": 2, "requiresCodeOwnerReviews": False}}}
+    assert await rest(api, pr.number) == (True, "blocked")
+    for user, state in (("alice", "APPROVED"), ("reader", "APPROVED"), ("bob", "COMMENTED"), ("bob", "APPROVED")):
+        await sim.submit_review(REPO, pr.number, user=user, state=state)
+    assert await rest(api, pr.number) == (True, "blocked")
+    resp = await api.put(f"repos/{REPO}/pulls/{pr.number}/merge", json={})
+    assert resp.status_code == 405
+    assert resp.json()["message"] == "At least 2 approving reviews are required by reviewers with write access."
+    await sim.submit_review(REPO, pr.number, user="carol", state="CHANGES_REQUESTED")
+    assert (await decision())["reviewDecision"] == "CHANGES_REQUESTED"
+    await sim.submit_review(REPO, pr.number, user="carol", state="APPROVED")
+    assert (await decision())["reviewDecision"] == "APPROVED"
+    assert await rest(api, pr.number) == (True, "clean")
+    sim.set_required_reviews(REPO, 0)
+    assert (await decision())["reviewDecision"] is None
+    with pytest.raises(ValueError):
+        sim.set_required_reviews(REPO, 7)

@@ -3,15 +3,18 @@ from datetime import timedelta
 import pytest
 
 from bot.rules.merge import (
+    APPROVAL_WANTED,
     DependencyError,
     FailedCheck,
     MergeView,
+    ReviewsWanted,
     decide_merge,
     explicit_dependencies,
     failed_checks,
     find_cycle,
     fix_findings,
     parse_dependencies,
+    reviews_wanted,
 )
 from storage.keys import PrKey, parse_pr_key
 
@@ -118,6 +121,33 @@ def test_blocked_without_a_failing_check_waits_and_says_for_what():
                                                          pending_checks=("ci/test",))).reason
     step = decide_merge(view(mergeable_state="blocked"))
     assert step.kind == "wait" and "required reviews" in step.reason
+
+
+def test_blocked_for_an_approving_review_says_whose_and_how_many_branch_protection_requires():
+    step = decide_merge(view(mergeable_state="blocked", reviews_wanted=ReviewsWanted(("alice", "@octo/core"), 2)))
+    assert (step.kind, step.reason) == ("wait", APPROVAL_WANTED + "alice, @octo/core (2 required)")
+    step = decide_merge(view(mergeable_state="blocked", reviews_wanted=ReviewsWanted()))
+    assert step.reason == APPROVAL_WANTED + "someone with write access"
+    # A check still running is what holds it first.
+    step = decide_merge(view(mergeable_state="blocked", pending_checks=("ci/test",), reviews_wanted=ReviewsWanted()))
+    assert "still running: ci/test" in step.reason
+
+
+@pytest.mark.parametrize("gh_pr,rule,text", [
+    ({"requested_reviewers": [{"login": "alice"}], "requested_teams": [{"slug": "core"}]},
+     {"requiredApprovingReviewCount": 2, "requiresCodeOwnerReviews": False}, "alice, @octo/core (2 required)"),
+    ({"requested_reviewers": [], "requested_teams": []},
+     {"requiredApprovingReviewCount": 1, "requiresCodeOwnerReviews": True},
+     "someone with write access (1 required, a code owner's among them)"),
+    ({"requested_reviewers": None, "requested_teams": None},
+     {"requiredApprovingReviewCount": None, "requiresCodeOwnerReviews": True},
+     "someone with write access (a code owner's required)"),
+    # No rule GitHub shows the app (a ruleset it cannot read): whom, without a count.
+    ({"requested_reviewers": [{"login": "bob"}, None]}, None, "bob"),
+    ({}, {"requiredApprovingReviewCount": 0, "requiresCodeOwnerReviews": False}, "someone with write access"),
+])
+def test_whom_an_approval_is_wanted_of_is_read_from_the_pr_and_its_base_branch_s_rule(gh_pr, rule, text):
+    assert reviews_wanted(gh_pr, rule, "octo").text == text
 
 
 def test_unknown_mergeability_is_re_polled_then_escalated_as_stalled():

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from bot.rules.decide import review_wait_limit
-from bot.rules.merge import AWAITING_APPROVAL, CHECKS_RUNNING
+from bot.rules.merge import APPROVAL_WANTED, AWAITING_APPROVAL, CHECKS_RUNNING
 from bot.rules.model import Settings
 from bot.rules.reviewers import Reviewer
 from bot.rules.waiting import KINDS, Limits, ends_by, waiting
@@ -29,6 +29,8 @@ def row(**kw):
     ("waiting_merge", row(last_action=CHECKS_RUNNING + "build", merge_budget_since=T2), "check: build", T2),
     ("waiting_merge", row(mergeability_unknown_since=T2), "mergeability", T2),
     ("waiting_merge", row(last_action=AWAITING_APPROVAL), "maintainer: /converge merge", T1),
+    ("waiting_merge", row(last_action=APPROVAL_WANTED + "alice (2 required)"),
+     "reviewer: an approving review from alice (2 required)", T1),
     ("waiting_merge", row(last_action="merging"), "merge", T1),
     ("waiting_deps", row(merge_budget_since=T2), "dependency", T2),
     ("escalated", row(escalated_at=T2), "maintainer: a maintainer's answer", T2),
@@ -69,6 +71,7 @@ LIMITS = Limits(review=timedelta(hours=1), checks=timedelta(hours=2), mergeabili
     # Waits only others end, or the bot's own work (a job of its own), carry no date.
     ("escalated", row(escalated_at=T2), None, None),
     ("waiting_merge", row(last_action=AWAITING_APPROVAL), None, None),
+    ("waiting_merge", row(last_action=APPROVAL_WANTED + "alice"), None, None),
     ("waiting_deps", row(merge_budget_since=T2), None, None),
     ("merging", row(), None, None),
     ("converging", row(), SimpleNamespace(fixer_started_at=T1, status=None, fixer="author", started_at=T0), None),
@@ -76,7 +79,7 @@ LIMITS = Limits(review=timedelta(hours=1), checks=timedelta(hours=2), mergeabili
 ])
 def test_a_wait_the_bot_ends_by_itself_is_dated_by_its_start_and_limit(status, pr, rnd, until):
     wait = waiting(status, pr, rnd)
-    assert wait is not None and ends_by(wait, LIMITS) == until
+    assert wait is not None and ends_by(status, wait, LIMITS) == until
 
 
 def test_a_review_wait_lasts_the_longest_required_reviewer_s_timeout_or_the_checks_timeout():

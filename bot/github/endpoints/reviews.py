@@ -67,6 +67,21 @@ query($owner: String!, $name: String!, $number: Int!, $head: GitObjectID!) {
 """ + _THREAD_PAGE
 
 
+# What holds a `blocked` PR for reviews: GitHub's review decision (`REVIEW_REQUIRED` while
+# branch protection wants approvals the PR lacks; null where it wants none), and how many
+# approvals, and whether a code owner's, the base branch's rule requires.
+_REVIEW_REQUIREMENT_QUERY = """
+query($owner: String!, $name: String!, $number: Int!) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      reviewDecision
+      baseRef { refUpdateRule { requiredApprovingReviewCount requiresCodeOwnerReviews } }
+    }
+  }
+}
+"""
+
+
 @dataclass(frozen=True)
 class ThreadWrite:
     """One thread's part of `GitHubClient.write_threads`: a reply (None: none) and whether to
@@ -108,6 +123,16 @@ class ReviewEndpoints(CheckEndpoints):
 
     async def reviews(self, owner: str, repo: str, number: int) -> list[dict]:
         return await self._pages(f"/repos/{owner}/{repo}/pulls/{number}/reviews", shape=list[shapes.Review])
+
+    async def review_requirement(self, owner: str, repo: str, number: int) -> tuple[str | None, dict | None]:
+        """The PR's `reviewDecision` and its base branch's rule (`requiredApprovingReviewCount`,
+        `requiresCodeOwnerReviews`; None: GitHub shows this app no rule). One GraphQL query."""
+        data = await self._graphql("reviewRequirement", _REVIEW_REQUIREMENT_QUERY,
+                                   {"owner": owner, "name": repo, "number": number}, shape=shapes.ReviewRequirement)
+        pr = (data["repository"] or {}).get("pullRequest")
+        if pr is None:
+            raise NotFound(f"graphql reviewRequirement: {owner}/{repo}#{number} not found")
+        return pr["reviewDecision"], (pr["baseRef"] or {}).get("refUpdateRule")
 
     async def review_threads(self, owner: str, repo: str, number: int, *, after: str | None = None) -> list[dict]:
         """The PR's review threads (those after the cursor `after`, when given)."""
