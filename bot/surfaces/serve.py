@@ -272,12 +272,18 @@ async def serve(config: Config, *, insecure_no_webhook_secret: bool = False) -> 
                               "--insecure-no-webhook-secret to run on polling alone")
         log.warning("server.no_webhook_secret", consequence="every webhook is refused (401); "
                     "PRs are found by polling and the repository scan only")
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    async with running(config) as (_rt, server):
-        stopper = asyncio.create_task(stop.wait())
-        await asyncio.wait([stopper], return_when=asyncio.FIRST_COMPLETED)
-        log.info("server.stopping", reason="signal")
+    received: asyncio.Future[signal.Signals] = loop.create_future()
+
+    def stop_on(sig: signal.Signals) -> None:
+        if not received.done():  # the first one stops it; more change nothing
+            received.set_result(sig)
+
+    # SIGHUP too (a closed terminal, a supervisor's reload): its default would end the process at
+    # once, its jobs still leased. Nothing is reloaded; a changed config needs a restart.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop_on, sig)
+    async with running(config):
+        stopped_by = await received
+        log.info("server.stopping", reason="signal", signal=stopped_by.name)
     return 0

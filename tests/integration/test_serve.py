@@ -47,7 +47,8 @@ async def _jobs(db_url: str):
         await db.dispose()
 
 
-def test_sigterm_exits_0_quickly_and_hands_back_the_running_job(db_url):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_exit_0_quickly_and_hand_back_the_running_job(db_url, sig):
     # A "GitHub" that accepts connections and never answers: the sync job hangs mid-request.
     black_hole = socket.socket()
     black_hole.bind(("127.0.0.1", 0))
@@ -74,9 +75,11 @@ def test_sigterm_exits_0_quickly_and_hands_back_the_running_job(db_url):
             assert [j.status for j in asyncio.run(_jobs(db_url))] == ["running"]
 
             started = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(sig)
             assert proc.wait(timeout=10) == 0
             assert time.monotonic() - started < 10
+            said = [json.loads(line) for line in proc.stderr if '"server.stopping"' in line]
+            assert [(e["reason"], e["signal"]) for e in said] == [("signal", sig.name)]
         finally:
             if proc.poll() is None:
                 proc.kill()
