@@ -1,0 +1,33 @@
+"""A wake for work due later comes when the work is due, not at the next idle poll."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from bot.runtime.workers import PoolSettings, WorkerPool
+from storage import jobs
+
+
+async def test_a_wake_for_a_delayed_job_comes_when_the_job_is_due(db):
+    """A webhook's sync is debounced (due in 0.2 s) and woken for with that delay: the idle
+    worker looks once it is due. Woken at once instead, the worker looks too early, finds
+    nothing due and idles its whole poll interval (an hour here) with the sync due."""
+    ran = asyncio.Event()
+
+    async def sync(job):
+        ran.set()
+
+    pool = WorkerPool(db, {"sync": sync}, PoolSettings(workers=1, lease_seconds=30, idle_poll_seconds=3600))
+    pool.start()
+    try:
+        async with asyncio.timeout(10):  # the worker has looked once and idles (for an hour)
+            while len(pool._lanes_idle["short"].idle) < 1:
+                await asyncio.sleep(0.01)
+        queued = time.monotonic()
+        await jobs.enqueue(db, "sync", "sync:acme/w#1:d1", pr_key="acme/w#1", delay_seconds=0.3)
+        pool.wake(0.3)
+        await asyncio.wait_for(ran.wait(), 10)
+        assert time.monotonic() - queued >= 0.3, "run before it was due"
+    finally:
+        await pool.stop()
