@@ -94,6 +94,12 @@ class GitHubConfig(_Section):
     # the fixer does not run, and the client refuses any write (docs/architecture.md, "Dry run").
     dry_run: bool = False
 
+    @property
+    def has_credentials(self) -> bool:
+        """A token, or an App's id and private key: without either, GitHub answers the bot as
+        nobody (60 reads an hour, no write)."""
+        return bool(self.token.get_secret_value() or (self.app_id and self.private_key_path))
+
 
 class ServerConfig(_Section):
     host: str = "127.0.0.1"

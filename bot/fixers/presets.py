@@ -130,6 +130,14 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+def program(command: Sequence[str], preset: str) -> str:
+    """The program the `command` fixer runs: the command's first item (with a preset, the CLI's
+    path), else the preset's CLI; "" when neither is set."""
+    if command:
+        return command[0]
+    return PRESETS[preset].program if preset in PRESETS else ""
+
+
 def resolve(name: str, command: Sequence[str] = (), preset_args: Sequence[str] = (), *,
             sandboxed: bool = True) -> tuple[list[str], Preset]:
     """The argv `[fixer] preset = name` runs, and its preset. `command`, when given, is only the

@@ -13,6 +13,7 @@ import httpx
 from githubkit import AppInstallationAuthStrategy, GitHub, TokenAuthStrategy, UnauthAuthStrategy
 from githubkit.cache import MemCacheStrategy
 
+from bot.config import ConfigError
 from bot.github.bound import PrGitHub, RepoGitHub
 from bot.github.endpoints.account import AccountEndpoints
 from bot.github.endpoints.checks import CheckEndpoints
@@ -101,7 +102,11 @@ async def connect(config) -> AsyncIterator[GitHubClient]:
     """The wrapper as `config.github` describes it (token or App, timeouts, concurrency): the
     one way serve, doctor and the CLI reach GitHub."""
     g = config.github
-    private_key = Path(g.private_key_path).expanduser().read_text() if g.private_key_path else None
+    try:
+        private_key = Path(g.private_key_path).expanduser().read_text() if g.private_key_path else None
+    except OSError as e:  # a start-up mistake: one line, not a traceback
+        raise ConfigError(f"config: github.private_key_path: cannot read {g.private_key_path}: "
+                          f"{e.strerror or type(e).__name__}") from None
     async with open_github(
         api_url=g.api_url, token=g.token.get_secret_value(), app_id=g.app_id or None,
         private_key=private_key, installation_id=g.installation_id or None,

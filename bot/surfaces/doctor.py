@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config import Config
+from bot.config import Config, ConfigError
+from bot.fixers import presets
 from bot.fixers.environment import GitIdentity, fixer_env
 from bot.fixers.presets import PRESETS
 from bot.fixers.sandbox import SandboxUnavailable, sandbox_for
@@ -71,7 +72,7 @@ async def run_doctor(config: Config, say: Callable[[str], None] = print) -> int:
                 check(False, f"GitHub API at {gh_cfg.api_url}", str(e))
             if not client.is_app:
                 await _hook_logs(client, config, check)
-    except OSError:
+    except ConfigError:
         pass  # the unreadable private key was reported above
 
     if gh_cfg.dry_run:
@@ -139,7 +140,7 @@ def _command_fixer(config: Config, check) -> None:
     fixer = config.fixer
     preset = PRESETS.get(fixer.preset)
     what = f"fixer command (preset {preset.name})" if preset else "fixer command"
-    program = fixer.command[0] if fixer.command else preset.program if preset else ""
+    program = presets.program(fixer.command, fixer.preset)
     found = shutil.which(program) if program else None
     if not found:
         check(False, what, f"{program} not found on PATH: install it, or name its path in fixer.command"

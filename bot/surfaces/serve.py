@@ -38,6 +38,7 @@ from bot.intake.poller import Poller
 from bot.runtime.context import Runtime
 from bot.runtime.workers import PoolSettings, Reschedule, WorkerPool
 from bot.surfaces.web.app import build_app
+from bot.surfaces.web.health import missing_setup
 from sharedio.children import children_watched_by_pidfd
 from storage.database import Database
 from storage.migrate import migrate
@@ -151,8 +152,12 @@ async def running(config: Config, *, fixer=None) -> AsyncIterator[tuple[Runtime,
         # On PostgreSQL each step holds a connection for its PR's turn besides its sessions'.
         db = Database(config.database.url, pool_size=max(10, 2 * jc.workers + jc.fixer_workers + 4))
         with sole_server(db), children_watched_by_pidfd():
-            async with _running(config, db, fixer, listening) as both:
-                yield both
+            try:
+                async with _running(config, db, fixer, listening) as both:
+                    yield both
+            finally:
+                # After a start that failed too: a SQLite engine left open kept the process from ending.
+                await db.dispose()
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -219,6 +224,9 @@ async def _running(config: Config, db: Database, fixer,
             rt.health.scheduler_running = True
             pool.start()
             log.info("server.listening", host=config.server.host, port=server.port)
+            if missing := missing_setup(config):
+                log.warning("server.not_ready", problems=missing,
+                            consequence="/readyz answers 503 until they are fixed")
             yield rt, server
         finally:
             # Stop taking webhooks, stop polling, let running jobs finish (or hand them back).
@@ -236,7 +244,6 @@ async def _running(config: Config, db: Database, fixer,
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(server_task, timeout=5)
             await rt.leadership.release()
-            await db.dispose()
             log.info("server.stopped")
 
 

@@ -187,6 +187,19 @@ async def test_a_sqlite_path_whose_directory_does_not_exist_is_one_line_and_crea
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", ["serve", "submit"])
+async def test_an_app_private_key_that_cannot_be_read_is_one_line(tmp_path, sqlite_db_url, command):
+    # serve finds it once the database is migrated: the process must still end (it hung, its
+    # SQLite engine left open) and say it in one line.
+    missing = tmp_path / "app.pem"
+    env = cli_env(sqlite_db_url) | {"CONVERGEBOT_SERVER_PORT": "0", "CONVERGEBOT_GITHUB_WEBHOOK_SECRET": "s",
+                                    "CONVERGEBOT_GITHUB_APP_ID": "1", "CONVERGEBOT_GITHUB_PRIVATE_KEY_PATH": str(missing)}
+    code, out, err = await convergebot(command, *(["acme/widgets#7"] if command == "submit" else []), env=env)
+    assert (code, out) == (2, "")
+    assert one_line(err) == (f"convergebot: error: config: github.private_key_path: cannot read {missing}: "
+                             "No such file or directory")
+
+
 async def test_status_on_a_database_that_does_not_exist_creates_nothing(tmp_path):
     missing = tmp_path / "nowhere" / "convergebot.db"
     code, out, err = await convergebot("status", env=cli_env(f"sqlite:///{missing}"))

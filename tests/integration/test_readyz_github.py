@@ -64,3 +64,28 @@ async def test_github_unanswered_past_the_configured_time_fails_readyz(tmp_path,
             await until("readyz ok again", lambda: _ok(http), 20)
     finally:
         await gh.stop()
+
+
+NO_CREDENTIALS = "no GitHub credentials (github.token, or github.app_id and github.private_key_path)"
+NO_FIXER = "the fixer's command is not found (`convergebot doctor` names it)"
+
+
+async def test_no_github_credentials_at_all_fails_readyz_and_a_token_passes_it(sqlite_db_url):
+    async with serving(make_config(sqlite_db_url, github={"token": ""})) as (_rt, http):
+        status, problems = await _problems(http)
+        assert status == 503 and NO_CREDENTIALS in problems
+    async with serving(make_config(sqlite_db_url)) as (_rt, http):
+        assert NO_CREDENTIALS not in (await _problems(http))[1]
+
+
+async def test_a_fixer_command_not_installed_fails_readyz_until_it_is(tmp_path, sqlite_db_url):
+    agent = tmp_path / "bin" / "agent"
+    config = make_config(sqlite_db_url, fixer={"kind": "command", "command": [str(agent)], "sandbox": "off"})
+    async with serving(config) as (_rt, http):
+        r = await http.get("/readyz")
+        assert r.status_code == 503 and NO_FIXER in r.json()["problems"]
+        assert str(tmp_path) not in r.text, "/readyz is public: no path of the machine"
+        agent.parent.mkdir()
+        agent.write_text("#!/bin/sh\n")
+        agent.chmod(0o755)
+        assert NO_FIXER not in (await _problems(http))[1]

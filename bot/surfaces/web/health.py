@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -10,6 +11,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from bot import metrics as process_metrics
+from bot.config import Config
+from bot.fixers import presets
 from bot.logs import get_logger
 from bot.rules.waiting import KINDS
 from bot.surfaces.views import oldest_waits
@@ -23,8 +26,9 @@ async def livez(request: Request) -> JSONResponse:
 
 
 async def readyz(request: Request) -> JSONResponse:
-    """503 when the database, the scheduler or the poller is unhealthy, or GitHub rejects the
-    credentials or has not answered for `[github] unreachable_after_seconds`.
+    """503 when the database, the scheduler or the poller is unhealthy, GitHub rejects the
+    credentials or has not answered for `[github] unreachable_after_seconds`, or the bot has no
+    GitHub credentials or fixer command at all (`missing_setup`).
 
     Public, so each problem names the part and never the error: exception text carries
     addresses, SQL and paths. The log has the error.
@@ -46,6 +50,7 @@ async def readyz(request: Request) -> JSONResponse:
             log.info("readyz.database_back")
         h.database_unreachable = False
     problems += rt.github.reach.problems(timedelta(seconds=rt.config.github.unreachable_after_seconds))
+    problems += missing_setup(rt.config)
     if not h.scheduler_running:
         problems.append("scheduler not running")
     interval = rt.config.poller.interval_seconds
@@ -68,6 +73,19 @@ async def readyz(request: Request) -> JSONResponse:
         "paused_runaway": h.runaway,
     }
     return JSONResponse(body, status_code=200 if not problems else 503)
+
+
+def missing_setup(config: Config) -> list[str]:
+    """What the bot cannot work without, looked at on every probe (a fixer installed later
+    clears it): GitHub credentials, and the `command` fixer's program. Public, so the program
+    is not named (it may be a path of the machine); `convergebot doctor` names it."""
+    problems = []
+    if not config.github.has_credentials:
+        problems.append("no GitHub credentials (github.token, or github.app_id and github.private_key_path)")
+    fixer = config.fixer
+    if fixer.kind == "command" and not shutil.which(presets.program(fixer.command, fixer.preset)):
+        problems.append("the fixer's command is not found (`convergebot doctor` names it)")
+    return problems
 
 
 async def metrics(request: Request) -> Response:
