@@ -111,3 +111,55 @@ async def test_a_stopped_run_s_fix_job_is_cancelled_its_agent_killed_and_its_wor
             assert list(work.iterdir()) == [], "a workspace was left behind"
         finally:
             (gate / "release").write_text("go")
+
+
+class _InOrder:
+    """The real command fixer, keeping each run's verdict in the order the runs started."""
+
+    kind = "command"
+
+    def __init__(self, argv: list[str], tmp_path: Path) -> None:
+        self.inner = build_fixer("command", argv=argv, timeout_seconds=60, workdir_root=tmp_path / "work")
+        self.started = 0
+        self.verdicts: dict[int, object] = {}
+
+    async def run(self, req):
+        n = self.started
+        self.started += 1
+        self.verdicts[n] = await self.inner.run(req)
+        return self.verdicts[n]
+
+
+async def _runs_started(fixer: _InOrder, n: int) -> bool:
+    return fixer.started >= n
+
+
+async def test_a_run_stopped_and_started_again_while_its_agent_works_pushes_only_the_new_run_s_work(
+        tmp_path, db_url):
+    """The new run reaches the same round, converging, its own fixer at work: only the run's key
+    tells the old agent's push from the new one's (the heartbeat's look is 100 s away)."""
+    argv, gate = _agent(tmp_path)  # every run's agent (attempt 0) waits for the release
+    fixer = _InOrder(argv, tmp_path)
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer, jobs={"lease_seconds": 300},
+                                poller={"interval_seconds": 3600}) as h:
+        h.sim.set_reviewer(REPO, steps(1))
+        key, number = await open_and_enroll(h)
+        await h.wait_for("the first run's agent", lambda: _runs_started(fixer, 1))
+        old = (await h.view(key)).pr.process_key
+        await h.sim.comment(REPO, number, "/converge stop", user="maint")
+        await h.wait_status(key, "abandoned")
+        await h.sim.comment(REPO, number, "/converge", user="maint")
+        await h.wait_for("the second run's agent", lambda: _runs_started(fixer, 2), timeout=60)
+        view = await h.view(key)
+        assert view.pr.process_key != old and (view.derived_status, view.pr.current_round) == ("converging", 1)
+
+        (gate / "release").write_text("go")
+
+        async def both():
+            return len(fixer.verdicts) == 2
+
+        await h.wait_for("both runs' verdicts", both, timeout=60)
+        stale, fresh = fixer.verdicts[0], fixer.verdicts[1]
+        assert stale.withheld and stale.pushed_head is None, "the stopped run's agent pushed"
+        assert fresh.pushed_head is not None
+        assert await h.rt.github.branch_head("acme", "app", "feat") == fresh.pushed_head
