@@ -455,8 +455,9 @@ async def test_a_pr_at_work_in_a_round_rests_while_redelivery_covers_it(tmp_path
 async def test_a_late_first_review_request_looks_unless_a_review_since_would_have_been_heard(tmp_path, db_url):
     """A first try of a review request run long after its decision (a long queue) asks at once
     while the App's redelivery covers and nothing tells of a review since: no webhook-woken sync
-    of the PR waiting, no review on the row past the decision's newest. A sync waiting, a review
-    a read recorded, or no cover, and it looks first; finding the head reviewed, it asks nobody."""
+    of the PR waiting (other work of it does not tell of one), no review on the row past the
+    decision's newest. A sync waiting, a review a read recorded, or no cover, and it looks
+    first; finding the head reviewed, it asks nobody."""
     import json
 
     from bot.effects.review_request import REVIEW_LOOK_AFTER
@@ -499,6 +500,9 @@ async def test_a_late_first_review_request_looks_unless_a_review_since_would_hav
             return count("GET", "reviews"), count("POST", "copilot-code-review")
 
         assert await request("quiet", newest) == (0, 1)
+        # Other work of the PR in hand (an effect, not a sync a webhook woke) tells of no review.
+        await jobs.enqueue(h.rt.db, "effect", f"other:{key}", pr_key=key, delay_seconds=3600)
+        assert await request("other work", newest) == (0, 1)
 
         # Copilot reviews the head; its webhook woke a sync not yet run (as intake queues it).
         h.sim.webhook_faults(drop_next=1)
