@@ -22,9 +22,9 @@ FOLDERS = {
               "e2e (the bot against the simulator), chaos, agents (the real agent CLIs), guards (the "
               "catalogue's entries); storage and end-to-end tests run on SQLite and PostgreSQL",
     "bench/": "benchmarks that print ratios measured in one run (BENCHMARKS.md has the figures)",
-    "docs/": "architecture.md (the design), guards.md (the guard catalogue), fixers.md, simulator.md, "
-             "chaos.md, github-app.md",
-    "scripts/": "guards.py (make guards), agents.py (make agents), house.py (this map), "
+    "docs/": "architecture.md (the design), guards.md (the guard catalogue), operations.md (backups, "
+             "restores, failures), fixers.md, simulator.md, chaos.md, github-app.md",
+    "scripts/": "guards.py (make guards; guard_report.py, its --report), agents.py (make agents), house.py (this map), "
                 "ensure-postgres.sh, stress.sh, refresh-github-fixtures.py",
     "examples/": "serve against the simulator with a stand-in agent; a Docker image with a real agent CLI",
 }

@@ -109,7 +109,9 @@ async def _run_on(rt: Runtime, view: PrView, head: str) -> int | None:
     pr = view.pr
     if pr.check_run_head == head and pr.check_run_id is not None:
         return pr.check_run_id
-    if pr.check_run_head != head and pr.process_key and await prs.note_check_run(
+    # On a restored backup the mark may be older than GitHub: a run made since is looked for.
+    unmarked = pr.check_run_head != head and not outbox.MEMORY.restored
+    if unmarked and pr.process_key and await prs.note_check_run(
             rt.db, pr.pr_key, pr.process_key, {"check_run_head": head, "check_run_id": None}):
         return None
     key = pr.pr_key

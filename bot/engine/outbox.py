@@ -21,6 +21,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.rules.model import Finding
 from storage import jobs
+from storage.backup import Restored
 from storage.keys import PrKey, ProcessKey
 from storage.models import Job, utcnow
 from storage.statements import on_postgres
@@ -245,7 +246,30 @@ async def check_run(session: AsyncSession, pr_key: PrKey, settle_seconds: float 
                      delay_seconds=settle_seconds)
 
 
+class Memory:
+    """Whether what the database remembers of GitHub's writes can be trusted to skip a look.
+
+    Not for a job decided before this process began: another process may have tried it and its
+    record of the try be lost with it, as in a database restored from a backup, which holds jobs
+    as queued that a later process ran. Nor at all on a restored backup (`storage/backup.py`)
+    until every run active at the restore has moved past it (the poller asks): GitHub may hold
+    reviews asked, replies posted and check runs made after the backup was taken."""
+
+    def __init__(self) -> None:
+        self.since = utcnow()
+        self.restore: Restored | None = None  # the backup this database was restored from
+
+    @property
+    def restored(self) -> bool:
+        return self.restore is not None
+
+
+MEMORY = Memory()
+
+
 def first_try(job: Job) -> bool:
     """Whether no earlier try of this job can have written anything: its first claim, never
-    failed, cancelled or put off (a reschedule gives the attempt back but records why)."""
-    return job.attempts <= 1 and job.last_error is None
+    failed, cancelled or put off (a reschedule gives the attempt back but records why), of a job
+    this process decided, on a database whose memory holds (`Memory`)."""
+    return (job.attempts <= 1 and job.last_error is None and job.created_at >= MEMORY.since
+            and not MEMORY.restored)

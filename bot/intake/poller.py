@@ -16,7 +16,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import metrics
-from bot.engine import liveness
+from bot.engine import liveness, outbox
 from bot.engine.read import settings_of
 from bot.engine.submit import SubmitOptions, submit_pr
 from bot.engine.write_budget import paused
@@ -25,7 +25,7 @@ from bot.intake.repowatch import RepoWatch
 from bot.rules.decide import review_wait_deadlines
 from bot.runtime.context import Runtime
 from bot.runtime.periodic import duty_failed, every
-from storage import deliveries, jobs, marks, prs
+from storage import backup, deliveries, jobs, marks, prs
 from storage.keys import PrKey
 from storage.models import utcnow
 from storage.prs import PrView
@@ -255,6 +255,9 @@ class Poller:
             # would stay the most overdue and take the share from the others).
             self.polled_at.update(dict.fromkeys([*polled, *read], utcnow()))
             await liveness.check(self.rt, active)
+            if (restore := outbox.MEMORY.restore) is not None and await backup.restore_settled(self.rt.db, restore):
+                outbox.MEMORY.restore = None
+                log.info("database.restore_settled", taken_at=restore.taken_at.isoformat())
             self.rt.health.runaway = await paused(self.rt)
             await jobs.prune(self.rt.db, utcnow() - JOB_RETENTION, utcnow() - RETENTION)
             await deliveries.prune(self.rt.db, utcnow() - RETENTION)

@@ -85,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--webhook-url", help="deliver signed webhooks here")
     sim.add_argument("--webhook-secret", help="secret for X-Hub-Signature-256")
 
+    b = sub.add_parser("backup", parents=[config_too],
+                       help="copy the SQLite database to a new file, consistent while the bot serves it")
+    b.add_argument("path", metavar="PATH", help="the new file (PostgreSQL: use pg_dump, docs/operations.md)")
     a = sub.add_parser("abandon", parents=[config_too], help="abandon a PR's active run")
     a.add_argument("pr", metavar="OWNER/REPO#N")
     a.add_argument("--reason", default="abandoned from the command line")
@@ -142,6 +145,8 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         except (ScenarioError, FileNotFoundError) as e:
             raise UsageError(str(e)) from None
         return 0
+    if args.command == "backup":
+        return await _backup(args, config)
     if args.command == "submit":
         args.repo_config = await _check_pr_exists(config, parse_pr_key(args.key), args.max_rounds is None)
     read_only = args.command in READ_ONLY
@@ -156,6 +161,33 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return await handler[args.command](args, config, db)
     finally:
         await db.dispose()
+
+
+async def _backup(args: argparse.Namespace, config: Config) -> int:
+    """`convergebot backup PATH`: SQLite's online backup of the configured database, made on a
+    thread (the copy reads the whole file), its progress logged at each tenth."""
+    from pathlib import Path
+
+    from bot.logs import get_logger
+    from storage.backup import BackupRefused, backup_sqlite, sqlite_file
+
+    log = get_logger("convergebot.backup")
+    shown = [-1]
+
+    def progress(done: int, total: int) -> None:
+        if total and (tenth := 10 * done // total) > shown[0]:
+            shown[0] = tenth
+            log.info("backup.progress", pages=done, of=total)
+
+    try:
+        made = await asyncio.to_thread(backup_sqlite, sqlite_file(config.database.url), Path(args.path),
+                                       progress=progress)
+    except BackupRefused as e:
+        print(f"convergebot: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"backup: {made.path}: {made.bytes} bytes, {made.tables} tables, {made.pull_requests} PRs, "
+          f"{made.seconds:.1f} s")
+    return 0
 
 
 async def _open(config: Config, *, create: bool) -> tuple[Database, str | None]:

@@ -21,6 +21,7 @@ from sqlmodel import select
 from bot import metrics
 from bot.config import Config, ConfigError
 from bot.effects.runner import run_effect
+from bot.engine import outbox
 from bot.engine.commands import handle_command
 from bot.engine.enroll import enroll
 from bot.engine.fixing import fix
@@ -40,6 +41,7 @@ from bot.runtime.workers import PoolSettings, Reschedule, WorkerPool
 from bot.surfaces.web.app import build_app
 from bot.surfaces.web.health import missing_setup
 from sharedio.children import children_watched_by_pidfd
+from storage import backup
 from storage.database import Database
 from storage.migrate import migrate
 from storage.models import Job, utcnow
@@ -187,6 +189,12 @@ async def _running(config: Config, db: Database, fixer,
     except (OSError, DBAPIError) as e:  # refused, unresolvable, no such database, bad password
         raise DatabaseUnreachable(db.where, e) from None
     await _say_dry_run(config, db)
+    outbox.MEMORY.restore = restore = await backup.restored(db)
+    if restore is not None:
+        log.warning("database.restored", taken_at=restore.taken_at.isoformat(),
+                    restored_at=restore.restored_at.isoformat(),
+                    meaning="GitHub may be ahead of the database: every write looks first until "
+                            "the runs active at the restore have moved on")
     # One GitHub client for the whole process, opened before the server and the scheduler.
     async with connect(config) as github:
         rt = Runtime(config, db, github)

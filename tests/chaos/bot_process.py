@@ -114,6 +114,18 @@ class BotProcess:
             await self.proc.wait()
             return None
 
+    async def backup(self, dest: Path, timeout: float = 60.0) -> str:
+        """`convergebot backup DEST` with the bot's config, while it serves; its one line."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "--config", str(self.config_path), "backup", str(dest),
+            cwd=ROOT, env=self.env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        self.note(f"backup to {dest}: exit {proc.returncode}: {out.decode().strip()} {err.decode().strip()}")
+        if proc.returncode != 0:
+            raise RuntimeError(f"convergebot backup exited {proc.returncode}: {err.decode().strip()}")
+        return out.decode().strip()
+
     async def metric(self, name: str) -> tuple[bool, float] | None:
         """(present, sum of its samples) from /metrics; None when /metrics does not answer."""
         try:

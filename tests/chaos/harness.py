@@ -5,6 +5,11 @@ as a child process, enrolls every PR with a maintainer's `/converge`, turns the 
 and restarts the bot on the seed's schedule, plays the maintainer and the author while it waits
 (with a deadline) for every PR to end, then checks what the bot promises. It returns a
 `Result`; the test asserts that it has no failures.
+
+With `restore` (SQLite), once a PR is in a round the harness takes `convergebot backup` of the
+serving database, waits until some PR has moved on, kills the bot and puts the backup in the
+database's place before the restart: the bot resumes from a state older than GitHub's, and must
+still do nothing twice.
 """
 
 from __future__ import annotations
@@ -115,8 +120,14 @@ def bot_config(db_url: str, api_url: str, port: int, plan_file: Path) -> dict:
 
 
 class ChaosRun:
-    def __init__(self, seed: int, size: Size, db_url: str, tmp: Path) -> None:
+    def __init__(self, seed: int, size: Size, db_url: str, tmp: Path, *, restore: bool = False) -> None:
         self.seed, self.size, self.db_url, self.tmp = seed, size, db_url, tmp
+        self.restore = restore
+        self.backup: Path | None = None
+        self.restored = False
+        self.restored_at = 0.0  # time.monotonic() of the restore
+        self.answered_at: dict[int, float] = {}  # PR -> when the maintainer last answered
+        self.answered_again: list[int] = []
         self.backend = "postgres" if db_url.startswith("postgres") else "sqlite"
         self.plans = make_plan(seed, size.prs)
         self.signals = tmp / "signals"
@@ -237,6 +248,9 @@ class ChaosRun:
                 self.heals += self.heals_now
                 self.heals_now = 0.0
                 await self.bot.start()
+            if self.restore and self.backup is None and any(
+                    v.pr.current_round and v.derived_status not in FINAL for v in self.views.values()):
+                await self._backup_and_restore()
             if schedule and time.monotonic() - t0 >= schedule[0][0]:
                 _, pause = schedule.pop(0)
                 await self._kill_and_restart(pause)
@@ -254,6 +268,47 @@ class ChaosRun:
         self.kills_done += 1
         await asyncio.sleep(pause)  # the seeded downtime: webhooks meanwhile are lost
         await self.bot.start()
+
+    async def _backup_and_restore(self) -> None:
+        """`convergebot backup` while the bot serves PRs in flight; then, once some PR has moved
+        on, a kill and the backup in the database's place, and a restart."""
+        self.backup = self.tmp / "backup.db"
+        await self.bot.backup(self.backup)
+        await self._until_moved_on()
+        await self._read_heals()
+        self.heals += self.heals_now
+        self.heals_now = 0.0
+        self.kill_times.append(utc_now())
+        await self.bot.kill()
+        await self._restore()
+        await self.bot.start()
+
+    async def _until_moved_on(self, timeout: float = 30.0) -> None:
+        """Until some PR has moved past what the backup holds (its status or round), so that the
+        restore takes the bot back in time; at most `timeout`."""
+        def where() -> dict[str, tuple]:
+            return {k: (v.derived_status, v.pr.current_round) for k, v in self.views.items()}
+
+        await self.read_views()
+        then, deadline = where(), time.monotonic() + timeout
+        while time.monotonic() < deadline and where() == then:
+            await self._play_people()
+            await asyncio.sleep(0.25)
+            await self.read_views()
+
+    async def _restore(self) -> None:
+        """The backup in the killed bot's database's place, as an operator restores one. The
+        harness's own connections go first: one kept open would read the old file's WAL."""
+        assert self.backup is not None and self.db_url.startswith("sqlite:///")
+        await self.db.dispose()
+        self.db = Database(self.db_url)
+        live = Path(self.db_url.removeprefix("sqlite:///"))
+        for side in (Path(f"{live}-wal"), Path(f"{live}-shm")):
+            side.unlink(missing_ok=True)
+        live.write_bytes(self.backup.read_bytes())
+        self.restored = True
+        self.restored_at = time.monotonic()
+        self.bot.note(f"restored {self.backup} over {live}")
 
     async def _read_heals(self) -> None:
         got = await self.bot.metric(HEAL_METRIC)
@@ -315,11 +370,28 @@ class ChaosRun:
                 done = self.answered.setdefault(p.number, [])
                 if int(tag[1]) not in done:
                     done.append(int(tag[1]))
-                    answer = f"/converge answer Keep it ({p.answer_token})."
-                    await self.sim.comment(REPO, p.number, answer, user=MAINTAINER)
+                    await self._answer(p)
             else:
                 self.unexpected.setdefault(p.number, []).append(c["body"].splitlines()[0])
         self._comments_seen = len(comments)
+        if self.restored:
+            await self._answer_again()
+
+    async def _answer(self, p: PrPlan) -> None:
+        self.answered_at[p.number] = time.monotonic()
+        await self.sim.comment(REPO, p.number, f"/converge answer Keep it ({p.answer_token}).", user=MAINTAINER)
+
+    async def _answer_again(self) -> None:
+        """After a restore, an answer the restored database never saw (given after the backup,
+        or to the question the run had not yet asked again: the bot replies that nothing is open)
+        is given again, once, by a maintainer who finds the PR still escalated a while later: the
+        documented cost of a restore (docs/operations.md, "Backups")."""
+        for p in self.plans:
+            answered = self.answered_at.get(p.number)
+            if (p.kind == "escalate" and answered is not None and time.monotonic() - answered > 15
+                    and p.number not in self.answered_again and self.status_of(p) == "escalated"):
+                self.answered_again.append(p.number)
+                await self._answer(p)
 
     async def _quiesce(self, timeout: float = 30.0) -> None:
         """Let retries and late effects land before counting writes (no fixed sleep: until no
@@ -354,7 +426,9 @@ class ChaosRun:
                 f"kills={self.kills_done}/{self.size.kills} "
                 f"crashes={len(self.crashes)} duplicates={len(self.duplicates)} "
                 f"forced_pushes={len(self.forced)} heals={heals} "
-                f"rounds={sum(self.rounds_of.values())} wall={wall:.1f}s")
+                f"rounds={sum(self.rounds_of.values())} wall={wall:.1f}s"
+                + (f" restored={self.restored} answered_again={len(self.answered_again)}"
+                   if self.restore else ""))
 
 
 @contextlib.contextmanager
@@ -375,9 +449,11 @@ def simulator_log(path: Path):
             structlog.configure(**previous)
 
 
-async def run_chaos(seed: int, size: Size, db_url: str, tmp: Path) -> Result:
-    run = ChaosRun(seed, size, db_url, tmp)
+async def run_chaos(seed: int, size: Size, db_url: str, tmp: Path, *, restore: bool = False) -> Result:
+    run = ChaosRun(seed, size, db_url, tmp, restore=restore)
     result = await run.run()
+    if restore and not run.restored:
+        result.failures.append("the backup was never restored (fewer than two kills?)")
     (tmp / "summary.json").write_text(json.dumps({"summary": result.summary,
                                                   "failures": result.failures}, indent=2))
     return result
