@@ -62,7 +62,7 @@ async def handle_command(rt: Runtime, job: Job) -> None:
             return
     user = comment.get("user") or {}
     author = user.get("login") or ""
-    if user.get("type") == "Bot" or author == rt.config.github.bot_login or author.endswith("[bot]"):
+    if user.get("type") == "Bot" or author.lower() == rt.config.github.bot_login.lower() or author.endswith("[bot]"):
         return  # never from bots, the bot itself included
     written = parse_time(comment.get("created_at"))
     if written is None:

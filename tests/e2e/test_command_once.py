@@ -163,7 +163,8 @@ async def _bot_with_a_token(tmp_path, db_url, *, fixer) -> AsyncIterator[Harness
     sim = Simulator(root=tmp_path / "github", token_user=BOT_USER)
     async with SimulatorServer(sim) as server:
         await sim.create_repo(REPO, files=FILES, collaborators={"maint": "write", BOT_USER: "write"})
-        config = bot_config(db_url, server.url, github={"bot_login": BOT_USER})
+        # Configured as someone might type it: GitHub's logins are one whatever their case.
+        config = bot_config(db_url, server.url, github={"bot_login": BOT_USER.title()})
         async with serving(config, fixer=fixer) as (rt, http):
             sim.configure_webhooks(f"{http.base_url}/webhook", WEBHOOK_SECRET)
             await until("the poller's start-up tick", lambda: polled(rt), timeout=60)
