@@ -17,6 +17,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
 )
+from sqlalchemy import text as sql_text
 from sqlmodel import AutoString, Field, SQLModel
 
 from .keys import PrKey, ProcessKey, stored_pr_key
@@ -98,7 +99,11 @@ def text(nullable: bool = True) -> Any:
 
 class PullRequest(_Table, table=True):
     __tablename__ = "pull_requests"
-    __table_args__ = (Index("ix_pull_requests_status", "status"),)
+    # A status, check or push delivery asks for a repository's active PRs at a head sha or
+    # branch (`prs.active_at`), the repository compared in any case.
+    __table_args__ = (Index("ix_pull_requests_status", "status"),
+                      Index("ix_pull_requests_repo_head_sha", sql_text("lower(repo)"), "head_sha"),
+                      Index("ix_pull_requests_repo_head_branch", sql_text("lower(repo)"), "head_branch"))
 
     pr_key: PrKey = Field(primary_key=True, sa_type=PrKeyText(300))
     repo: str = Field(max_length=250)
@@ -218,7 +223,8 @@ class AgentAttempt(_Table, table=True):
 
 class Escalation(_Table, table=True):
     __tablename__ = "escalations"
-    __table_args__ = (Index("ix_escalations_pr_status", "pr_key", "status"),)
+    __table_args__ = (Index("ix_escalations_pr_status", "pr_key", "status"),
+                      Index("ix_escalations_status", "status"))
 
     id: int | None = Field(default=None, primary_key=True)
     pr_key: PrKey = Field(sa_type=PrKeyText(300))
@@ -250,6 +256,7 @@ class Adjudication(_Table, table=True):
 
 class Dependency(_Table, table=True):
     __tablename__ = "dependencies"
+    __table_args__ = (Index("ix_dependencies_depends_on_key", "depends_on_key"),)  # who waits on a PR
 
     pr_key: PrKey = Field(primary_key=True, sa_type=PrKeyText(300))
     depends_on_key: PrKey = Field(primary_key=True, sa_type=PrKeyText(300))
@@ -287,6 +294,7 @@ class Job(_Table, table=True):
 
 class WebhookDelivery(_Table, table=True):
     __tablename__ = "webhook_deliveries"
+    __table_args__ = (Index("ix_webhook_deliveries_received_at", "received_at"),)  # the prune's
 
     delivery_id: str = Field(primary_key=True, max_length=100)
     event: str = Field(max_length=64)
@@ -299,6 +307,7 @@ class WebhookDelivery(_Table, table=True):
 
 class Command(_Table, table=True):
     __tablename__ = "commands"
+    __table_args__ = (Index("ix_commands_pr_key", "pr_key"),)
 
     id: int | None = Field(default=None, primary_key=True)
     comment_id: int = Field(sa_column=Column(BigInteger(), nullable=False, unique=True))

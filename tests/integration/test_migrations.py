@@ -1,5 +1,6 @@
 import asyncio
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
@@ -8,6 +9,9 @@ from sqlmodel import SQLModel
 import storage.models  # noqa: F401
 from storage.database import Database
 from storage.migrate import current_revision, head_revision, migrate
+
+# Alembic cannot reflect SQLite's expression indexes (lower(repo)); test_indexes.py checks them.
+pytestmark = pytest.mark.filterwarnings("ignore:autogenerate skipping metadata-specified expression-based index")
 
 
 async def test_migrated_schema_matches_the_models(db):
