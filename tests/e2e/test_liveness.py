@@ -10,10 +10,12 @@ from datetime import timedelta
 
 from prometheus_client import REGISTRY
 from sqlalchemy import update
+from sqlmodel import col
 
 from bot.engine import liveness
+from bot.engine.dispatch import queue_progress
 from storage import jobs
-from storage.models import PullRequest, utcnow
+from storage.models import Job, PullRequest, Round, utcnow
 
 from .harness import REPO, bot_on_simulator, open_and_enroll, quiesce, steps
 
@@ -103,3 +105,136 @@ async def test_a_round_waiting_on_the_asked_author_with_only_its_deadline_check_
         assert _healed() == before
         assert await _in_hand(h, key) == [deadline]
         assert (await h.view(key)).derived_status == "converging"
+
+
+async def _asked_round(h):
+    """A PR whose round waits on the asked author, quiet: its one job is the deadline check."""
+    h.sim.set_reviewer(REPO, steps(1, 0))
+    key, number = await open_and_enroll(h)
+
+    async def asked():
+        return [c for c in h.bot_comments(number) if "@dev" in c["body"]]
+
+    await h.wait_for("the request to the author", asked)
+    await h.wait_status(key, "converging")
+    await quiesce(h)
+    (deadline,) = await _in_hand(h, key)
+    assert deadline[0] == "progress_check" and deadline[1].endswith(":deadline")
+    return key
+
+
+async def _jobs_give_up(h, key) -> None:
+    """As after many failures: no job of the round is left to close it."""
+    async with h.rt.db.session() as s:
+        await s.exec(update(Job).where(Job.pr_key == key, col(Job.kind).in_(("fix", "progress_check")))
+                     .values(status="failed", lease_owner=None))
+
+
+def _on_call(monkeypatch, name: str, call_no: int, before):
+    """Run `before` ahead of the `call_no`th call of liveness's `name` (a window between its reads)."""
+    real, calls = getattr(liveness, name), [0]
+
+    async def hooked(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == call_no:
+            await before()
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(liveness, name, hooked)
+    return calls
+
+
+_AUTHOR = {"kind": "author", "timeout_seconds": 600}
+
+
+async def test_a_round_whose_deadline_check_is_queued_or_running_is_left_alone(tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": INTERVAL}, fixer_config=_AUTHOR) as h:
+        key = await _asked_round(h)
+        before = _healed()
+        # The author works: the round's only job is its deadline check, queued ten minutes ahead.
+        assert await liveness.check(h.rt, [key]) == 0
+        # The check running (a worker holds it): still a job that will close the round.
+        async with h.rt.db.session() as s:
+            await s.exec(update(Job).where(Job.pr_key == key, Job.kind == "progress_check").values(
+                status="running", lease_owner="elsewhere", lease_until=utcnow() + timedelta(hours=1)))
+        assert await liveness.check(h.rt, [key]) == 0
+        assert _healed() == before
+        assert [k for k, _ in await _in_hand(h, key)] == ["progress_check"]
+        assert (await h.view(key)).derived_status == "converging"
+
+
+async def test_a_check_queued_between_the_watchdog_s_two_reads_is_not_healed_again(tmp_path, db_url, monkeypatch):
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": INTERVAL}, fixer_config=_AUTHOR) as h:
+        key = await _asked_round(h)
+        await _jobs_give_up(h, key)
+        view = await h.view(key)
+        (rnd,) = [r for r in await h.rounds(key) if r.round_no == view.pr.current_round]
+
+        async def a_check_is_queued():  # by a step, between the watchdog's first and second reads
+            async with h.rt.db.session() as s:
+                await queue_progress(s, key, view.pr.process_key, rnd.round_no, rnd.attempt, "elsewhere",
+                                     delay_seconds=3600)
+
+        _on_call(monkeypatch, "_fixer_at_work", 1, a_check_is_queued)
+        before = _healed()
+        assert await liveness.check(h.rt, [key]) == 0
+        assert _healed() == before
+        assert [k for k, _ in await _in_hand(h, key)] == ["progress_check"]
+
+
+async def test_a_rerun_dispatched_between_the_watchdog_s_second_reads_is_not_healed(tmp_path, db_url, monkeypatch):
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": INTERVAL}, fixer_config=_AUTHOR) as h:
+        key = await _asked_round(h)
+        await _jobs_give_up(h, key)
+        view = await h.view(key)
+        (rnd,) = [r for r in await h.rounds(key) if r.round_no == view.pr.current_round]
+
+        async def a_rerun_is_dispatched():  # after the second read of the jobs, before that of the rounds
+            async with h.rt.db.session() as s:
+                await s.exec(update(Round).where(Round.id == rnd.id).values(attempt=rnd.attempt + 1))
+                await queue_progress(s, key, view.pr.process_key, rnd.round_no, rnd.attempt + 1, "deadline",
+                                     delay_seconds=3600)
+
+        _on_call(monkeypatch, "_fixer_at_work", 2, a_rerun_is_dispatched)
+        before = _healed()
+        assert await liveness.check(h.rt, [key]) == 0
+        assert _healed() == before
+        assert [j.key for j in await jobs.list_jobs(h.rt.db, key) if "watchdog" in j.key] == []
+
+
+async def test_a_pr_that_left_converging_between_the_watchdog_s_reads_is_not_healed(tmp_path, db_url, monkeypatch):
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": INTERVAL}, fixer_config=_AUTHOR) as h:
+        key = await _asked_round(h)
+        await _jobs_give_up(h, key)
+
+        async def escalated():  # a maintainer was asked meanwhile: the round waits on them, not on a job
+            async with h.rt.db.session() as s:
+                await s.exec(update(PullRequest).where(PullRequest.pr_key == key).values(status="escalated"))
+
+        _on_call(monkeypatch, "_fixer_at_work", 2, escalated)
+        before = _healed()
+        assert await liveness.check(h.rt, [key]) == 0
+        assert _healed() == before
+        assert [j.key for j in await jobs.list_jobs(h.rt.db, key) if "watchdog" in j.key] == []
+
+
+async def test_an_overdue_wait_a_step_dated_again_between_the_reads_is_left_to_that_step(tmp_path, db_url,
+                                                                                        monkeypatch):
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": INTERVAL}) as h:
+        key, _ = await open_and_enroll(h)
+        await h.wait_status(key, "waiting_review")
+        await quiesce(h)
+        await _wait_began(h, key, _review_limit(h) + timedelta(seconds=INTERVAL + 60))
+        real_in_hand = jobs.in_hand
+
+        async def a_step_ran(db, pr_key, *args, **kwargs):
+            # A step ran between the reads: it re-dated the wait (still past its date) and set
+            # its own return, which this read of the jobs came too early to see.
+            await _wait_began(h, key, _review_limit(h) + timedelta(seconds=INTERVAL + 120))
+            return await real_in_hand(db, pr_key, *args, **kwargs)
+
+        monkeypatch.setattr(liveness.jobs, "in_hand", a_step_ran)
+        before = _healed()
+        assert await liveness.check(h.rt, [key]) == 0
+        assert _healed() == before
+        assert await _in_hand(h, key) == []
