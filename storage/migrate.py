@@ -27,25 +27,53 @@ def _alembic_config() -> Config:
     return cfg
 
 
+class SchemaTooNew(Exception):
+    """The database's schema is a revision this code does not know: a newer release migrated it.
+    One line: which revision it is at, and the way back."""
+
+    def __init__(self, where: str, found: str, head: str) -> None:
+        super().__init__(
+            f"database {where} is at schema {found}, newer than this convergebot's {head}: run the "
+            f"release that migrated it, or roll the schema back with that release's "
+            f"`convergebot migrate --to {head}` (docs/operations.md, \"Upgrades and rollbacks\")")
+
+
+def known(revision: str) -> bool:
+    """Whether this code's migrations hold `revision`."""
+    try:
+        return ScriptDirectory.from_config(_alembic_config()).get_revision(revision) is not None
+    except Exception:  # alembic's ResolutionError / CommandError: a revision it has no script of
+        return False
+
+
 def head_revision() -> str:
     head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
     assert head is not None, "migrations/ holds the revisions"
     return head
 
 
-async def migrate(db: Database) -> str:
-    """Bring the schema to the newest revision; a no-op when it is there already.
+async def migrate(db: Database, to: str = "head") -> str:
+    """Bring the schema to the newest revision (or to `to`, older or newer: a rollback is
+    `migrate(db, "0012")`); a no-op when it is there already. SchemaTooNew when the database is
+    at a revision this code does not know.
 
     Safe when several processes start at once (the CLI beside `serve`): on PostgreSQL an
     advisory transaction lock serializes them, on SQLite the IMMEDIATE transaction does.
     """
     cfg = _alembic_config()
+    head = head_revision()
 
     def _upgrade(conn: Connection) -> str:
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+        found = MigrationContext.configure(conn).get_current_revision()
+        if found is not None and not known(found):
+            raise SchemaTooNew(db.where, found, head)
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        if to == "head" or found is None or int(to) >= int(found):
+            command.upgrade(cfg, to)
+        else:
+            command.downgrade(cfg, to)
         revision = MigrationContext.configure(conn).get_current_revision()
         assert revision is not None, "upgraded to the head revision"
         return revision

@@ -21,7 +21,7 @@ from bot.surfaces.views import dependencies_text, pr_detail, prs_json
 from storage import prs
 from storage.database import Database
 from storage.keys import PrKey, PrKeyError, parse_pr_key
-from storage.migrate import current_revision, head_revision, migrate
+from storage.migrate import SchemaTooNew, current_revision, head_revision, known, migrate
 from storage.urls import DatabaseUnreachable, NoDatabase, UnsupportedURL, normalize_url
 
 EXIT_USAGE = 2
@@ -47,7 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     config_too = argparse.ArgumentParser(add_help=False)
     config_too.add_argument("--config", default=argparse.SUPPRESS, help="TOML config file (as before the command)")
 
-    sub.add_parser("migrate", parents=[config_too], help="apply database migrations")
+    mg = sub.add_parser("migrate", parents=[config_too], help="apply database migrations")
+    mg.add_argument("--to", metavar="REV", default="head",
+                    help="the schema revision to go to, older for a rollback (default: the newest)")
 
     s = sub.add_parser("submit", parents=[config_too], help="enroll or resubmit a PR")
     s.add_argument("pr", metavar="OWNER/REPO#N")
@@ -112,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, UsageError, PrKeyError, DependencyError, UnsupportedURL) as e:
         print(f"convergebot: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except (NoDatabase, DatabaseUnreachable, NoSuchPr) as e:
+    except (NoDatabase, DatabaseUnreachable, NoSuchPr, SchemaTooNew) as e:
         print(f"convergebot: error: {e}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
@@ -154,7 +156,7 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
     try:
         if read_only:
             _require_schema(db, revision)
-        else:
+        elif args.command != "migrate":
             await migrate(db)
         handler = {"migrate": _migrate, "submit": _submit, "status": _status, "abandon": _abandon,
                    "answer": _answer}
@@ -204,6 +206,8 @@ async def _open(config: Config, *, create: bool) -> tuple[Database, str | None]:
 def _require_schema(db: Database, revision: str | None) -> None:
     """A read-only command reads the schema it finds; it neither creates nor migrates one."""
     head = head_revision()
+    if revision is not None and not known(revision):
+        raise SchemaTooNew(db.where, revision, head)
     if revision != head:
         found = f"is at schema {revision}" if revision else "has no schema"
         raise NoDatabase(f"database {db.where} {found}, newest is {head}: run `convergebot migrate`")
@@ -246,6 +250,9 @@ async def _check_pr_exists(config: Config, key: PrKey, repo_settings: bool = Fal
 
 
 async def _migrate(args, config: Config, db: Database) -> int:
+    if args.to != "head" and not known(args.to):
+        raise UsageError(f"--to {args.to}: no such schema revision (this release has up to {head_revision()})")
+    await migrate(db, args.to)
     print(f"database at revision {await current_revision(db)}")
     return 0
 
