@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -93,9 +93,25 @@ async def get(db: Database, pr_key: PrKey) -> PrView | None:
 
 
 async def list_all(db: Database, *, active_only: bool = False) -> list[PrView]:
+    """Every PR ever enrolled, oldest first; with `active_only`, those of a run still being
+    driven, read through the status index (a finished PR's row is not read: the history grows)."""
+    if active_only:
+        return _views(await _unfinished(db), active_only=True)
     async with db.read_session() as s:
         rows = (await s.exec(_with_run().order_by(col(PullRequest.created_at)))).all()
-    return _views(rows, active_only=active_only)
+    return _views(rows, active_only=False)
+
+
+async def list_unfinished(db: Database) -> list[PrView]:
+    """The PRs whose status is not final, oldest first: the active ones, and any row a crash left
+    without its run's key (the poller resumes those), but none of the finished history."""
+    return _views(await _unfinished(db), active_only=False)
+
+
+async def _unfinished(db: Database) -> Sequence[tuple[PullRequest, str | None]]:
+    async with db.read_session() as s:
+        return (await s.exec(_with_run().where(col(PullRequest.status).not_in(TERMINAL))
+                             .order_by(col(PullRequest.created_at)))).all()
 
 
 def _views(rows: Iterable[tuple[PullRequest, str | None]], *, active_only: bool) -> list[PrView]:

@@ -222,7 +222,7 @@ class Poller:
             if not await self._leads():
                 return
             self.ticks += 1
-            views = await prs.list_all(self.rt.db)
+            views = await prs.list_unfinished(self.rt.db)
             active = []
             for view in views:
                 pr = view.pr

@@ -436,3 +436,21 @@ async def test_a_title_of_only_whitespace_is_no_title(db):
     await finish(db, KEY)
     await submit_pr(db, key, SubmitOptions(title="\t "))  # a reopen keeps the title it has
     assert (await prs.get(db, key)).pr.title == "Fix the parser"
+
+
+async def test_the_working_lists_read_no_finished_pr(db):
+    """The poller's list (`list_unfinished`) and the watchdog's (`list_all(active_only=True)`)
+    leave the finished history out; the poller's keeps a row a crash left without its key."""
+    from ..helpers import enroll, finish
+
+    for n in (1, 2, 3):
+        await enroll(db, f"acme/widgets#{n}")
+    await finish(db, "acme/widgets#1", "merged")
+    await finish(db, "acme/widgets#2", "abandoned")
+    now = utcnow()
+    async with db.session() as s:
+        s.add(PullRequest(pr_key="acme/widgets#4", repo="acme/widgets", number=4, url="u", title="t",
+                          status="converging", current_round=0, process_key=None, created_at=now, updated_at=now))
+    assert [v.pr.pr_key for v in await prs.list_unfinished(db)] == ["acme/widgets#3", "acme/widgets#4"]
+    assert [v.pr.pr_key for v in await prs.list_all(db, active_only=True)] == ["acme/widgets#3"]
+    assert len(await prs.list_all(db)) == 4
