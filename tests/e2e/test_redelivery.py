@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bot.engine import outbox
 from bot.github.errors import GitHubError, NotFound
 from bot.intake.poller import Poller
 from bot.intake.redelivery import APP_LOG, CURSOR, Log, covers, redeliver_missed
@@ -452,7 +453,8 @@ async def test_a_pr_at_work_in_a_round_rests_while_redelivery_covers_it(tmp_path
         await h.wait_status(key, "waiting_review", "merged", "waiting_merge")
 
 
-async def test_a_late_first_review_request_looks_unless_a_review_since_would_have_been_heard(tmp_path, db_url):
+async def test_a_late_first_review_request_looks_unless_a_review_since_would_have_been_heard(tmp_path, db_url,
+                                                                                     monkeypatch):
     """A first try of a review request run long after its decision (a long queue) asks at once
     while the App's redelivery covers and nothing tells of a review since: no webhook-woken sync
     of the PR waiting (other work of it does not tell of one), no review on the row past the
@@ -499,6 +501,8 @@ async def test_a_late_first_review_request_looks_unless_a_review_since_would_hav
                     "reviews_known_at": decided.isoformat()})))
             return count("GET", "reviews"), count("POST", "copilot-code-review")
 
+        # The decisions below are this process's, made long ago: its memory holds them.
+        monkeypatch.setattr(outbox.MEMORY, "since", utcnow() - 3 * REVIEW_LOOK_AFTER)
         assert await request("quiet", newest) == (0, 1)
         # Other work of the PR in hand (an effect, not a sync a webhook woke) tells of no review.
         await jobs.enqueue(h.rt.db, "effect", f"other:{key}", pr_key=key, delay_seconds=3600)
