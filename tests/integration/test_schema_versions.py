@@ -10,8 +10,8 @@ from sqlalchemy import text
 from storage.database import Database
 from storage.migrate import current_revision, head_revision
 
-from .test_cli_errors import convergebot, one_line
 from .test_cli import cli_env
+from .test_cli_errors import convergebot, one_line
 
 pytestmark = pytest.mark.filterwarnings("ignore:autogenerate skipping metadata-specified expression-based index")
 
