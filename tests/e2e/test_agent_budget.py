@@ -57,6 +57,16 @@ async def test_a_run_past_its_cost_cap_is_escalated_once_and_an_answer_buys_a_fr
         await h.wait_for("the fixer after the answer", ran_again, timeout=60)
         assert fixer.runs[2] == (key, 3)
 
+        # The fresh budget is enforced too: two attempts more ($4.00 since the answer), then the
+        # run is paused again before the fifth round's fixer, not never.
+        async def paused_again():
+            escs = await h.escalations(key)
+            return escs if len(escs) == 2 and escs[1].status == "open" else None
+        escs = await h.wait_for("the second pause", paused_again, timeout=60)
+        assert escs[0].status == "answered" and escs[1].kind == "agent_budget" and escs[1].round_no == 5
+        assert "$4.00 in 2 attempt(s)" in escs[1].question
+        assert fixer.runs == [(key, 1), (key, 2), (key, 3), (key, 4)], fixer.runs
+
 
 async def test_a_run_past_its_minutes_is_escalated_before_its_next_fixer(tmp_path, db_url):
     fixer = Spending(Usage(seconds=45 * 60))
