@@ -185,3 +185,19 @@ def test_fix_findings_name_each_file_or_check():
     annotated = FailedCheck("ci/test", "failure", annotations=("app/x.py:3: failure: boom",))
     (f,) = fix_findings(ci, view(failing_checks=(annotated,)), "main")
     assert "- app/x.py:3: failure: boom" in f.body
+
+
+def test_merge_tries_stop_at_their_budget_with_one_escalation_naming_the_last_refusal():
+    assert decide_merge(view(merge_tries=4, merge_attempts=5)).kind == "merge"
+    step = decide_merge(view(merge_tries=5, merge_attempts=5, last_action="merge refused: 405"))
+    assert step.kind == "escalate" and "5 merge tries" in step.reason and "405" in step.reason
+
+
+def test_required_checks_silent_past_their_timeout_are_escalated_not_waited_on():
+    from datetime import UTC, datetime
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    silent = dict(mergeable_state="blocked", pending_checks=("ci",), unreported_checks=("lint",), now=now,
+                  checks_timeout=timedelta(hours=1))
+    assert decide_merge(view(**silent, checks_since=now - timedelta(minutes=59))).kind == "wait"
+    step = decide_merge(view(**silent, checks_since=now - timedelta(hours=1)))
+    assert step.kind == "escalate" and step.escalation == "checks_missing" and "`ci`, `lint`" in step.reason
