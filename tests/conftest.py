@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import uuid
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+import structlog
 from sqlalchemy.engine import make_url
 
 from storage.database import Database
@@ -17,6 +19,20 @@ from storage.migrate import migrate
 
 from .pgcluster import Cluster
 from .simulator_fixtures import api, sim, simulator, webhook_receiver  # noqa: F401  (shared fixtures)
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was():
+    """Logging as it was before the test: one that runs the CLI in-process (`main([...])`) points
+    structlog and the root logger at the stderr pytest captured for it, which pytest closes after
+    it, and every later test of the worker would fail on its first log line."""
+    config = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    structlog.configure(**config)
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 # CONVERGEBOT_TEST_REPEAT=N runs every selected test N times (scripts/stress.sh uses it to show a
 # test is not flaky under load).

@@ -271,5 +271,6 @@ def first_try(job: Job) -> bool:
     """Whether no earlier try of this job can have written anything: its first claim, never
     failed, cancelled or put off (a reschedule gives the attempt back but records why), of a job
     this process decided, on a database whose memory holds (`Memory`)."""
-    return (job.attempts <= 1 and job.last_error is None and job.created_at >= MEMORY.since
+    return (job.attempts <= 1 and job.last_error is None
+            and job.created_at is not None and job.created_at >= MEMORY.since
             and not MEMORY.restored)
