@@ -214,7 +214,9 @@ async def test_a_late_command_job_reads_its_comment_and_a_deleted_or_edited_one_
         for comment in (deleted, edited, kept):
             carried = {"body": "/converge status", "user": {"login": "maint", "type": "User"},
                        "created_at": posted, "updated_at": posted}
+            # Queued now, on its first try: what makes it late is the comment's age alone.
             await handle_command(h.rt, Job(kind="command", key=f"cmd:{comment.id}", pr_key=key, attempts=1,
+                                           created_at=utcnow(),
                                            payload=json.dumps({"comment_id": comment.id, "kind": "issue",
                                                                "comment": carried})))
         handled = [(c.comment_id, c.verb) for c in await commands.for_pr(h.rt.db, key)]
