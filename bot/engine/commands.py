@@ -7,9 +7,17 @@ import json
 from datetime import datetime, timedelta
 
 import structlog
+from sqlmodel import select
 
 from bot.engine import outbox, repoconfig
-from bot.engine.dispatch import new_attempt, queue_fixer, requeue
+from bot.engine.dispatch import (
+    RUNS_IN_A_JOB,
+    fix_key,
+    new_attempt,
+    queue_fixer,
+    queue_progress,
+    requeue,
+)
 from bot.engine.escalation import stored_id
 from bot.engine.outbox import first_try
 from bot.engine.read import Dependencies, dependencies_of
@@ -31,7 +39,7 @@ from bot.rules.merge import DependencyError, explicit_dependencies
 from bot.rules.model import Adjudication
 from bot.rules.resume import ROUND_CAP_EXTENSION, resume_plan
 from bot.runtime.context import Runtime
-from storage import adjudications, commands, escalations, prs, rounds, runs
+from storage import adjudications, commands, escalations, jobs, prs, rounds, runs
 from storage.keys import PrKey
 from storage.models import Job, utcnow
 from storage.statuses import RoundKind, Status
@@ -210,8 +218,10 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str,
     # The escalation as read: the answer below is a compare-and-set on it still being open.
     if written is not None and (why := late_answer(written, stored_id(target), target.asked_at)):
         return False, why
-    plan = resume_plan(target.kind)
     now, n = utcnow(), pr.current_round
+    rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, n)
+    plan = resume_plan(target.kind, mid_fix=rnd is not None and rnd.fixer_started_at is not None
+                       and rnd.status is None)
     values: dict = {"status": Status.CONVERGING, "escalated_at": None,
                     "last_action": f"escalation #{target.id} answered by @{author}"}
     if plan == "review":
@@ -227,7 +237,6 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str,
         # Dependencies first (a cycle the answer broke), then mergeability; the conflict and CI
         # round budgets and the merge tries count from the answer on.
         values |= {"status": Status.WAITING_DEPS, "mergeability_unknown_since": None, "merge_budget_since": now}
-    rnd = await rounds.get(rt.db, pr.pr_key, pr.process_key, n)
     instructions = json.loads(rnd.instructions or "[]") if rnd else []
     instructions.append(attribution(Adjudication(target.fingerprint, cmd.text, author, now)))
     if plan == "rerun":
@@ -254,6 +263,8 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str,
                                             pr.head_sha, pr.latest_review_id)
             elif plan == "merge_stage":
                 await requeue(s, pr.pr_key, "answered")
+            elif plan == "fixing" and rnd is not None:
+                await _check_fixed_round(s, rt, pr, rnd.attempt, target)
             elif rnd is not None:
                 attempt = await new_attempt(s, pr.pr_key, pr.process_key, n, {
                     **rounds.VERDICT_FIELDS, "fixer_started_at": now, "instructions": json.dumps(instructions)})
@@ -261,6 +272,20 @@ async def answer(rt: Runtime, pr, cmd: Command, author: str,
     except _Lost as lost:
         return False, str(lost) or "The run moved on meanwhile; nothing was changed."
     return True, None
+
+
+async def _check_fixed_round(s, rt: Runtime, pr, attempt: int, target) -> None:
+    """In the answer's transaction: the round resumed at its fixer is checked again once that
+    fixer is done. A fix job still queued or running queues its own check as it ends; a finished
+    one's check was lost to the pause, so one is queued now. An asking fixer's round needs
+    none: the step checks progress once the branch moves, and the deadline check still stands."""
+    if rt.config.fixer.kind not in RUNS_IN_A_JOB:
+        return
+    fix = (await s.exec(select(Job.status).where(
+        Job.key == fix_key(pr.process_key, pr.current_round, attempt)))).first()
+    if fix in (jobs.JobStatus.QUEUED, jobs.JobStatus.RUNNING):
+        return
+    await queue_progress(s, pr.pr_key, pr.process_key, pr.current_round, attempt, f"answer:{stored_id(target)}")
 
 
 class _Lost(Exception):

@@ -33,6 +33,10 @@ FIX_ATTEMPTS = 4
 PROGRESS_ATTEMPTS = 60
 
 
+def fix_key(process_key: ProcessKey, round_no: int, attempt: int) -> str:
+    return f"fix:{process_key}:{round_no}:{attempt}"
+
+
 def progress_key(process_key: ProcessKey, round_no: int, attempt: int, why: str) -> str:
     return f"pc:{process_key}:{round_no}:{attempt}:{why}"
 
@@ -59,7 +63,7 @@ async def queue_fixer(session: AsyncSession, rt: Runtime, pr: PullRequest, round
     fixer = rt.config.fixer.kind
     pk = prs.process_key_of(pr)
     if fixer in RUNS_IN_A_JOB:
-        await jobs.enqueue_in(session, rt.db.is_postgres, JobKind.FIX, f"fix:{pk}:{round_no}:{attempt}",
+        await jobs.enqueue_in(session, rt.db.is_postgres, JobKind.FIX, fix_key(pk, round_no, attempt),
                               pr_key=pr.pr_key, process_key=pk, round_no=round_no,
                               payload={"attempt": attempt}, max_attempts=FIX_ATTEMPTS)
     else:

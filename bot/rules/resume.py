@@ -29,5 +29,11 @@ RESUME = {
 ROUND_CAP_EXTENSION = 2
 
 
-def resume_plan(kind: str) -> str:
-    return RESUME.get(kind, "rerun")
+def resume_plan(kind: str, *, mid_fix: bool = False) -> str:
+    """How the answer to an escalation of `kind` resumes the run. `mid_fix`: the round was at
+    the fixer when the run was paused (a write budget pauses a run at any moment, also while its
+    fixer works or after it pushed, the push's progress check lost to the pause): a plan that
+    would ask for a review goes back to the fixer's round instead (`fixing`), whose check of
+    the branch decides, as if the pause had not come."""
+    plan = RESUME.get(kind, "rerun")
+    return "fixing" if plan == "review" and mid_fix else plan

@@ -121,7 +121,8 @@ async def update_branch(sim: PullsModel, req: ApiRequest) -> Reply:
     body = await req.json()
     new = await sim.update_branch(req.repo, req.number(), actor=req.actor,
                                   expected_head_sha=body.get("expected_head_sha"))
-    sim.record("branch_update", req.actor, repo=req.repo, number=req.number(), head=new)
+    sim.record("branch_update", req.actor, repo=req.repo, number=req.number(), head=new,
+               expected_head=body.get("expected_head_sha"))
     pull = sim.ctx.api(f"repos/{req.repo}/pulls/{req.number()}")
     return Reply({"message": "Updating pull request branch.", "url": pull}, status=202)
 

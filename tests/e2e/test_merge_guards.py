@@ -122,3 +122,39 @@ async def test_two_steps_deciding_a_conflict_round_from_one_read_dispatch_one_fi
         assert len(fixes) == 1, fixes
         (rnd,) = [r for r in await h.rounds(key) if r.kind == "conflict"]
         assert (rnd.round_no, rnd.attempt) == (read.current_round + 1, 0)
+
+
+async def test_two_merge_stage_steps_deciding_the_merge_from_one_read_queue_one_merge(tmp_path, db_url):
+    import structlog
+
+    from bot.engine import merge_stage
+    from storage import jobs, prs
+
+    # No poller: only this test's two deciders take the approved PR's step.
+    async with bot_on_simulator(tmp_path, db_url, merge={"require_approval": True},
+                                poller={"interval_seconds": 3600}) as h:
+        h.sim.set_reviewer(REPO, steps(0))
+        key, number = await open_and_enroll(h)
+
+        async def waiting_for_approval():
+            v = await h.view(key)
+            return v if v is not None and "`/converge merge`" in (v.pr.last_action or "") else None
+
+        view = await h.wait_for("convergence, waiting for approval", waiting_for_approval)
+        await quiesce(h)
+        # The approval as a row write alone, which wakes no step.
+        async with h.rt.db.session() as s:
+            assert await prs.fenced_update(None, key, view.pr.process_key, {"merge_approved": True}, session=s)
+        pr = (await h.view(key)).pr
+        gh_pr = await h.rt.github.pr(key).read()
+        bound = structlog.get_logger().bind(pr_key=key)
+        # Two deciders from one read of the row and of GitHub: both decide the merge.
+        await merge_stage.merge_stage(h.rt, pr, gh_pr, bound)
+        await merge_stage.merge_stage(h.rt, pr, gh_pr, bound)
+
+        merges = [j for j in await jobs.list_jobs(h.rt.db, key)
+                  if j.kind == "effect" and '"effect": "merge"' in j.payload]
+        assert len(merges) == 1, [j.key for j in merges]
+        await h.wait_status(key, "merged", timeout=30)
+        await quiesce(h)
+        assert _merge_puts(h) == 1, _tries(h)

@@ -201,7 +201,26 @@ async def test_merges_github_keeps_refusing_are_tried_a_bounded_number_of_times(
         await quiesce(h)
         (esc,) = await h.escalations(key)
         assert esc.kind == "merge" and f"{MERGE_TRIES} merge tries did not merge it" in esc.question
-        assert h.sim.counters.get("PUT", "/repos/{owner}/{repo}/pulls/{number}/merge") == MERGE_TRIES
+        merges = "/repos/{owner}/{repo}/pulls/{number}/merge"
+        assert h.sim.counters.get("PUT", merges) == MERGE_TRIES
+
+        # An answer buys fresh tries: as many again (counted from the answer, not never more,
+        # not at once spent), then the same question once more while GitHub still refuses.
+        await h.sim.comment(REPO, number, "/converge answer Try again.", user="maint")
+
+        async def asked_again():
+            escs = await h.escalations(key)
+            return escs if len(escs) == 2 and escs[1].status == "open" else None
+
+        first, second = await h.wait_for("the second escalation", asked_again, timeout=60)
+        await quiesce(h)
+        assert first.status == "answered" and second.kind == "merge", second.question
+        assert h.sim.counters.get("PUT", merges) == 2 * MERGE_TRIES
+        # GitHub takes merges again: the next answer merges it.
+        h.sim.clear_faults()
+        await h.sim.comment(REPO, number, "/converge answer Try once more.", user="maint")
+        await h.wait_status(key, "merged", timeout=60)
+        assert h.sim.counters.get("PUT", merges) == 2 * MERGE_TRIES + 1
 
 
 async def test_a_failing_check_branch_protection_does_not_require_is_no_ci_round(tmp_path, db_url):

@@ -97,3 +97,73 @@ async def test_a_run_past_its_write_budget_is_paused_and_escalated_once(tmp_path
             return key in (await h.http.get("/readyz")).json()["paused_runaway"]
 
         await h.wait_for("/readyz to list the paused PR", listed)
+
+
+async def test_an_answer_to_a_paused_run_buys_a_fresh_write_budget_that_is_enforced_again(tmp_path, db_url):
+    from bot.fixers import ScriptedFixer
+
+    budget = {"comments_per_hour": 4}
+    # The pause comes from an effect while the next round's fixer works (or has pushed, its
+    # progress check lost to the pause): the answer goes back to that round, whose check decides.
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["push"]), budget=budget,
+                                poller={"interval_seconds": 0.5},
+                                convergence={"churn_rounds": 100, "max_rounds": 100}) as h:
+        h.sim.set_reviewer(REPO, steps(3))
+        key, number = await open_and_enroll(h)
+        await h.wait_status(key, "escalated", timeout=60)
+
+        def ours():
+            return [e for e in h.sim.effects("review_reply") if e["actor"] == "convergebot[bot]"]
+
+        async def paused_twice():
+            escs = [e for e in await h.escalations(key) if e.kind == "runaway"]
+            return escs if len(escs) == 2 and escs[1].status == "open" else None
+
+        first = len(ours())
+        await h.sim.comment(REPO, number, "/converge answer go on", user="maint")
+        # Fresh: the run writes again (the hour's replies before the answer no longer count)...
+        escs = await h.wait_for("the second pause", paused_twice, timeout=60)
+        # ...and the fresh budget is enforced: paused again once it is spent, not never.
+        assert escs[0].status == "answered" and "comments within the hour" in escs[1].question
+        assert len(ours()) - first >= 4, (first, len(ours()))
+
+
+async def test_an_answer_while_the_paused_run_s_fixer_still_works_leaves_the_round_to_that_fixer(tmp_path, db_url):
+    from bot.engine import write_budget
+
+    from .harness import HeldFixer
+
+    fixer = HeldFixer()
+    async with bot_on_simulator(tmp_path, db_url, fixer=fixer) as h:
+        h.sim.set_reviewer(REPO, steps(1, 0))
+        key, number = await open_and_enroll(h)
+        await h.wait_for("the fixer at work", fixer.at_work)
+        view = await h.view(key)
+        # An effect of the run finds it over its write budget while its fixer works.
+        await write_budget.pause_runaway(h.rt, key, view.pr.process_key, "99 GitHub writes within the hour")
+        await h.wait_status(key, "escalated")
+        await h.sim.comment(REPO, number, "/converge answer go on", user="maint")
+
+        async def answered_and_calm():
+            escs = await h.escalations(key)
+            if not escs or escs[0].status != "answered":
+                return False
+            busy = [j for j in await jobs.list_jobs(h.rt.db, key)
+                    if j.kind != "fix" and (j.status == "running" or (j.status == "queued" and j.run_at <= due_soon()))]
+            return not busy
+
+        await h.wait_for("the answer, and the steps it woke", answered_and_calm)
+        # The round is the fixer's still: no check of it was queued while the fixer works (it
+        # would read the unmoved head and call the round a husk).
+        (rnd,) = await h.rounds(key)
+        assert (rnd.status, rnd.attempt) == (None, 0)
+        checks = [j.key for j in await jobs.list_jobs(h.rt.db, key) if j.kind == "progress_check"]
+        assert not [k for k in checks if ":answer:" in k], checks
+        assert (await h.view(key)).pr.status == "converging"
+
+        fixer.release.set()
+        await h.wait_status(key, "merged", timeout=60)
+        rounds = await h.rounds(key)
+        assert [(r.round_no, r.status) for r in rounds] == [(1, "addressed"), (2, "converged")]
+        assert rounds[0].attempt == 0  # the fixer's one attempt: no rerun
+        assert [e.kind for e in await h.escalations(key)] == ["runaway"]
