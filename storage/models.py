@@ -103,7 +103,10 @@ class PullRequest(_Table, table=True):
     # branch (`prs.active_at`), the repository compared in any case.
     __table_args__ = (Index("ix_pull_requests_status", "status"),
                       Index("ix_pull_requests_repo_head_sha", sql_text("lower(repo)"), "head_sha"),
-                      Index("ix_pull_requests_repo_head_branch", sql_text("lower(repo)"), "head_branch"))
+                      Index("ix_pull_requests_repo_head_branch", sql_text("lower(repo)"), "head_branch"),
+                      # A page of the list (`prs.page`): its order, and the working set's recent.
+                      Index("ix_pull_requests_created_at", "created_at", "pr_key"),
+                      Index("ix_pull_requests_updated_at", "updated_at"))
 
     pr_key: PrKey = Field(primary_key=True, sa_type=PrKeyText(300))
     repo: str = Field(max_length=250)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import ColumnElement, Table, Update, and_, bindparam, exists, func, or_, update
@@ -14,8 +17,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import Select
 
 from .database import Database
-from .keys import PrKey, ProcessKey
-from .models import Job, PullRequest, Run, utcnow
+from .keys import PrKey, PrKeyError, ProcessKey, parse_pr_key
+from .models import Job, PullRequest, Run, read_pr_keys, utcnow
 from .statements import Shape, on_postgres, set_clause, split_values
 from .statuses import TERMINAL, RunState, Status, derived_status, is_resubmittable
 
@@ -118,6 +121,89 @@ def _views(rows: Iterable[tuple[PullRequest, str | None]], *, active_only: bool)
     """`_with_run()`'s rows as views; with `active_only`, those of a run still being driven."""
     views = [PrView(pr, state) for pr, state in rows]
     return [v for v in views if not v.resubmittable] if active_only else views
+
+
+# The statuses a run still drives, or a crash left without its key: listed (not `NOT IN` the final
+# ones) so the database reads them through the status index.
+UNFINISHED = tuple(s.value for s in Status if s not in TERMINAL)
+PAGE_LIMIT = 500  # rows a page holds at most, whatever is asked
+
+
+class CursorError(ValueError):
+    """A page cursor that this bot did not hand out (or that was cut short)."""
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page of PRs ends: the last row's enrollment time and key. Rows are listed in
+    that order, which never changes for a row, so a page read later neither skips nor repeats."""
+
+    created_at: datetime
+    pr_key: PrKey
+
+    def text(self) -> str:
+        raw = f"{self.created_at.isoformat()}|{self.pr_key}".encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor:
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+            stamp, _, key = raw.partition("|")
+            return cls(datetime.fromisoformat(stamp), parse_pr_key(key))
+        except (binascii.Error, UnicodeDecodeError, ValueError, PrKeyError):
+            raise CursorError(f"malformed cursor {text[:80]!r}: pass back the one a page gave") from None
+
+
+@dataclass(frozen=True)
+class Page:
+    views: list[PrView]
+    total: int  # rows the filters match, on every page
+    next: Cursor | None  # where the next page starts; None on the last
+
+
+async def page(db: Database, *, statuses: Collection[str] | None = None, repo: str | None = None,
+               changed_since: datetime | None = None, after: Cursor | None = None,
+               limit: int = 100) -> Page:
+    """One page of PRs, oldest enrolled first, chosen by the database through its indexes: of
+    the stored `statuses`, of `repo` (any case), and with `changed_since` only the working set
+    (every unfinished PR, and the finished ones changed since then), never the whole history."""
+    conds: list[ColumnElement[bool]] = []
+    if changed_since is not None:
+        conds.append(or_(col(PullRequest.status).in_(UNFINISHED), col(PullRequest.updated_at) >= changed_since))
+    if statuses is not None:
+        conds.append(col(PullRequest.status).in_(tuple(statuses)))
+    if repo:
+        conds.append(func.lower(PullRequest.repo) == repo.lower())
+    limit = max(1, min(limit, PAGE_LIMIT))
+    stmt = _with_run().where(*conds)
+    if after is not None:
+        stmt = stmt.where(or_(col(PullRequest.created_at) > after.created_at,
+                              and_(col(PullRequest.created_at) == after.created_at, col(PullRequest.pr_key) > after.pr_key)))
+    async with db.read_session() as s:
+        total = (await s.exec(select(func.count()).select_from(PullRequest).where(*conds))).one()
+        rows = (await s.exec(stmt.order_by(col(PullRequest.created_at), col(PullRequest.pr_key)).limit(limit + 1))).all()
+    views = _views(rows[:limit], active_only=False)
+    more = len(rows) > limit
+    return Page(views, total, Cursor(views[-1].pr.created_at, views[-1].pr.pr_key) if more else None)
+
+
+async def repositories(db: Database) -> list[str]:
+    """Every repository the bot has enrolled a PR of, as first spelt, one per case-folded name."""
+    async with db.read_session() as s:
+        rows = (await s.exec(select(func.min(PullRequest.repo)).group_by(func.lower(PullRequest.repo)))).all()
+    return sorted(r for r in rows if r)
+
+
+async def known(db: Database, pr_keys: Collection[PrKey]) -> set[PrKey]:
+    """Which of `pr_keys` have a row (any status): one indexed read per thousand keys."""
+    keys, out = list(pr_keys), set[PrKey]()
+    async with db.read_session() as s:
+        for at in range(0, len(keys), 1000):
+            chunk = keys[at:at + 1000]
+            out.update(read_pr_keys((await s.exec(select(PullRequest.pr_key).where(
+                col(PullRequest.pr_key).in_(chunk)))).all()))
+    return out
 
 
 async def active_at(db: Database, repo: str, *, sha: str | None = None,

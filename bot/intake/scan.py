@@ -169,9 +169,8 @@ async def scan(rt: Runtime) -> ScanReport:
         log.info("scan.deferred", reason="rate limit at the reserve")
         return ScanReport(deferred=True)
     started = time.monotonic()
-    views = await prs.list_all(rt.db)
-    known = {v.pr.pr_key for v in views}
-    repos = await repositories(rt, [v.pr.repo for v in views])
+    # The repositories of every PR ever enrolled, one indexed read: no PR row is loaded.
+    repos = await repositories(rt, [] if rt.github.is_app else await prs.repositories(rt.db))
     served = len(repos)
     if covered:
         repos = [repo for repo in repos if not redelivery.holds(rt, repo)]
@@ -186,6 +185,9 @@ async def scan(rt: Runtime) -> ScanReport:
     report = ScanReport(repositories=len(repos), unchanged=sum(look.unchanged for look in looks),
                         unreadable=[repo for repo, look in zip(repos, answers, strict=True) if look is None])
     pending = await jobs.pending_pr_keys(rt.db, JobKind.ENROLL)
+    # Which of the open PRs read have a row: asked for those alone, not the whole history.
+    known = await prs.known(rt.db, [k for look in looks for pull in look.pulls
+                                    if (k := try_parse_pr_key(f"{look.repo}#{pull.get('number')}")) is not None])
     enrolls = [w for look in looks for w in _enroll_wakes(rt, look, known, pending)]
     handled = await commands.known(rt.db, [c["id"] for look in looks for _, c in look.comments
                                            if isinstance(c.get("id"), int)])

@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from sqlalchemy.exc import DBAPIError
 
@@ -17,7 +18,7 @@ from bot.engine.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
 from bot.logs import configure_logging
 from bot.rules.merge import DependencyError, explicit_dependencies
 from bot.rules.model import MAX_ROUNDS
-from bot.surfaces.views import dependencies_text, pr_detail, prs_json
+from bot.surfaces.views import ListQuery, dependencies_text, list_page, pr_detail, prs_json
 from storage import prs
 from storage.database import Database
 from storage.keys import PrKey, PrKeyError, parse_pr_key
@@ -62,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", parents=[config_too], help="show enrolled PRs")
     st.add_argument("pr", nargs="?", metavar="OWNER/REPO#N")
     st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.add_argument("--all", action="store_true",
+                    help="every PR ever enrolled (default: those not finished, and those finished within a week)")
 
     sv = sub.add_parser("serve", parents=[config_too], help="run the bot: webhooks, poller, job workers")
     sv.add_argument("--insecure-no-webhook-secret", action="store_true",
@@ -285,19 +288,27 @@ async def _status(args, config: Config, db: Database) -> int:
         if view is None:
             print(f"convergebot: {key} is not enrolled", file=sys.stderr)
             return 1
-        views = [view]
+        if args.json:
+            # One PR: its full detail, the shape GET /api/prs/{owner}/{repo}/{number} answers.
+            print(json.dumps(await pr_detail(db, view, config.budget, asked_reviewers(config)), indent=2))
+            return 0
+        rows = await prs_json(db, [view], asked_reviewers(config))
     else:
-        views = await prs.list_all(db)
-    if args.json and args.key:
-        # One PR: its full detail, the shape GET /api/prs/{owner}/{repo}/{number} answers.
-        print(json.dumps(await pr_detail(db, views[0], config.budget, asked_reviewers(config)), indent=2))
-        return 0
-    rows = await prs_json(db, views, asked_reviewers(config))
+        # Page by page, as the API reads them: the database picks each page through its indexes.
+        query, rows = ListQuery(scope="all" if args.all else "current", limit=prs.PAGE_LIMIT), []
+        while True:
+            got, page = await list_page(db, query, asked_reviewers(config))
+            rows += got
+            if page.next is None:
+                break
+            query = replace(query, after=page.next)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        print("no PRs enrolled")
+        history = not args.all and (await prs.page(db, limit=1)).total > 0
+        print("no PR current (none unfinished, none finished within a week): `status --all` lists every one"
+              if history else "no PRs enrolled")
         return 0
     header = ("PR", "STATUS", "ROUND", "RUN", "WAITING ON", "SINCE", "UPDATED", "DEPENDS ON")
     table = [header] + [

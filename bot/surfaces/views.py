@@ -5,8 +5,9 @@ whole-list reads the dashboard's list makes. All of it reads the database only."
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from sqlalchemy import and_
@@ -29,12 +30,69 @@ if TYPE_CHECKING:
 
 
 async def prs_json(db: Database, views: Sequence[PrView], reviewers: Sequence[str] = ()) -> list[dict]:
-    """`pr_json` of each view, with its dependencies and its current round."""
-    # One PR reads its own edges; a list (every PR, from `list_all`) reads them all at once.
-    keys = [views[0].pr.pr_key] if len(views) == 1 else None
+    """`pr_json` of each view, with its dependencies and its current round: one read of each for
+    the views' PRs (a page of the list), none of the others'."""
+    if not views:
+        return []
+    keys = [v.pr.pr_key for v in views]
     deps = await dependencies_of(db, keys)
     current = await current_rounds(db, keys)
     return [pr_json(v, deps.get(v.pr.pr_key, NONE), current.get(v.pr.pr_key), reviewers) for v in views]
+
+
+SCOPES = ("current", "all")
+RECENT = timedelta(days=7)  # a finished PR stays in the current list this long after its last change
+
+
+class QueryError(ValueError):
+    """A list query this bot cannot answer; the message says what it expects."""
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """What a list of PRs asks for (the dashboard's form, `/api/prs`'s parameters, `status`):
+    `current` is the working set (every unfinished PR, and those finished within `RECENT`),
+    `all` the whole history; `status` is the status shown (`pr_json`'s), `repo` any case."""
+
+    scope: str = "current"
+    status: str = ""
+    repo: str = ""
+    after: prs.Cursor | None = None
+    limit: int = 100
+
+    @classmethod
+    def of(cls, params: Mapping[str, str]) -> ListQuery:
+        scope = params.get("scope") or "current"
+        if scope not in SCOPES:
+            raise QueryError(f"scope must be one of {', '.join(SCOPES)}, not {scope[:40]!r}")
+        status = params.get("status") or ""
+        if status and status not in STATUSES:
+            raise QueryError(f"unknown status {status[:40]!r}: one of {', '.join(STATUSES)}")
+        limit_text = params.get("limit") or "100"
+        if not limit_text.isdigit() or not 1 <= int(limit_text) <= prs.PAGE_LIMIT:
+            raise QueryError(f"limit must be a number from 1 to {prs.PAGE_LIMIT}, not {limit_text[:20]!r}")
+        cursor = params.get("cursor")
+        try:
+            after = prs.Cursor.parse(cursor) if cursor else None
+        except prs.CursorError as e:
+            raise QueryError(str(e)) from None
+        return cls(scope, status, (params.get("repo") or "").strip(), after, int(limit_text))
+
+
+STATUSES = tuple(s.value for s in Status)
+
+
+async def list_page(db: Database, q: ListQuery, reviewers: Sequence[str] = ()) -> tuple[list[dict], prs.Page]:
+    """One page of `pr_json` rows as `q` asks, chosen by the database. A status shown as
+    `abandoned` is also that of a row still stored active whose run ended (`derived_status`): those
+    are read with it and told apart here, so a page may hold fewer rows than its limit."""
+    stored: Collection[str] | None = None
+    if q.status:
+        stored = {q.status, *ACTIVE} if q.status == Status.ABANDONED else {q.status}
+    page = await prs.page(db, statuses=stored, repo=q.repo or None, after=q.after, limit=q.limit,
+                          changed_since=utcnow() - RECENT if q.scope == "current" else None)
+    rows = await prs_json(db, page.views, reviewers)
+    return [r for r in rows if not q.status or r["status"] == q.status], page
 
 
 async def current_rounds(db: Database, pr_keys: Sequence[PrKey] | None = None) -> dict[PrKey, Round]:
@@ -84,12 +142,13 @@ def pr_json(view: PrView, deps: Dependencies, rnd: Round | None = None, reviewer
     }
 
 
-async def fixer_runs(db: Database) -> dict[str, tuple[int, int]]:
-    """Per PR, the fixer's dispatches and reruns over the rounds of its current run, in one
-    read for the whole list (a read per PR made the list cost a query per row every 15 s)."""
+async def fixer_runs(db: Database, pr_keys: Sequence[PrKey]) -> dict[str, tuple[int, int]]:
+    """Per PR of `pr_keys`, the fixer's dispatches and reruns over the rounds of its current run,
+    in one read for the page (a read per PR made the list cost a query per row every 15 s)."""
     stmt = (select(Round.pr_key, Round.attempt)
             .join(PullRequest, and_(col(PullRequest.pr_key) == col(Round.pr_key),
-                                  col(PullRequest.process_key) == col(Round.process_key))))
+                                  col(PullRequest.process_key) == col(Round.process_key)))
+            .where(col(Round.pr_key).in_(list(pr_keys))))
     out: dict[str, tuple[int, int]] = {}
     async with db.read_session() as s:
         for pr_key, attempt in (await s.exec(stmt)).all():
@@ -98,11 +157,12 @@ async def fixer_runs(db: Database) -> dict[str, tuple[int, int]]:
     return out
 
 
-async def open_escalations(db: Database) -> dict[str, list[Escalation]]:
-    """Every PR's open escalations, in one read for the list."""
+async def open_escalations(db: Database, pr_keys: Sequence[PrKey]) -> dict[str, list[Escalation]]:
+    """The open escalations of `pr_keys`' PRs, in one read for the page."""
     out: dict[str, list[Escalation]] = {}
     async with db.read_session() as s:
-        for e in await s.exec(select(Escalation).where(Escalation.status == "open").order_by(col(Escalation.id))):
+        for e in await s.exec(select(Escalation).where(Escalation.status == "open", col(Escalation.pr_key).in_(list(pr_keys)))
+                              .order_by(col(Escalation.id))):
             out.setdefault(e.pr_key, []).append(e)
     return out
 
@@ -110,7 +170,8 @@ async def open_escalations(db: Database) -> dict[str, list[Escalation]]:
 async def oldest_waits(db: Database) -> dict[str, float]:
     """Per kind of wait, how long the active PR waiting so the longest has waited, in seconds."""
     views = await prs.list_all(db, active_only=True)
-    deps, current = await dependencies_of(db), await current_rounds(db)
+    keys = [v.pr.pr_key for v in views]
+    deps, current = await dependencies_of(db, keys), await current_rounds(db, keys)
     now, out = utcnow(), dict[str, float]()
     for v in views:
         wait = waiting(v.derived_status, v.pr, current.get(v.pr.pr_key), deps.get(v.pr.pr_key, NONE).unmerged)

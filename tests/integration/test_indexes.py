@@ -1,6 +1,7 @@
 """The reads that must not scan the history use an index on both backends: a delivery's active
 PRs at a head (the repository compared in any case), the deliveries' prune, open escalations, a
-PR's commands and who waits on a PR (migration 0013)."""
+PR's commands and who waits on a PR (migration 0013); a page of the list, in its order and of
+the working set's recently changed (migration 0014)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ READS = {
     "ix_escalations_status": "SELECT id FROM escalations WHERE status = 'open'",
     "ix_commands_pr_key": "SELECT id FROM commands WHERE pr_key = 'acme/app#1'",
     "ix_dependencies_depends_on_key": "SELECT pr_key FROM dependencies WHERE depends_on_key = 'acme/app#1'",
+    "ix_pull_requests_created_at":
+        "SELECT pr_key FROM pull_requests WHERE created_at > '2026-01-01' ORDER BY created_at, pr_key LIMIT 101",
+    "ix_pull_requests_updated_at": "SELECT pr_key FROM pull_requests WHERE updated_at >= '2026-01-01'",
 }
 
 

@@ -19,7 +19,7 @@ from bot.engine.submit import SubmitOptions, submit_pr
 from bot.github.errors import GitHubError
 from bot.rules.merge import DependencyError, explicit_dependencies
 from bot.rules.model import MAX_ROUNDS
-from bot.surfaces.views import pr_detail, prs_json
+from bot.surfaces.views import ListQuery, QueryError, list_page, pr_detail
 from storage import prs
 from storage.keys import PrKey, PrKeyError, parse_pr_key
 
@@ -29,8 +29,19 @@ EXPECTED = ('expected JSON {"pr": "owner/repo#N"}, optionally with "max_rounds" 
 
 
 async def list_prs(request: Request) -> JSONResponse:
+    """A page of PRs (`ListQuery`: `scope`, `status`, `repo`, `limit`, `cursor`), as a JSON list;
+    `Link: <...>; rel="next"` names the next page while there is one, and `X-Total-Count` how
+    many PRs the filters match."""
     rt = request.app.state.runtime
-    return JSONResponse(await prs_json(rt.db, await prs.list_all(rt.db), asked_reviewers(rt.config)))
+    try:
+        q = ListQuery.of(request.query_params)
+    except QueryError as e:
+        return JSONResponse({"error": str(e)}, status_code=400)
+    rows, page = await list_page(rt.db, q, asked_reviewers(rt.config))
+    headers = {"X-Total-Count": str(page.total)}
+    if page.next is not None:
+        headers["Link"] = f'<{request.url.include_query_params(cursor=page.next.text())}>; rel="next"'
+    return JSONResponse(rows, headers=headers)
 
 
 def path_key(request: Request) -> PrKey:

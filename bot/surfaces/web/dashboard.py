@@ -17,13 +17,17 @@ from starlette.responses import HTMLResponse
 
 from bot.engine.read import asked_reviewers
 from bot.surfaces.views import (
+    RECENT,
+    SCOPES,
+    ListQuery,
+    QueryError,
     comment_url,
     fixer_runs,
     is_dry_run_state,
+    list_page,
     needs_attention,
     open_escalations,
     pr_detail,
-    prs_json,
 )
 from bot.surfaces.web import markdown
 from bot.surfaces.web.api import path_key
@@ -83,31 +87,28 @@ def _page(request: Request, template: str, status_code: int = 200, **context) ->
     return HTMLResponse(html, status_code=status_code)
 
 
-def _repo_of(pr_key: PrKey) -> str:
-    return pr_key.rsplit("#", 1)[0]
-
-
 async def dashboard(request: Request) -> HTMLResponse:
-    db = request.app.state.runtime.db
-    q = request.query_params
-    wanted_status, wanted_repo = q.get("status", ""), q.get("repo", "").lower()
+    """A page of the list (`ListQuery`, as the API takes it), the working set by default, with
+    two filters of its own: needs attention, and waiting long."""
+    rt = request.app.state.runtime
+    db, q = rt.db, request.query_params
     attention = q.get("attention") in ("1", "on", "true")
     stale_only = q.get("stale") in ("1", "on", "true")
-    stale_after = request.app.state.runtime.config.dashboard.stale_after_seconds
+    stale_after = rt.config.dashboard.stale_after_seconds
     now = datetime.now(UTC)
-    views = await prs.list_all(db)
-    rows = await prs_json(db, views, asked_reviewers(request.app.state.runtime.config)) if views else []
-    repos = sorted({_repo_of(r["pr_key"]) for r in rows})
+    try:
+        query = ListQuery.of(q)
+    except QueryError as e:
+        return _page(request, "error.html", 400, title="Not a list this page can show", message=str(e))
+    rows, page = await list_page(db, query, asked_reviewers(rt.config))
     shown = [r for r in rows
-             if (not wanted_status or r["status"] == wanted_status)
-             and (not wanted_repo or _repo_of(r["pr_key"]) == wanted_repo)
-             and (not attention or needs_attention(r))
-             and (not stale_only or waiting_long(r, now, stale_after))]
-    by_key = {v.pr.pr_key: v.pr for v in views}
+             if (not attention or needs_attention(r)) and (not stale_only or waiting_long(r, now, stale_after))]
+    by_key = {v.pr.pr_key: v.pr for v in page.views}
+    keys = [r["pr_key"] for r in shown]
     # The fixer's runs and reruns over the run's rounds: a loop that keeps rerunning one round
     # shows here, where "round 5/8" alone would not tell it.
-    fixer = await fixer_runs(db) if shown else {}
-    waiting = await open_escalations(db) if shown else {}
+    fixer = await fixer_runs(db, keys) if shown else {}
+    waiting = await open_escalations(db, keys) if shown else {}
     for r in shown:
         r["last_action"] = by_key[r["pr_key"]].last_action
         r["path"] = _path(r["pr_key"])
@@ -116,10 +117,15 @@ async def dashboard(request: Request) -> HTMLResponse:
         r["stale"] = waiting_long(r, now, stale_after)
     asked = [(r, e) for r in shown for e in waiting.get(r["pr_key"], [])]
     statuses = [s.value for s in Status]
-    return _page(request, "list.html", rows=shown, open_escalations=asked, total=len(rows), repos=repos, statuses=statuses,
-                 wanted_status=wanted_status, wanted_repo=wanted_repo, attention=attention,
-                 stale_only=stale_only, stale_after=_took(stale_after),
-                 filtered=bool(wanted_status or wanted_repo or attention or stale_only), refresh=REFRESH_SECONDS)
+    next_url = str(request.url.include_query_params(cursor=page.next.text())) if page.next else None
+    next_path = next_url[next_url.index("/", next_url.index("//") + 2):] if next_url else None
+    return _page(request, "list.html", rows=shown, open_escalations=asked, total=page.total,
+                 repos=await prs.repositories(db), statuses=statuses, scopes=SCOPES, wanted_scope=query.scope,
+                 wanted_status=query.status, wanted_repo=query.repo.lower(), attention=attention,
+                 stale_only=stale_only, stale_after=_took(stale_after), next_page=next_path,
+                 recent=_took(RECENT.total_seconds()), paged=query.after is not None,
+                 filtered=bool(query.status or query.repo or attention or stale_only or query.scope != "current"),
+                 refresh=REFRESH_SECONDS)
 
 
 def waiting_long(row: dict, now: datetime, stale_after: float) -> bool:

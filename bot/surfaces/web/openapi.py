@@ -192,10 +192,33 @@ DOCUMENT: dict[str, Any] = {
         "/api/prs": {
             "get": {
                 "operationId": "listPrs",
-                "summary": "Every enrolled PR, in the summary shape (no rounds or escalations: "
-                           "ask a PR's own URL for those).",
-                "responses": {"200": {"description": "The enrolled PRs, oldest first.",
-                                      "content": {"application/json": {"schema": _array("PrSummary")}}}},
+                "summary": "A page of enrolled PRs, in the summary shape (no rounds or escalations: "
+                           "ask a PR's own URL for those). By default the working set: every PR not "
+                           "finished, and those finished within 7 days.",
+                "parameters": [
+                    {"name": "scope", "in": "query", "schema": {"type": "string", "enum": ["current", "all"],
+                                                                "default": "current"},
+                     "description": "`current`: the working set; `all`: every PR ever enrolled."},
+                    {"name": "status", "in": "query", "schema": {"type": "string"},
+                     "description": "Only PRs shown with this status (`status` of the summary)."},
+                    {"name": "repo", "in": "query", "schema": {"type": "string"},
+                     "description": "Only PRs of this repository (`owner/name`, any case)."},
+                    {"name": "limit", "in": "query",
+                     "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}},
+                    {"name": "cursor", "in": "query", "schema": {"type": "string"},
+                     "description": "Where the page starts: pass back the one the `Link` header of "
+                                    "the previous page named."},
+                ],
+                "responses": {
+                    "200": {"description": "The page's PRs, oldest enrolled first.",
+                            "headers": {
+                                "Link": {"schema": {"type": "string"},
+                                         "description": "`<URL>; rel=\"next\"`: the next page, while there is one."},
+                                "X-Total-Count": {"schema": {"type": "integer"},
+                                                  "description": "How many PRs the filters match."}},
+                            "content": {"application/json": {"schema": _array("PrSummary")}}},
+                    "400": _json("Error", "A parameter this API cannot answer (the error says which)."),
+                },
             },
             "post": {
                 "operationId": "enrollPr",
