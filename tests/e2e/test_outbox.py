@@ -187,7 +187,8 @@ async def test_a_retried_review_request_does_not_ask_a_reviewer_who_answered_sin
         assert len(h.sim.effects("copilot_review_requested")) == 1
 
 
-async def test_a_first_review_request_asks_without_looking_only_while_its_decision_is_fresh(tmp_path, db_url):
+async def test_a_first_review_request_asks_without_looking_only_while_its_decision_is_fresh(tmp_path, db_url,
+                                                                                         monkeypatch):
     """A decision that knew every review of the head moments ago: its first try asks at once,
     no read of the reviews. A decision that cannot say, one over 30 s old (a rate limit put it
     off), and a try after a cancelled one all look first."""
@@ -210,6 +211,11 @@ async def test_a_first_review_request_asks_without_looking_only_while_its_decisi
                                    run_at=decided, created_at=decided, payload=json.dumps(payload),
                                    **({"attempts": 1} | fields)))
 
+    # The decisions below, some made seconds ago, are this process's: its memory holds them
+    # (run first in a process, the module's import would be later than the oldest).
+    from bot.engine import outbox
+
+    monkeypatch.setattr(outbox.MEMORY, "since", utcnow() - 3 * REVIEW_LOOK_AFTER)
     async with bot_on_simulator(tmp_path, db_url) as h:
         pr = await h.sim.open_pr(REPO, title="Change", head="feat", author="dev",
                                  files={"app/core.py": "def f():\n    return 2\n"})
