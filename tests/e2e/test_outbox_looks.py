@@ -116,6 +116,33 @@ async def test_a_nudge_asks_again_but_never_posts_a_comment_reviewer_s_trigger_a
             assert triggers() == 1, key
 
 
+async def test_a_nudge_looks_at_who_is_requested_and_asks_nobody_still_pending(tmp_path, db_url):
+    """A nudge comes while the round's request may be pending: it reads who is requested, however
+    fresh, and a reviewer still requested is not asked again (a write, and for a person a
+    request made anew)."""
+    alice = {"login": "alice", "kind": "request"}
+    copilot = {"login": COPILOT, "kind": "copilot"}
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}, collaborators={"alice": "write"},
+                                convergence={"reviewer": [copilot, alice]}) as h:
+        pr = await h.sim.open_pr(REPO, title="Change", head="feat", author="dev",
+                                 files={"app/core.py": "def f():\n    return 2\n"})
+        repo, sim_pr = h.sim.pr(REPO, pr.number)
+        head = await h.sim.head_sha(repo, sim_pr)
+        decided = utcnow()
+        await run_effect(h.rt, Job(kind="effect", pr_key=f"{REPO}#{pr.number}", key="start", status="running",
+                                   run_at=decided, created_at=decided, attempts=1, process_key="p1",
+                                   payload=json.dumps({"effect": "request_review", "head": head, "round": 1,
+                                                       "reviews_known_at": decided.isoformat()})))
+        h.sim.counters.reset()
+        decided = utcnow()
+        await run_effect(h.rt, Job(kind="effect", pr_key=f"{REPO}#{pr.number}", key="nudge", status="running",
+                                   run_at=decided, created_at=decided, attempts=1, process_key="p1",
+                                   payload=json.dumps({"effect": "request_review", "head": head, "round": 1,
+                                                       "nudge": True, "reviews_known_at": decided.isoformat()})))
+        writes = [(m, path) for m, path, _ in h.sim.counters.recent if m == "POST"]
+        assert writes == [], writes
+
+
 # -- the check run: a write only when there is something new to say ---------------------------
 
 
@@ -140,6 +167,7 @@ async def test_a_check_run_update_writes_only_what_is_new_and_updates_the_run_it
         created, updated = _run_writes(h)
         assert created == 1
         h.rt.check_runs.clear()  # as after a restart: the first update says it again
+        h.sim.counters.reset()
         await check_run.write_run(h.rt, key)
         assert _run_writes(h) == (created, updated + 1)
         await check_run.write_run(h.rt, key)  # nothing changed: no write
@@ -149,6 +177,9 @@ async def test_a_check_run_update_writes_only_what_is_new_and_updates_the_run_it
         await check_run.write_run(h.rt, key)
         assert _run_writes(h) == (created, updated + 2)
         assert _ours(h.sim, "check_run_updated")[-1]["output"]["title"].startswith("waiting merge")
+        # The run the row knows on the head is updated without looking for it on GitHub.
+        looks = [path for m, path, _ in h.sim.counters.recent if m == "GET" and path.endswith("/check-runs")]
+        assert looks == []
 
 
 async def test_a_check_run_update_of_a_pr_with_no_head_or_no_row_writes_nothing(tmp_path, db_url):
