@@ -278,3 +278,18 @@ async def test_a_tick_leaves_out_a_pr_whose_own_work_is_queued(tmp_path, db_url)
         await jobs.enqueue(h.rt.db, "effect", "soon", pr_key=key, delay_seconds=20)
         await poller.tick()
         assert (poller.queued, poller.fresh) == (0, 1)
+
+
+async def test_with_fresh_reads_off_a_pr_whose_own_work_is_queued_is_re_read_all_the_same(tmp_path, db_url):
+    """`fresh_read_seconds = 0` turns off leaving out a PR for its queued work too: every tick
+    re-reads every PR."""
+    async with bot_on_simulator(tmp_path, db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 60, "fresh_read_seconds": 0}) as h:
+        key = await _enroll_and_idle(h)
+        poller = Poller(h.rt)
+        await jobs.enqueue(h.rt.db, "effect", "soon", pr_key=key, delay_seconds=20)
+        h.sim.counters.reset()
+        await poller.tick()
+        assert (poller.queued, poller.fresh) == (1, 0)
+        await quiesce(h)
+        assert h.sim.counters.get(method="GET", route="/repos/{owner}/{repo}/pulls/{number}") == 1

@@ -60,3 +60,20 @@ async def test_at_the_reserve_no_idle_pr_is_polled(db, bare_runtime):
     poller = Poller(rt)
     await poller.tick()
     assert await _queued(db) == [] and poller.deferred == len(KEYS)
+
+
+async def test_a_tick_whose_cost_just_fits_above_the_reserve_polls_every_pr(db, bare_runtime):
+    # Six re-reads at 3 requests each: 18 above a reserve of 20 fits 38 left exactly, not 37.
+    # The reset is half an hour away, so what the allowance would give per tick is none.
+    rt = await _enrolled(db, bare_runtime)
+    assert Poller(rt).expected_cost() == 3
+    rt.rate_budget.observe("core", 100, 37, time.time() + 1800)
+    assert rt.rate_budget.reserve("core") == 20 and rt.rate_budget.idle_allowance(cost=3) == 0
+    poller = Poller(rt)
+    await poller.tick()
+    assert await _queued(db) == [] and poller.deferred == len(KEYS)
+    # One request more (the window's reset read anew: within a window the balance only falls).
+    assert rt.rate_budget.observe("core", 100, 38, time.time() + 3600)
+    assert rt.rate_budget.idle_allowance(cost=3) == 0  # every PR polled is the fit, not the allowance
+    await poller.tick()
+    assert await _queued(db) == KEYS and poller.deferred == 0

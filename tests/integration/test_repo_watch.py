@@ -197,3 +197,19 @@ async def test_a_pr_left_out_for_its_queued_work_is_re_read_the_tick_after(tmp_p
             await _tick(h, poller)
             left_out.append(poller.fresh)
         assert left_out == [1, 0, 1, 0]
+
+
+async def test_a_waiting_pr_never_nudged_is_due_its_nudge_now_and_does_not_rest(tmp_path, sqlite_db_url):
+    """A wait with no nudge yet has its first one due at once (as the round's rules read it):
+    the tick re-reads it though its repository's list says it did not change."""
+    async with bot_on_simulator(tmp_path, sqlite_db_url, fixer=ScriptedFixer(["noop"]),
+                                poller={"interval_seconds": 3600, "repo_watch_min_prs": 2},
+                                convergence=PATIENT) as h:
+        keys = await _enroll_waiting(h, 3)
+        poller = Poller(h.rt)
+        await _settled(h, poller)
+        async with h.rt.db.session() as s:
+            await s.exec(update(PullRequest).where(PullRequest.pr_key == keys[0]).values(last_nudge_at=None))
+        await _tick(h, poller)
+        assert (poller.queued, poller.skipped) == (1, 2)
+        assert (await h.view(keys[0])).pr.last_action == "nudged reviewers"
