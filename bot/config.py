@@ -23,6 +23,7 @@ from pydantic import (
 
 from bot.rules import reviewers as _reviewers
 from bot.rules.model import DEFAULT_MAX_ROUNDS, MAX_ROUNDS
+from storage import retention
 
 ENV_PREFIX = "CONVERGEBOT_"
 CONFIG_PATH_ENV = "CONVERGEBOT_CONFIG"
@@ -213,6 +214,23 @@ class DashboardConfig(_Section):
     stale_after_seconds: float = Field(86400.0, gt=0)
 
 
+class RetentionConfig(_Section):
+    # Finished runs keep their rounds' and escalations' full text this many days, then each text
+    # is cut to its first 200 characters (the rows stay); 0 keeps it for ever.
+    history_days: float = Field(90.0, ge=0)
+    # A comment's once-only record, long after any redelivery or scan could bring it again.
+    commands_days: float = Field(30.0, ge=7)
+    jobs_days: float = Field(1.0, gt=0)  # finished jobs
+    failed_jobs_days: float = Field(7.0, gt=0)
+    deliveries_days: float = Field(7.0, ge=1)  # webhook deliveries (their dedupe window)
+    # Rows of each kind removed (or runs compacted) per poll tick, by the leader.
+    batch: int = Field(500, ge=1, le=10_000)
+
+
+def retention_settings(cfg: RetentionConfig) -> retention.Settings:
+    return retention.Settings(**cfg.model_dump())
+
+
 class BudgetConfig(_Section):
     comments_per_hour: int = Field(60, ge=1)
     writes_per_hour: int = Field(400, ge=1)
@@ -268,6 +286,7 @@ class Config(_Section):
     merge: MergeConfig = MergeConfig()
     budget: BudgetConfig = BudgetConfig()
     dashboard: DashboardConfig = DashboardConfig()
+    retention: RetentionConfig = RetentionConfig()
     _source: Path | None = PrivateAttr(None)  # the file it was read from
 
     def secret_files(self) -> tuple[Path, ...]:

@@ -86,6 +86,10 @@ AGENT_BUDGET_WAITS = Counter(
     "convergebot_agent_budget_waits_total",
     "Fixer runs put off or escalated at an agent budget, by budget (run_cost, run_minutes, hour_cost)",
     ["budget"])
+RETENTION_REMOVED = Counter(
+    "convergebot_retention_removed_total",
+    "History retention removed: rows deleted (jobs, deliveries, commands) or compacted (runs, rounds, escalations)",
+    ["kind"])
 SCANS = Counter("convergebot_scans_total", "Repository scans run (for enrollment intent no webhook brought)")
 SCAN_JOBS = Counter("convergebot_scan_jobs_total", "Jobs the repository scan queued, by kind", ["kind"])
 

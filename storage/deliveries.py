@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlmodel import Session, col, select
@@ -17,7 +16,7 @@ from sqlmodel import Session, col, select
 from . import jobs
 from .database import Database
 from .models import WebhookDelivery, utcnow
-from .statements import plain_insert, present, sqlite_stamps
+from .statements import delete_old, plain_insert, present, sqlite_stamps
 
 
 @dataclass(frozen=True)
@@ -148,8 +147,7 @@ async def count(db: Database) -> int:
         return len((await s.exec(select(WebhookDelivery.delivery_id))).all())
 
 
-async def prune(db: Database, before: datetime) -> int:
-    """Forget deliveries older than `before` (their dedupe window is over)."""
-    async with db.session() as s:
-        stmt = delete(WebhookDelivery).where(col(WebhookDelivery.received_at) < before)
-        return (await s.exec(stmt)).rowcount
+async def prune(db: Database, before: datetime, *, limit: int | None = None, dry_run: bool = False) -> int:
+    """Forget deliveries older than `before` (their dedupe window is over), at most `limit`."""
+    return await delete_old(db, WebhookDelivery, col(WebhookDelivery.delivery_id),
+                            col(WebhookDelivery.received_at) < before, limit=limit, dry_run=dry_run)

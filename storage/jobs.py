@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Update, and_, bindparam, delete, or_, orm, update
+from sqlalchemy import ColumnElement, Update, and_, bindparam, or_, orm, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import ReturningInsert, ReturningUpdate
 from sqlmodel import Session, col, select
@@ -26,7 +26,15 @@ from sqlmodel.sql.expression import Select, SelectOfScalar
 from .database import Database
 from .keys import PrKey, ProcessKey
 from .models import Job, read_pr_keys, utcnow
-from .statements import Shape, plain_insert, present, set_clause, split_values, sqlite_stamps
+from .statements import (
+    Shape,
+    delete_old,
+    plain_insert,
+    present,
+    set_clause,
+    split_values,
+    sqlite_stamps,
+)
 from .statuses import SameWork
 
 
@@ -547,15 +555,14 @@ async def list_jobs(db: Database, pr_key: PrKey | None = None) -> list[Job]:
         return list(await s.exec(query))
 
 
-async def prune(db: Database, before: datetime, failed_before: datetime | None = None) -> int:
+async def prune(db: Database, before: datetime, failed_before: datetime | None = None, *,
+                limit: int | None = None, dry_run: bool = False) -> int:
     """Delete finished jobs older than `before` (failed ones: `failed_before`, kept longer for a
-    look); the outcome lives in the PR, run and round rows, not here."""
-    async with db.session() as s:
-        n = (await s.exec(delete(Job).where(
-            col(Job.status).in_((JobStatus.DONE, JobStatus.DROPPED)), col(Job.finished_at) < before))).rowcount
-        n += (await s.exec(delete(Job).where(
-            col(Job.status) == JobStatus.FAILED, col(Job.finished_at) < (failed_before or before)))).rowcount
-    return n
+    look), at most `limit` of them; how many (in a dry run: how many would go, all of them). The
+    outcome lives in the PR, run and round rows, not here."""
+    old = or_(and_(col(Job.status).in_((JobStatus.DONE, JobStatus.DROPPED)), col(Job.finished_at) < before),
+              and_(col(Job.status) == JobStatus.FAILED, col(Job.finished_at) < (failed_before or before)))
+    return await delete_old(db, Job, col(Job.id), old, limit=limit, dry_run=dry_run)
 
 
 async def pending_pr_keys(db: Database, kind: str) -> set[PrKey]:

@@ -157,7 +157,8 @@ class PullRequest(_Table, table=True):
 
 class Run(_Table, table=True):
     __tablename__ = "runs"
-    __table_args__ = (Index("ix_runs_pr_key", "pr_key"),)
+    __table_args__ = (Index("ix_runs_pr_key", "pr_key"),
+                      Index("ix_runs_ended_at", "ended_at", "process_key"))  # retention's walk
 
     process_key: ProcessKey = Field(primary_key=True, sa_type=AutoString(length=64))
     pr_key: PrKey = Field(sa_type=PrKeyText(300))
@@ -310,7 +311,8 @@ class WebhookDelivery(_Table, table=True):
 
 class Command(_Table, table=True):
     __tablename__ = "commands"
-    __table_args__ = (Index("ix_commands_pr_key", "pr_key"),)
+    __table_args__ = (Index("ix_commands_pr_key", "pr_key"),
+                      Index("ix_commands_created_at", "created_at"))  # retention's delete
 
     id: int | None = Field(default=None, primary_key=True)
     comment_id: int = Field(sa_column=Column(BigInteger(), nullable=False, unique=True))

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Table, bindparam
+from sqlalchemy import ColumnElement, Table, bindparam, delete, func
 from sqlalchemy.dialects.sqlite import pysqlite
 from sqlalchemy.orm import Mapped
 from sqlmodel import select
@@ -82,3 +82,16 @@ async def present(db: Database, column: Mapped[V], values: Iterable[V]) -> set[V
         for start in range(0, len(wanted), IN_BATCH):
             found.update((await s.exec(select(column).where(column.in_(wanted[start:start + IN_BATCH])))).all())
     return found
+
+
+async def delete_old(db: Database, model: Any, key: Any, cond: ColumnElement[bool], *,
+                     limit: int | None = None, dry_run: bool = False) -> int:
+    """Delete the rows of `model` matching `cond`: at most `limit` of them (chosen by `key`, in
+    one short transaction however many match), or all; how many. A dry run deletes nothing and
+    counts every row that matches."""
+    async with db.session() as s:
+        if dry_run:
+            return (await s.exec(select(func.count()).select_from(model).where(cond))).one()
+        stmt = delete(model).where(cond) if limit is None else delete(model).where(
+            key.in_(select(key).where(cond).limit(limit).scalar_subquery()))
+        return (await s.exec(stmt)).rowcount

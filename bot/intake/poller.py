@@ -16,6 +16,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import metrics
+from bot.config import retention_settings
 from bot.engine import liveness, outbox
 from bot.engine.read import settings_of
 from bot.engine.submit import SubmitOptions, submit_pr
@@ -25,7 +26,7 @@ from bot.intake.repowatch import RepoWatch
 from bot.rules.decide import review_wait_deadlines
 from bot.runtime.context import Runtime
 from bot.runtime.periodic import duty_failed, every
-from storage import backup, deliveries, jobs, marks, prs
+from storage import backup, jobs, marks, prs, retention
 from storage.keys import PrKey
 from storage.models import utcnow
 from storage.prs import PrView
@@ -33,8 +34,6 @@ from storage.statuses import JobKind, Status
 
 log = structlog.get_logger(__name__)
 
-JOB_RETENTION = timedelta(days=1)
-RETENTION = timedelta(days=7)
 
 
 class Poller:
@@ -212,6 +211,16 @@ class Poller:
             self.rt.health.last_poll_at, self.rt.health.last_poll_error = utcnow(), None
         return leads
 
+    async def _retain(self) -> None:
+        """One batch of each kind of history past its time (storage/retention.py): a long
+        backlog (a first run on an old database) goes a batch a tick, never in one transaction."""
+        swept = await retention.sweep(self.rt.db, retention_settings(self.rt.config.retention), utcnow())
+        for kind, n in swept.as_dict().items():
+            if n and kind != "text_bytes_freed":
+                metrics.RETENTION_REMOVED.labels(kind).inc(n)
+        if swept.anything:
+            log.info("retention.swept", **swept.as_dict())
+
     async def tick(self) -> None:
         async with self._ticking:
             await self._tick()
@@ -259,8 +268,7 @@ class Poller:
                 outbox.MEMORY.restore = None
                 log.info("database.restore_settled", taken_at=restore.taken_at.isoformat())
             self.rt.health.runaway = await paused(self.rt)
-            await jobs.prune(self.rt.db, utcnow() - JOB_RETENTION, utcnow() - RETENTION)
-            await deliveries.prune(self.rt.db, utcnow() - RETENTION)
+            await self._retain()
         except Exception as e:
             self.rt.health.last_poll_error = f"{type(e).__name__}: {e}"
             duty_failed(log, "poller.failed", e)

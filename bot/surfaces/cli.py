@@ -12,17 +12,18 @@ from dataclasses import replace
 from sqlalchemy.exc import DBAPIError
 
 from bot import __version__
-from bot.config import Config, ConfigError, load_config
+from bot.config import Config, ConfigError, load_config, retention_settings
 from bot.engine.read import asked_reviewers
 from bot.engine.submit import Outcome, SubmitOptions, abandon_pr, submit_pr
 from bot.logs import configure_logging
 from bot.rules.merge import DependencyError, explicit_dependencies
 from bot.rules.model import MAX_ROUNDS
 from bot.surfaces.views import ListQuery, dependencies_text, list_page, pr_detail, prs_json
-from storage import prs
+from storage import prs, retention
 from storage.database import Database
 from storage.keys import PrKey, PrKeyError, parse_pr_key
 from storage.migrate import SchemaTooNew, current_revision, head_revision, known, migrate
+from storage.models import utcnow
 from storage.urls import DatabaseUnreachable, NoDatabase, UnsupportedURL, normalize_url
 
 EXIT_USAGE = 2
@@ -89,6 +90,10 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--scenario", help="scenario TOML file (see docs/simulator.md)")
     sim.add_argument("--webhook-url", help="deliver signed webhooks here")
     sim.add_argument("--webhook-secret", help="secret for X-Hub-Signature-256")
+
+    pr_ = sub.add_parser("prune", parents=[config_too],
+                         help="remove the history [retention] says is past its time (the leader does it a batch a poll)")
+    pr_.add_argument("--dry-run", action="store_true", help="only say what would go")
 
     b = sub.add_parser("backup", parents=[config_too],
                        help="copy the SQLite database to a new file, consistent while the bot serves it")
@@ -162,7 +167,7 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         elif args.command != "migrate":
             await migrate(db)
         handler = {"migrate": _migrate, "submit": _submit, "status": _status, "abandon": _abandon,
-                   "answer": _answer}
+                   "answer": _answer, "prune": _prune}
         return await handler[args.command](args, config, db)
     finally:
         await db.dispose()
@@ -319,6 +324,22 @@ async def _status(args, config: Config, db: Database) -> int:
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+async def _prune(args, config: Config, db: Database) -> int:
+    """`convergebot prune [--dry-run]`: what `[retention]` says is past its time, a batch at a
+    time until none is left (or, dry, counted). Safe beside a running `serve`: every batch is a
+    short transaction of its own, and compaction cuts text that is already cut to the same."""
+    settings = retention_settings(config.retention)
+    swept = await retention.sweep(db, settings, utcnow(), dry_run=args.dry_run, passes=1 if args.dry_run else 10**9)
+    said = swept.as_dict()
+    freed = said.pop("text_bytes_freed")
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"{verb}: " + ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in said.items())
+          + f"; text {'to free' if args.dry_run else 'freed'}: {freed / 1e6:.1f} MB")
+    if not args.dry_run and swept.anything:
+        print("the database file does not shrink by itself: docs/operations.md, \"Retention\", says how")
     return 0
 
 

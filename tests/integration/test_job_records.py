@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
+from bot.config import RetentionConfig
 from bot.engine import outbox
-from bot.intake.poller import RETENTION
 from storage import deliveries, jobs
 from storage.models import Job, WebhookDelivery, utcnow
 
@@ -18,6 +18,7 @@ from ..serving import make_config, serving
 from .test_webhooks import signed
 
 KEY = "acme/w#1"
+RETENTION = timedelta(days=RetentionConfig().deliveries_days)
 
 
 async def test_a_job_its_handler_settled_as_a_dry_run_is_not_completed_over(db):

@@ -33,11 +33,11 @@ async def test_migrate_to_an_older_revision_rolls_back_and_migrate_comes_forward
         assert (code, err) == (0, ""), err
         assert f"database at revision {older}" in out
         assert await current_revision(db) == older
-        assert "ix_pull_requests_created_at" not in await _indexes(db)  # the newest index is gone with it
+        assert "ix_runs_ended_at" not in await _indexes(db)  # the newest index is gone with it
 
         code, out, err = await convergebot("migrate", env=env)
         assert code == 0 and f"database at revision {head}" in out, err
-        assert "ix_pull_requests_created_at" in await _indexes(db)
+        assert "ix_runs_ended_at" in await _indexes(db)
 
         code, _, err = await convergebot("migrate", "--to", "9998", env=env)
         assert code == 2 and "no such schema revision" in one_line(err)
