@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, update
+from sqlalchemy import bindparam, or_
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -153,21 +153,27 @@ async def compact_runs(db: Database, before: datetime, limit: int) -> Swept:
         rounds = (await s.exec(select(Round).where(col(Round.process_key).in_(keys)))).all()
         escs = (await s.exec(select(Escalation).where(col(Escalation.process_key).in_(keys)))).all()
         swept.runs_compacted = len(runs)
+        cut_rounds, cut_escs = [], []
         for r in rounds:
             values = _round_values(r)
             freed = _size(r.findings, r.summary, r.question, r.instructions, r.settled) - _size(*values.values())
             if freed > 0:
                 swept.rounds_compacted += 1
                 swept.text_bytes_freed += freed
-                await s.exec(update(Round).where(col(Round.id) == r.id).values(**values))
+                cut_rounds.append({"row_id": r.id, **values})
         for e in escs:
             question, answer = cut(e.question) or "", cut(e.answer)
             freed = _size(e.question, e.answer) - _size(question, answer)
             if freed > 0:
                 swept.escalations_compacted += 1
                 swept.text_bytes_freed += freed
-                await s.exec(update(Escalation).where(col(Escalation.id) == e.id).values(
-                    question=question, answer=answer))
+                cut_escs.append({"row_id": e.id, "question": question, "answer": answer})
+        # One executemany per table, on the tables themselves: an ORM update per row made the
+        # session match each against every row it had loaded (quadratic in the batch; a
+        # 500-run batch held the event loop for seconds).
+        for table, rows in ((Round.__table__, cut_rounds), (Escalation.__table__, cut_escs)):
+            if rows:
+                await s.exec(table.update().where(table.c.id == bindparam("row_id")), params=rows)
         last_key, last_at = runs[-1]
         await cursors.save_in(s, {CURSOR: f"{last_at.isoformat()}|{last_key}"})
     return swept
