@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
@@ -126,6 +126,42 @@ class _RateBudgetCollector:
 
 _RATE_BUDGET = _RateBudgetCollector()
 REGISTRY.register(_RATE_BUDGET)
+
+
+class _MemoryCollector:
+    """What the process keeps in memory, read at each scrape: the entries of each bounded map
+    (`track_memory`), and the HTTP cache's answers and bytes (`track_http_cache`)."""
+
+    def __init__(self) -> None:
+        self.sizers: dict[str, Callable[[], int]] = {}
+        self.http_cache: Callable[[], tuple[int, int]] | None = None
+
+    def collect(self):
+        entries = GaugeMetricFamily("convergebot_memory_entries", "Entries in each of the process's in-memory maps "
+                                    "(each bounded by a count, or by the PRs still being driven)", labels=["map"])
+        for name, size in sorted(self.sizers.items()):
+            entries.add_metric([name], size())
+        cache = self.http_cache() if self.http_cache is not None else (0, 0)
+        entries.add_metric(["http_cache"], cache[0])
+        yield entries
+        held = GaugeMetricFamily("convergebot_http_cache_bytes",
+                                 "What the HTTP cache's answers count for (bodies and a fixed allowance each), "
+                                 "bounded by [github] http_cache_megabytes")
+        held.add_metric([], cache[1])
+        yield held
+
+
+_MEMORY = _MemoryCollector()
+REGISTRY.register(_MEMORY)
+
+
+def track_memory(name: str, size: Callable[[], int]) -> None:
+    """A map /metrics reports the size of, as `convergebot_memory_entries{map=name}`."""
+    _MEMORY.sizers[name] = size
+
+
+def track_http_cache(sizes: Callable[[], tuple[int, int]]) -> None:
+    _MEMORY.http_cache = sizes
 
 
 def track_rate_budget(budget: RateBudget) -> None:

@@ -21,7 +21,7 @@ from bot.github.endpoints.comments import CommentEndpoints
 from bot.github.endpoints.pulls import PullEndpoints
 from bot.github.endpoints.repository import RepositoryEndpoints
 from bot.github.endpoints.reviews import ReviewEndpoints
-from bot.github.httpcache import NewestAnswerStorage
+from bot.github.httpcache import MAX_BYTES, NewestAnswerStorage
 from bot.github.installations import InstallationsAuthStrategy
 from bot.github.ratebudget import RateBudget
 from sharedio.httppool import SharedPool
@@ -52,10 +52,25 @@ class GitHubClient(PullEndpoints, ReviewEndpoints, CheckEndpoints, CommentEndpoi
 class _CacheStrategy(MemCacheStrategy):
     """githubkit's in-memory cache, on the storage of `httpcache` (a dict, not SQLite on a thread)."""
 
+    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+        super().__init__()
+        self.max_bytes = max_bytes
+
     async def get_async_hishel_storage(self) -> NewestAnswerStorage:  # type: ignore[override]
         if self._hishel_async_storage is None:
-            self._hishel_async_storage = NewestAnswerStorage()  # type: ignore[assignment]
+            self._hishel_async_storage = NewestAnswerStorage(max_bytes=self.max_bytes)  # type: ignore[assignment]
         return self._hishel_async_storage  # type: ignore[return-value]
+
+    def sizes(self) -> tuple[int, int]:
+        """Answers kept and the bytes they count for (both 0 before the first request)."""
+        storage = self._hishel_async_storage
+        return (len(storage), storage.size_bytes) if isinstance(storage, NewestAnswerStorage) else (0, 0)
+
+
+def http_cache_sizes(gh: GitHub) -> tuple[int, int]:
+    """The HTTP cache of a client `open_github` made: answers kept, and their bytes."""
+    strategy = gh.config.cache_strategy
+    return strategy.sizes() if isinstance(strategy, _CacheStrategy) else (0, 0)
 
 
 @asynccontextmanager
@@ -68,6 +83,7 @@ async def open_github(
     installation_id: int | None = None,
     timeout: float = 10.0,
     read_timeout: float = 30.0,
+    cache_bytes: int = MAX_BYTES,
 ) -> AsyncIterator[GitHub]:
     """The process's one githubkit client, open while the context is: `async with
     open_github(...) as gh`. A GitHub App with no `installation_id` serves every installation
@@ -86,7 +102,7 @@ async def open_github(
             base_url=api_url,
             timeout=httpx.Timeout(timeout, read=read_timeout),
             http_cache=True,
-            cache_strategy=_CacheStrategy(),
+            cache_strategy=_CacheStrategy(cache_bytes),
             auto_retry=False,
             # Handed a transport, httpx builds none (and no TLS context) for the clients
             # githubkit makes: the pool's one context serves every App call's client too.
@@ -111,6 +127,7 @@ async def connect(config) -> AsyncIterator[GitHubClient]:
         api_url=g.api_url, token=g.token.get_secret_value(), app_id=g.app_id or None,
         private_key=private_key, installation_id=g.installation_id or None,
         timeout=g.timeout_seconds, read_timeout=g.read_timeout_seconds,
+        cache_bytes=int(g.http_cache_megabytes * 1024 * 1024),
     ) as gh:
         yield GitHubClient(gh, max_concurrency=g.max_concurrency, bot_login=g.bot_login,
                            call_timeout=g.timeout_seconds + g.read_timeout_seconds)

@@ -10,8 +10,10 @@ and keeps the old one. With two answers stored and a 304 carrying only a weak ET
 cannot tell which one the 304 confirms, drops both and sends the read again unconditionally: a
 second, rate-limited 200 for an unchanged resource. Only the newest answer is worth revalidating.
 
-The storage is bounded: past `max_entries` the least recently used answer goes (a later read of
-it is a plain 200, as after a restart).
+The storage is bounded by count and by bytes: past `max_entries` answers, or `max_bytes` of
+them (bodies, plus a fixed allowance per answer for its headers and bookkeeping), the least
+recently used answer goes (a later read of it is a plain 200, as after a restart). A PR's
+answers run from a few to tens of KB, so at the default 64 MB the bytes bind first.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from dataclasses import dataclass, replace
 from hishel import AsyncBaseStorage, Entry, EntryMeta, Request, Response
 
 MAX_ENTRIES = 50_000
+MAX_BYTES = 64 * 1024 * 1024
+# An answer's headers, request, metadata and dict slots, roughly: what an empty body still costs.
+PER_ANSWER = 2048
 
 
 @dataclass
@@ -43,13 +48,25 @@ def _bodiless(entry: Entry) -> Entry:
 
 
 class NewestAnswerStorage(AsyncBaseStorage):
-    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
         self._stored: dict[uuid.UUID, _Stored] = {}
         self._newest: OrderedDict[bytes, uuid.UUID] = OrderedDict()  # cache key → newest answer
+        self.size_bytes = 0  # what the answers kept count for (`max_bytes`)
 
     def __len__(self) -> int:
         return len(self._newest)
+
+    @staticmethod
+    def _cost(kept: _Stored) -> int:
+        return len(kept.body) + len(kept.entry.cache_key) + PER_ANSWER
+
+    def _drop(self, id_: uuid.UUID) -> _Stored | None:
+        kept = self._stored.pop(id_, None)
+        if kept is not None:
+            self.size_bytes -= self._cost(kept)
+        return kept
 
     async def create_entry(self, request: Request, response: Response, key: str,
                            id_: uuid.UUID | None = None) -> Entry:
@@ -66,12 +83,13 @@ class NewestAnswerStorage(AsyncBaseStorage):
             yield chunk
         old = self._newest.pop(entry.cache_key, None)
         if old is not None:
-            self._stored.pop(old, None)
-        self._stored[entry.id] = _Stored(_bodiless(entry), b"".join(chunks))
+            self._drop(old)
+        kept = self._stored[entry.id] = _Stored(_bodiless(entry), b"".join(chunks))
+        self.size_bytes += self._cost(kept)
         self._newest[entry.cache_key] = entry.id
-        while len(self._newest) > self.max_entries:
+        while self._newest and (len(self._newest) > self.max_entries or self.size_bytes > self.max_bytes):
             _, evicted = self._newest.popitem(last=False)
-            self._stored.pop(evicted, None)
+            self._drop(evicted)
 
     async def get_entries(self, key: str) -> list[Entry]:
         cache_key = key.encode()
@@ -96,7 +114,7 @@ class NewestAnswerStorage(AsyncBaseStorage):
         return updated
 
     async def remove_entry(self, id: uuid.UUID) -> None:
-        kept = self._stored.pop(id, None)
+        kept = self._drop(id)
         if kept is not None and self._newest.get(kept.entry.cache_key) == id:
             del self._newest[kept.entry.cache_key]
 
@@ -107,3 +125,4 @@ class NewestAnswerStorage(AsyncBaseStorage):
         """githubkit's cleanup of its cache strategy: forget every answer."""
         self._stored.clear()
         self._newest.clear()
+        self.size_bytes = 0

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot import metrics
 from bot.config import Config
-from bot.github.client import GitHubClient
+from bot.github.client import GitHubClient, http_cache_sizes
 from bot.github.ratebudget import RateBudget
 from bot.runtime.leadership import Leadership
 from bot.runtime.workers import Reschedule
@@ -29,6 +29,24 @@ if TYPE_CHECKING:  # made and kept by their own modules, which import this one
 
 # How soon a step put off because another replica is stepping the same PR runs again.
 TURN_RETRY_SECONDS = 0.5
+
+
+class Bounded(OrderedDict):
+    """A dict that keeps its `size` most recently written keys: a process's memory of something
+    it can read again (after a restart it holds nothing, and loses nothing but a read or a write)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
+CHECK_RUNS_REMEMBERED = 10_000  # PRs whose last check-run text this process remembers
 
 
 class OwnPushes:
@@ -52,6 +70,9 @@ class OwnPushes:
 
     def __contains__(self, item: object) -> bool:
         return item in self._seen
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
 
 @dataclass
@@ -82,7 +103,7 @@ class Runtime:
     # redelivery's state (intake/redelivery.py); the webhook intake and its routing rules
     # (intake/webhook.py); the fixer's own pushes (`OwnPushes`, above); when this process's last
     # reading scan began, time.monotonic() (intake/scan.py).
-    check_runs: dict[PrKey, tuple[str, dict]] = field(default_factory=dict)
+    check_runs: dict[PrKey, tuple[str, dict]] = field(default_factory=lambda: Bounded(CHECK_RUNS_REMEMBERED))
     protected_checks: OrderedDict[tuple[PrKey, str], frozenset[str]] = field(default_factory=OrderedDict)
     merge_queue_repos: set[str] = field(default_factory=set)
     repo_configs: RepoConfigs | None = None
@@ -114,6 +135,18 @@ class Runtime:
         metrics.track_rate_budget(self.rate_budget)
         if self.leadership is None:
             self.leadership = Leadership(self.db)
+        self._track_memory()
+
+    def _track_memory(self) -> None:
+        """Every map this process keeps, sized on /metrics (`convergebot_memory_entries`): each is
+        bounded by a count or by the PRs still driven, and a soak shows whether it levels off."""
+        for name, sized in (("check_runs", self.check_runs), ("protected_checks", self.protected_checks),
+                            ("read_at", self.read_at), ("step_locks", self.step_locks),
+                            ("own_pushes", self.own_pushes), ("merge_queue_repos", self.merge_queue_repos)):
+            metrics.track_memory(name, sized.__len__)
+        metrics.track_memory("repo_configs", lambda: len(self.repo_configs.entries) if self.repo_configs else 0)
+        gh = getattr(self.github, "gh", None)
+        metrics.track_http_cache((lambda: http_cache_sizes(gh)) if gh is not None else lambda: (0, 0))
 
     @property
     def webhook_secret(self) -> str:

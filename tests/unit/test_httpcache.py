@@ -68,3 +68,31 @@ async def test_past_the_bound_the_least_recently_read_answer_goes():
     assert len(storage) == 2
     assert await _body(storage, "b") is None
     assert await _body(storage, "a") == b"1" and await _body(storage, "c") == b"3"
+
+
+async def test_the_cache_keeps_within_its_bytes_dropping_the_least_recently_read_first():
+    from bot.github.httpcache import PER_ANSWER
+
+    each = 1000 + 1 + PER_ANSWER  # a body, its one-letter key, the allowance
+    storage = NewestAnswerStorage(max_bytes=3 * each)
+    for key in "abc":
+        await _store(storage, key, b"x" * 1000)
+    assert (len(storage), storage.size_bytes) == (3, 3 * each)
+    assert await _body(storage, "a") is not None  # read: now the most recent
+    await _store(storage, "d", b"y" * 1000)
+    assert await _body(storage, "b") is None, "the least recently read answer goes first"
+    assert all([await _body(storage, k) for k in "acd"])
+    assert storage.size_bytes == 3 * each <= storage.max_bytes
+
+    # A new answer for a URL replaces the old one's bytes, and a removed answer gives them back.
+    await _store(storage, "a", b"z" * 10)
+    assert storage.size_bytes == 2 * each + 10 + 1 + PER_ANSWER
+    (entry,) = await storage.get_entries("d")
+    await storage.remove_entry(entry.id)
+    assert storage.size_bytes == each + 10 + 1 + PER_ANSWER and len(storage) == 2
+
+    # An answer larger than the whole cache is not kept, and keeps nothing else out for long.
+    await _store(storage, "huge", b"h" * (4 * each))
+    assert (len(storage), storage.size_bytes) == (0, 0)
+    await storage.force_close()
+    assert storage.size_bytes == 0
