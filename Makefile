@@ -5,19 +5,56 @@
 #   make chaos  the chaos suite at full size (docs/chaos.md): 40 PRs, 5 kills, 3 seeds, both backends
 #   make agents the real agent CLIs (tests/agents/pins.toml), installed into a cache outside the
 #               tree, each preset run end to end through serve (docs/fixers.md, "make agents")
+#   make lock   write the lock files again from pyproject.toml (docs/operations.md, "Image and compose")
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install guards chaos agents
+.PHONY: demo test install guards chaos agents lock image-digests
+
+# Every dependency pinned, with the hash of each of its files: LOCK is what the image installs,
+# TEST_LOCK the same pins and the test extra, what this venv (and so CI) installs. The project
+# itself goes in without its dependencies, so nothing unpinned comes along.
+LOCK := requirements/lock.txt
+TEST_LOCK := requirements/test-lock.txt
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK) $(TEST_LOCK)
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --require-hashes -r $(TEST_LOCK)
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
+
+# The lock files from pyproject.toml's ranges, for the Python of the image and CI (3.11, Linux
+# x86_64; the hashes cover every file of each release, so another platform installs them too).
+# A pin still in range is kept; `make lock UPGRADE=1` takes the newest release of everything.
+# The test lock is constrained by the runtime one, so the two never pin a package differently.
+# uv comes at a pinned version into a cache outside the tree.
+UV_VERSION := 0.13.9
+UV_HOME ?= $(HOME)/.cache/convergebot/uv-$(UV_VERSION)
+UV := $(UV_HOME)/bin/uv
+UPGRADE ?=
+LOCK_ARGS := --quiet --generate-hashes --python-version 3.11 \
+	--python-platform x86_64-unknown-linux-gnu --custom-compile-command 'make lock' \
+	$(if $(UPGRADE),--upgrade)
+lock: $(UV)
+	$(UV) pip compile pyproject.toml $(LOCK_ARGS) -o $(LOCK)
+	$(UV) pip compile pyproject.toml --extra test -c $(LOCK) $(LOCK_ARGS) -o $(TEST_LOCK)
+
+$(UV):
+	python3 -m venv $(UV_HOME)
+	$(UV_HOME)/bin/python -m pip install --quiet uv==$(UV_VERSION)
+
+# The digests the image and compose.yaml can be pinned to (docs/operations.md, "Image and
+# compose"): asks the registry, so it needs Docker with buildx and the registry's network.
+IMAGES := python:3.11-slim postgres:16 nginx:1.28-alpine
+image-digests:
+	@for image in $(IMAGES); do \
+	  printf '%s@' "$$image"; \
+	  docker buildx imagetools inspect "$$image" --format '{{json .Manifest.Digest}}' | tr -d '"'; \
+	done
 
 demo: $(STAMP)
 	$(VENV)/bin/convergebot demo
