@@ -1,0 +1,129 @@
+"""A soak: PRs enrolled at a steady rate for a long run, faults on, and the bot's memory sampled.
+
+The question is whether the bot's resident memory levels off once its caches and maps are full
+(the HTTP cache by bytes, every in-process map by count or by the PRs still driven), or keeps
+growing with every PR it has seen.
+
+Set-up as bench/scale.py's (its simulator child, one repository per PR, three rounds each: two
+reviews with a finding, the scripted fixer's fix, a clean review, the merge), with request chaos
+on: a share of GitHub's answers are 5xx, and some writes are made and then answered 502.
+
+The N PRs are enrolled one by one, spread evenly over the first 80% of `--minutes`; the rest of
+the run lets the last ones finish. Every `--every` seconds the bench samples this process's RSS
+(the bot's stack runs here; the simulator is a child) and the PRs merged so far, and at the end
+prints the samples and the growth of RSS per third of the run: a bot whose memory levels off
+grows far less in the last third than in the first, though as many PRs pass through it.
+
+    .venv/bin/python bench/soak.py --prs 1000 --minutes 30 [--error-rate 0.02] [--lost-ack-rate 0.01]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sqlalchemy import text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scale import simulator
+
+from bot.config import GitHubConfig, JobsConfig
+from bot.fixers import ScriptedFixer
+from bot.logs import configure_logging
+from tests.e2e.harness import bot_config
+from tests.serving import WEBHOOK_SECRET, serving
+
+
+def say(*parts) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def run(args) -> int:
+    configure_logging("warning", "json")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        db_url = f"sqlite:///{tmp_path / 'soak.db'}"
+        say(f"opening {args.prs} PRs, one repository each ...")
+        async with simulator(tmp_path, args) as (url, keys, gh):
+            config = bot_config(db_url, url, poller={"interval_seconds": 60, "jitter_seconds": 0},
+                                convergence={"review_wait_timeout_seconds": 3600, "nudge_window_seconds": 1800},
+                                jobs={"idle_poll_seconds": 1.0, "backoff_base_seconds": 2.0, "backoff_cap_seconds": 60.0,
+                                      "workers": JobsConfig().workers, "fixer_workers": JobsConfig().fixer_workers},
+                                github={"check_run_settle_seconds": GitHubConfig().check_run_settle_seconds})
+            async with serving(config, fixer=ScriptedFixer(["push"])) as (rt, http):
+                await gh.call("PUT", "_sim/webhooks", {"url": f"{http.base_url}/webhook", "secret": WEBHOOK_SECRET,
+                                                       "senders": 8})
+                # Chaos spares the simulator's own control routes (the bench's comments).
+                await gh.call("PUT", "_sim/chaos", {"seed": 7, "error_rate": args.error_rate,
+                                                    "lost_ack_rate": args.lost_ack_rate, "exclude": ["^/_sim"]})
+                merged_count = text("SELECT count(*) FROM pull_requests WHERE status = 'merged'")
+                total = args.minutes * 60
+                spacing = total * 0.8 / max(1, len(keys))
+                samples: list[tuple[float, int, int, float]] = []  # (seconds, enrolled, merged, RSS MB)
+                t0 = time.monotonic()
+
+                async def enroll() -> None:
+                    for i, (repo, number) in enumerate(keys):
+                        await asyncio.sleep(max(0.0, t0 + i * spacing - time.monotonic()))
+                        await gh.comment(repo, number, "/converge", user="maint")
+                        enrolled[0] = i + 1
+
+                enrolled = [0]
+                feeder = asyncio.create_task(enroll())
+                try:
+                    while (now := time.monotonic() - t0) < total:
+                        async with rt.db.read_session() as r:
+                            merged = (await r.exec(merged_count)).one()[0]
+                        samples.append((now, enrolled[0], merged, rss_mb()))
+                        say(f"  {now / 60:5.1f} min: {enrolled[0]} enrolled, {merged} merged, RSS {samples[-1][3]:.0f} MB")
+                        await asyncio.sleep(args.every)
+                finally:
+                    feeder.cancel()
+                counts = (await gh.call("GET", "_sim/chaos")).get("counts", {})
+                await gh.call("DELETE", "_sim/chaos")
+    thirds = [samples[len(samples) * k // 3] for k in range(3)] + [samples[-1]]
+    print(f"soak: {args.prs} PRs enrolled over {args.minutes * 0.8:.0f} min of {args.minutes} min, "
+          f"chaos {args.error_rate:.0%} errors and {args.lost_ack_rate:.0%} lost answers "
+          f"(applied: {dict(counts)}), SQLite, sampled every {args.every:.0f} s")
+    print(f"merged {samples[-1][2]}/{args.prs}; RSS {samples[0][3]:.0f} MB at the start, "
+          f"{max(s[3] for s in samples):.0f} MB at most, {samples[-1][3]:.0f} MB at the end")
+    for k in range(3):
+        (t_a, _, m_a, r_a), (t_b, _, m_b, r_b) = thirds[k], thirds[k + 1]
+        per = (r_b - r_a) * 1024 / max(1, m_b - m_a)
+        print(f"third {k + 1} ({t_a / 60:.0f}-{t_b / 60:.0f} min): RSS {r_a:.0f} -> {r_b:.0f} MB "
+              f"({r_b - r_a:+.0f} MB), {m_b - m_a} PRs merged, {per:+.1f} KB per PR merged")
+    first = thirds[1][3] - thirds[0][3]
+    last = thirds[3][3] - thirds[2][3]
+    print(f"growth in the last third / the first: {last / first if first > 0 else float('nan'):.2f} "
+          f"(levels off: well under 1)")
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prs", type=int, default=1000)
+    p.add_argument("--minutes", type=float, default=30.0)
+    p.add_argument("--every", type=float, default=30.0, help="seconds between samples")
+    p.add_argument("--error-rate", type=float, default=0.02, help="share of GitHub answers that are 5xx")
+    p.add_argument("--lost-ack-rate", type=float, default=0.01, help="share of writes made and answered 502")
+    args = p.parse_args()
+    # What bench/scale.py's simulator child reads.
+    args.in_process, args.limit, args.window = False, 0, 3600
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
