@@ -1,23 +1,32 @@
 """The image and the compose file, checked without a Docker engine: hadolint on the Dockerfile,
-the compose file's wiring, and the Dockerfile's install step replayed in a fresh venv."""
+the lock files, the compose file's and the balancer's wiring, and the Dockerfile's install step
+replayed in a fresh venv."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import time
+import tomllib
 import venv
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "compose.yaml"
+NGINX = ROOT / "deploy" / "nginx.conf"
+LOCK = ROOT / "requirements" / "lock.txt"
+TEST_LOCK = ROOT / "requirements" / "test-lock.txt"
 
 
 def _hadolint() -> str:
@@ -71,11 +80,19 @@ def test_compose_points_every_bot_at_its_own_postgresql():
     bots = _bot_services(compose)
     assert bots
     for name, bot in bots.items():
-        url = bot["environment"]["CONVERGEBOT_DATABASE_URL"]
-        assert url.startswith("postgresql://") and "@db:5432/" in url, name
-        assert url.rsplit("/", 1)[1] == db["environment"]["POSTGRES_DB"], name
+        # The URL holds the password: it comes from a secret file, never the environment.
+        assert "CONVERGEBOT_DATABASE_URL" not in bot["environment"], name
+        assert bot["environment"]["CONVERGEBOT_DATABASE_URL_FILE"] == "/run/secrets/database_url", name
         assert bot["depends_on"]["db"]["condition"] == "service_healthy", name
         assert bot["healthcheck"]["test"], name
+
+
+def test_compose_gives_the_database_its_password_as_a_file():
+    compose = _compose()
+    db = compose["services"]["db"]
+    assert "POSTGRES_PASSWORD" not in db["environment"]
+    secret = db["environment"]["POSTGRES_PASSWORD_FILE"].removeprefix("/run/secrets/")
+    assert secret in db["secrets"] and secret in compose["secrets"]
 
 
 def test_compose_hands_the_bot_its_secrets_as_files():
@@ -93,14 +110,65 @@ def test_compose_hands_the_bot_its_secrets_as_files():
 
 
 def _dockerfile_copies() -> list[str]:
-    """The sources the Dockerfile copies before its `pip install .`."""
-    sources: list[str] = []
+    """The sources the Dockerfile copies into /src before its `pip install --no-deps .`."""
+    sources: list[str] | None = None
     for line in DOCKERFILE.read_text().splitlines():
-        if line.startswith("RUN pip install"):
+        if line == "WORKDIR /src":
+            sources = []
+        elif sources is not None and line.startswith("RUN pip install"):
             return sources
-        if line.startswith("COPY "):
+        elif sources is not None and line.startswith("COPY "):
             sources += line.split()[1:-1]
-    raise AssertionError("the Dockerfile has no `RUN pip install` step")
+    raise AssertionError("the Dockerfile has no `RUN pip install` step in /src")
+
+
+def _dockerfile_env() -> dict[str, str]:
+    """The image's ENV, as the container starts with it."""
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    env: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("ENV "):
+            env.update(pair.split("=", 1) for pair in line.split()[1:])
+    return env
+
+
+def test_the_image_installs_the_locked_dependencies_before_the_source():
+    """A layer of the locked dependencies, every hash checked, that a change to the source does
+    not rebuild; then the project alone, so nothing unpinned comes in with it."""
+    lines = DOCKERFILE.read_text().splitlines()
+    lock = next(i for i, line in enumerate(lines) if line.startswith("RUN pip install")
+                and "--require-hashes" in line)
+    assert "requirements/lock.txt" in " ".join(line for line in lines[:lock] if line.startswith("COPY "))
+    first_source = next(i for i, line in enumerate(lines) if line.startswith("COPY bot "))
+    assert lock < first_source
+    project = [line for line in lines if line.startswith("RUN pip install") and " . " in f"{line} "]
+    assert project and all("--no-deps" in line for line in project), project
+
+
+def _pins(lock: Path) -> dict[str, Version]:
+    pins = {}
+    for line in lock.read_text().splitlines():
+        found = re.match(r"([A-Za-z0-9._-]+)==(\S+)", line)
+        if found:
+            pins[canonicalize_name(found[1])] = Version(found[2])
+    return pins
+
+
+def test_the_lock_files_pin_what_pyproject_asks_for_and_agree():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime, tests = _pins(LOCK), _pins(TEST_LOCK)
+    # The image's pins are the suite's: what CI tested is what ships.
+    assert {name: tests.get(name) for name in runtime} == runtime
+    for lock, wanted in ((runtime, project["dependencies"]),
+                         (tests, project["dependencies"] + project["optional-dependencies"]["test"])):
+        for spec in map(Requirement, wanted):
+            name = canonicalize_name(spec.name)
+            assert name in lock, spec
+            assert spec.specifier.contains(lock[name], prereleases=True), (spec, lock[name])
+    for lock_file in (LOCK, TEST_LOCK):
+        # Each pin with its hashes: pip's --require-hashes refuses the file otherwise.
+        pins = re.split(r"\n(?=[A-Za-z])", lock_file.read_text())[1:]
+        assert pins and all("--hash=sha256:" in pin for pin in pins), lock_file
 
 
 @pytest.mark.slow
@@ -156,14 +224,51 @@ def test_the_compose_environment_loads_as_a_config(tmp_path, monkeypatch):
     from bot.config import load_config
 
     monkeypatch.chdir(tmp_path)  # no ./convergebot.toml: the environment alone
-    for name, bot in _bot_services(_compose()).items():
-        env = {}
+    compose = _compose()
+    database = compose["services"]["db"]["environment"]["POSTGRES_DB"]
+    url = f"postgresql://convergebot:pw@db:5432/{database}"
+    for name, bot in _bot_services(compose).items():
+        # The image's ENV first, as the container has it, then the compose file's on top.
+        env = _dockerfile_env()
         for key, value in bot["environment"].items():
             if str(value).startswith("/run/secrets/"):
                 value = tmp_path / Path(value).name
-                value.write_text("s3cret\n")
+                value.write_text((url if value.name == "database_url" else "s3cret") + "\n")
             env[key] = str(value)
         config = load_config(env=env)
+        assert config.database.url == url, name
         assert config.github.webhook_secret.get_secret_value() == "s3cret", name
         assert config.github.token.get_secret_value() == "s3cret", name
         assert config.server.host == "0.0.0.0" and config.server.port == 8080, name
+
+
+def test_compose_rotates_every_log_and_runs_the_bot_under_an_init():
+    compose = _compose()
+    for name, service in compose["services"].items():
+        logging = service["logging"]
+        assert logging["driver"] == "json-file", name
+        assert logging["options"]["max-size"] and int(logging["options"]["max-file"]) >= 1, name
+    for name, bot in _bot_services(compose).items():
+        # PID 1 reaps the fixer's orphaned children and passes SIGTERM on to serve.
+        assert bot["init"] is True, name
+        assert "container_name" not in bot, name  # it could not be scaled
+
+
+def test_the_balancer_follows_the_replicas_as_they_come_and_go():
+    """nginx resolves an upstream's names once, at start, unless the server says `resolve`
+    (open-source nginx since 1.27.3): without it a replica scaled up later never gets a request,
+    and a replaced one's old address keeps getting them."""
+    compose = _compose()
+    image = compose["services"]["balancer"]["image"]
+    version = re.match(r"nginx:(\d+)\.(\d+)(?:\.(\d+))?", image)
+    assert version, image
+    assert tuple(int(part or 99) for part in version.groups()) >= (1, 27, 3), image
+    conf = NGINX.read_text()
+    assert re.search(r"^\s*resolver 127\.0\.0\.11\b", conf, re.M)  # Docker's DNS
+    assert re.search(r"^\s*zone \w+", conf, re.M)
+    servers = re.findall(r"^\s*server (\S+):8080\b([^;]*);", conf, re.M)
+    assert servers
+    bots = _bot_services(compose)
+    for host, params in servers:
+        assert host in bots, host
+        assert "resolve" in params.split(), host
