@@ -51,9 +51,9 @@ $(UV):
 # compose"): asks the registry, so it needs Docker with buildx and the registry's network.
 IMAGES := python:3.11-slim postgres:16 nginx:1.28-alpine
 image-digests:
-	@for image in $(IMAGES); do \
-	  printf '%s@' "$$image"; \
-	  docker buildx imagetools inspect "$$image" --format '{{json .Manifest.Digest}}' | tr -d '"'; \
+	@set -e; for image in $(IMAGES); do \
+	  digest=$$(docker buildx imagetools inspect "$$image" --format '{{json .Manifest.Digest}}'); \
+	  echo "$$image@$$digest" | tr -d '"'; \
 	done
 
 demo: $(STAMP)

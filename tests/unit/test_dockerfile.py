@@ -272,3 +272,15 @@ def test_the_balancer_follows_the_replicas_as_they_come_and_go():
     for host, params in servers:
         assert host in bots, host
         assert "resolve" in params.split(), host
+
+
+def test_make_image_digests_asks_for_the_images_in_use():
+    """`make image-digests` names the base images itself: one added or moved to a new tag in the
+    Dockerfile or compose.yaml and not there would never get its digest printed."""
+    makefile = (ROOT / "Makefile").read_text()
+    listed = re.search(r"^IMAGES := (.*)$", makefile, re.M)
+    assert listed
+    base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.M)
+    assert base
+    in_use = {base[1]} | {s["image"] for s in _compose()["services"].values() if "image" in s}
+    assert set(listed[1].split()) == {image.split("@")[0] for image in in_use}
