@@ -51,8 +51,9 @@ def to_toml(config: dict[str, dict[str, Any]]) -> str:
 class BotProcess:
     """One `python -m bot --config FILE serve` at a time, on a fixed port, logging to one file."""
 
-    def __init__(self, config_path: Path, log_path: Path, port: int, tmp: Path) -> None:
+    def __init__(self, config_path: Path, log_path: Path, port: int, tmp: Path, *, code: Path = ROOT) -> None:
         self.config_path = config_path
+        self.code = code  # the tree whose `bot` runs: this one, or another release's worktree
         self.log_path = log_path
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
@@ -73,7 +74,7 @@ class BotProcess:
         with self.log_path.open("ab") as log:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "bot", "--config", str(self.config_path), "serve",
-                cwd=ROOT, env=self.env, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
+                cwd=self.code, env=self.env, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
         await self._wait_ready(timeout)
 
     async def _wait_ready(self, timeout: float) -> None:

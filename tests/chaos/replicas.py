@@ -45,7 +45,7 @@ class Balancer:
 
     def __init__(self, replicas: list[BotProcess]) -> None:
         self.replicas = replicas
-        self._turn = itertools.cycle(range(len(replicas)))
+        self._turn = itertools.count()  # taken modulo the replicas there are now (a deploy adds and removes)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.sent: Counter[int] = Counter()
@@ -59,7 +59,7 @@ class Balancer:
         body = await request.body()
         headers = {k: v for k, v in request.headers.items() if k.lower().startswith("x-") or k.lower() == "content-type"}
         for _ in range(len(self.replicas)):
-            i = next(self._turn)
+            i = next(self._turn) % len(self.replicas)
             try:
                 answer = await self._http.post(f"{self.replicas[i].url}/webhook", content=body, headers=headers)
             except httpx.HTTPError:
