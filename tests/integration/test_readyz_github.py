@@ -1,5 +1,7 @@
 """/readyz tells an operator when the bot cannot work with GitHub: credentials GitHub rejects,
-and GitHub not answering for longer than `[github] unreachable_after_seconds`."""
+and GitHub not answering for longer than `[github] unreachable_after_seconds`. The balancer's
+probe (`/readyz`) lists them and stays 200, so webhooks keep coming in; the alert's probe
+(`/readyz?include=github`) is 503 with them."""
 
 from __future__ import annotations
 
@@ -7,14 +9,22 @@ from tests.simulator_fixtures import start_simulator
 
 from ..helpers import until
 from ..serving import make_config, serving
+from .test_webhooks import signed
 
 REPO = "acme/app"
 AUTH = {"Authorization": "Bearer api-token"}
 
 
 async def _problems(http) -> tuple[int, list[str]]:
-    r = await http.get("/readyz")
+    """The alert's probe: GitHub's trouble counts."""
+    r = await http.get("/readyz", params={"include": "github"})
     return r.status_code, r.json()["problems"]
+
+
+async def _balancer_probe_lists(http, text: str) -> bool:
+    """The balancer's probe stays 200 (webhooks still come in) and names GitHub's trouble."""
+    r = await http.get("/readyz")
+    return r.status_code == 200 and r.json()["problems"] == [] and any(text in p for p in r.json()["github"])
 
 
 async def test_a_token_github_rejects_fails_readyz_and_an_accepted_one_clears_it(tmp_path, db_url):
@@ -33,6 +43,7 @@ async def test_a_token_github_rejects_fails_readyz_and_an_accepted_one_clears_it
                 return status == 503 and "GitHub rejected the credentials (401)" in problems
 
             await until("readyz to report the rejected token", rejected, 20)
+            assert await _balancer_probe_lists(http, "GitHub rejected the credentials (401)")
             # The operator fixes the token: the next answered request clears it.
             gh.sim.tokens.add("wrong-token")
             await until("readyz ok again", lambda: _ok(http), 20)
@@ -59,6 +70,12 @@ async def test_github_unanswered_past_the_configured_time_fails_readyz(tmp_path,
                 return status == 503 and any(p.startswith("GitHub unreachable for ") for p in problems)
 
             await until("readyz to report GitHub unreachable", unreachable, 20)
+            assert await _balancer_probe_lists(http, "GitHub unreachable for ")
+            # A webhook still lands while GitHub is down: recorded, to be worked on when it is back.
+
+            body = b'{"zen": "down"}'
+            landed = await http.post("/webhook", content=body, headers=signed(body, "ping", "during-outage"))
+            assert landed.status_code == 202, landed.text
             assert rt.github.reach.unanswered_since is not None
             gh.sim.clear_faults()  # back: the step's retry is answered
             await until("readyz ok again", lambda: _ok(http), 20)

@@ -26,9 +26,14 @@ async def livez(request: Request) -> JSONResponse:
 
 
 async def readyz(request: Request) -> JSONResponse:
-    """503 when the database, the scheduler or the poller is unhealthy, GitHub rejects the
-    credentials or has not answered for `[github] unreachable_after_seconds`, or the bot has no
-    GitHub credentials or fixer command at all (`missing_setup`).
+    """Whether this replica can take webhooks: 503 when the database, the scheduler or the poller
+    is unhealthy, or the bot has no GitHub credentials or fixer command at all (`missing_setup`).
+
+    GitHub's own trouble (credentials it rejects, no answer for `[github] unreachable_after_seconds`)
+    is listed under `github` but is no 503 here: taking a webhook needs only the database, and
+    a delivery recorded during an outage is worked on when GitHub is back, where one refused by
+    every replica at once (all of them see the same GitHub) would be lost to GitHub's retries.
+    `/readyz?include=github` counts it too (503): the probe for an alert, not for a balancer.
 
     Public, so each problem names the part and never the error: exception text carries
     addresses, SQL and paths. The log has the error.
@@ -49,7 +54,9 @@ async def readyz(request: Request) -> JSONResponse:
         if h.database_unreachable:
             log.info("readyz.database_back")
         h.database_unreachable = False
-    problems += rt.github.reach.problems(timedelta(seconds=rt.config.github.unreachable_after_seconds))
+    github = rt.github.reach.problems(timedelta(seconds=rt.config.github.unreachable_after_seconds))
+    if request.query_params.get("include") == "github":
+        problems += github
     problems += missing_setup(rt.config)
     if not h.scheduler_running:
         problems.append("scheduler not running")
@@ -66,6 +73,7 @@ async def readyz(request: Request) -> JSONResponse:
     body = {
         "status": "ok" if not problems else "unavailable",
         "problems": problems,
+        "github": github,  # GitHub's trouble: a 503 only with ?include=github
         "last_poll_at": h.last_poll_at.isoformat() if h.last_poll_at else None,
         # On PostgreSQL one replica polls (the leader); the others' ticks only ask.
         "leader": h.leader,
