@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
 import structlog
 
@@ -21,14 +22,16 @@ from bot.engine.fixing import hold_round_checks
 from bot.engine.write_budget import over_budget, pause_runaway
 from bot.rules import reviewers
 from bot.runtime.context import Runtime
+from bot.runtime.workers import Reschedule
 from storage import prs
-from storage.models import Job
+from storage.models import Job, utcnow
 from storage.statuses import Status
 
 log = structlog.get_logger(__name__)
 
 
 Handler = Callable[[Runtime, Job, dict], Awaitable[None]]
+UNKNOWN_EFFECT_RETRY = timedelta(minutes=1)
 
 
 async def run_effect(rt: Runtime, job: Job) -> None:
@@ -36,7 +39,10 @@ async def run_effect(rt: Runtime, job: Job) -> None:
     effect = payload["effect"]
     handler = HANDLERS.get(effect)
     if handler is None:
-        raise ValueError(f"unknown effect {effect!r}")
+        # An effect a newer release queued (a rolling deploy runs two side by side): handed back,
+        # no attempt spent, for a replica that knows it. Failing it would lose the write.
+        log.warning("effect.unknown", job_id=job.id, effect=effect, retry_in=UNKNOWN_EFFECT_RETRY.total_seconds())
+        raise Reschedule(utcnow() + UNKNOWN_EFFECT_RETRY, f"effect {effect!r} is a newer release's: left to one")
     if rt.config.github.dry_run:
         await _dry_run(rt, job, effect, payload)
         return

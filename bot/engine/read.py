@@ -27,6 +27,7 @@ from bot.rules.model import (
     Settings,
     Snapshot,
     Thread,
+    known_fields,
 )
 from bot.runtime.context import Runtime
 from storage import adjudications, dependencies, escalations, prs, rounds
@@ -118,7 +119,7 @@ def checks_of(runs: list[dict], status: dict, required: list[str]) -> Checks:
 def findings_of(text: str | None) -> tuple[Finding, ...] | None:
     if text is None:
         return None
-    return tuple(Finding(**f) for f in json.loads(text))
+    return tuple(Finding(**known_fields(Finding, f)) for f in json.loads(text))
 
 
 def findings_json(findings) -> str:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import cast
 
 from bot.rules import severity as sev
-from bot.rules.model import Adjudication, Finding, Review, Settled, Thread
+from bot.rules.model import Adjudication, Finding, Review, Settled, Thread, known_fields
 
 _SPACE = re.compile(r"\s+")
 DECLINE_WORDS = ("decline", "declined", "won't fix", "wont fix", "wontfix", "ignore", "not applicable")
@@ -246,7 +246,7 @@ def settled_json(records: Iterable[Settled]) -> str:
 
 
 def settled_of(text: str | None) -> tuple[Settled, ...]:
-    return tuple(Settled(**r) for r in json.loads(text)) if text else ()
+    return tuple(Settled(**known_fields(Settled, r)) for r in json.loads(text)) if text else ()
 
 
 def settled_index(records: Iterable[Settled]) -> dict[str, tuple[Settled, ...]]:

@@ -3,10 +3,12 @@ fixer. No I/O here."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import MappingProxyType
+from typing import Any
 
 from bot.rules.reviewers import Reviewer, from_config
 from storage.keys import PrKey
@@ -262,3 +264,11 @@ class Heal(Action):
 class Decision:
     actions: tuple[Action, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def known_fields(cls: type, stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of `stored` that the dataclass `cls` has: a row a newer release wrote (a field
+    added to a finding, say) is read by an older one without the field, not refused. Through a
+    rolling deploy two releases read each other's rows (docs/operations.md, "Upgrades")."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in stored.items() if k in names}

@@ -156,11 +156,14 @@ class WorkerPool:
         return self.settings.long_kinds if self.settings.long_workers > 0 else ()
 
     def _lanes(self) -> _Claims:
-        """What each kind of worker claims: `jobs.claim` keyword arguments."""
+        """What each kind of worker claims: `jobs.claim` keyword arguments. Only kinds this
+        process has a handler for: a job of a kind a newer release added (two releases serve
+        side by side through a rolling deploy) waits for a replica that knows it."""
+        handled = tuple(sorted(self.handlers))
         long_kinds = self._long_kinds()
         if not long_kinds:
-            return {"short": {}, "long": None}
-        return {"short": {"besides": long_kinds}, "long": {"kinds": long_kinds}}
+            return {"short": {"kinds": handled}, "long": None}
+        return {"short": {"kinds": tuple(k for k in handled if k not in long_kinds)}, "long": {"kinds": long_kinds}}
 
     async def stop(self, grace_seconds: float = 5.0) -> None:
         """Finish current jobs within the grace period; cancelled jobs hand their lease back."""

@@ -129,6 +129,24 @@ async def test_unknown_kind_fails_without_retrying(db):
     assert job.status == "failed" and "no handler" in job.last_error
 
 
+async def test_a_pool_s_workers_leave_a_kind_they_cannot_run_to_a_process_that_can(db):
+    # Two releases side by side (a rolling deploy): the older one's workers never claim a job of
+    # a kind only the newer one has a handler for, so it is not failed as "no handler".
+    job_id, _ = await jobs.enqueue(db, "newer_kind", "k")
+    older = WorkerPool(db, {"sync": lambda job: None}, FAST)
+    for lane in (older._lanes()["short"], *([older._lanes()["long"]] if older._lanes()["long"] else [])):
+        assert not await older.run_one(**lane)
+    assert (await jobs.get_job(db, job_id)).status == "queued"
+    ran: list[str] = []
+
+    async def handler(job):
+        ran.append(job.kind)
+
+    newer = WorkerPool(db, {"sync": handler, "newer_kind": handler}, FAST)
+    assert await newer.run_one(**newer._lanes()["short"])
+    assert ran == ["newer_kind"] and (await jobs.get_job(db, job_id)).status == "done"
+
+
 async def test_pool_runs_every_job_exactly_once(db):
     counts: dict[str, int] = {}
 
@@ -511,7 +529,7 @@ async def test_a_job_that_queues_nothing_for_the_fixers_leaves_their_lane_asleep
     claim, looks = jobs.claim, {"short": 0, "long": 0}
 
     async def counting_claim(*args, **kwargs):
-        looks["long" if kwargs.get("kinds") else "short"] += 1
+        looks["long" if kwargs.get("kinds") == ("fix",) else "short"] += 1
         return await claim(*args, **kwargs)
 
     async def sync(job):
