@@ -109,6 +109,13 @@ class Restored:
 async def restored(db: Database) -> Restored | None:
     """Whether this database is a restored backup still being caught up with; the first call on
     it notes when the bot first started on it (`restored_at`)."""
+    async with db.read_session() as r:  # every start asks: a read, the write lock only on a restore
+        found = await r.get(Cursor, MARK)
+    if found is None:
+        return None
+    if json.loads(found.value).get("restored_at") is not None:
+        value = json.loads(found.value)
+        return Restored(datetime.fromisoformat(value["taken_at"]), datetime.fromisoformat(value["restored_at"]))
     async with db.session() as s:
         mark = await s.get(Cursor, MARK)
         if mark is None:

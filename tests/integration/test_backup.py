@@ -149,3 +149,14 @@ def test_a_job_is_a_first_try_only_if_this_process_decided_it_on_a_database_whos
         assert not outbox.first_try(_job(now))
     finally:
         outbox.MEMORY.restore = None
+
+
+async def test_a_start_on_a_database_that_is_no_restore_only_reads(db, monkeypatch):
+    # Every start asks whether the database is a restored backup: on one that is not (nearly
+    # every start) the question takes no write transaction, which would wait behind a running
+    # replica's writes on SQLite.
+    def no_writes():
+        raise AssertionError("a write transaction was opened")
+
+    monkeypatch.setattr(db, "session", no_writes)
+    assert await backup.restored(db) is None
