@@ -106,6 +106,21 @@ class Restored:
     restored_at: datetime
 
 
+async def mark_restored(db: Database, taken_at: datetime) -> None:
+    """Mark the database a restored backup taken at `taken_at`, as `backup_sqlite` marks its
+    copies: for a PostgreSQL dump restored with `pg_restore`, which carries no mark. Earlier is
+    the safe side: every review since `taken_at` may answer a request the database forgot."""
+    now = utcnow()
+    async with db.session() as s:
+        mark = await s.get(Cursor, MARK)
+        value = json.dumps({"taken_at": taken_at.isoformat(), "restored_at": None})
+        if mark is None:
+            s.add(Cursor(name=MARK, value=value, updated_at=now))
+        else:
+            mark.value, mark.updated_at = value, now
+            s.add(mark)
+
+
 async def restored(db: Database) -> Restored | None:
     """Whether this database is a restored backup still being caught up with; the first call on
     it notes when the bot first started on it (`restored_at`)."""

@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from sqlalchemy.exc import DBAPIError
 
@@ -20,6 +21,7 @@ from bot.rules.merge import DependencyError, explicit_dependencies
 from bot.rules.model import MAX_ROUNDS
 from bot.surfaces.views import ListQuery, dependencies_text, list_page, pr_detail, prs_json
 from storage import prs, retention
+from storage.backup import mark_restored
 from storage.database import Database
 from storage.keys import PrKey, PrKeyError, parse_pr_key
 from storage.migrate import SchemaTooNew, current_revision, head_revision, known, migrate
@@ -98,6 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("backup", parents=[config_too],
                        help="copy the SQLite database to a new file, consistent while the bot serves it")
     b.add_argument("path", metavar="PATH", help="the new file (PostgreSQL: use pg_dump, docs/operations.md)")
+    rs = sub.add_parser("restored", parents=[config_too],
+                        help="mark the database a restored backup (after pg_restore), so the bot looks before it writes")
+    rs.add_argument("--taken-at", required=True, metavar="TIME",
+                    help="when the dump was taken, ISO 8601 with its zone (e.g. 2026-12-04T10:00:00Z); earlier is safer")
     a = sub.add_parser("abandon", parents=[config_too], help="abandon a PR's active run")
     a.add_argument("pr", metavar="OWNER/REPO#N")
     a.add_argument("--reason", default="abandoned from the command line")
@@ -167,7 +173,7 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         elif args.command != "migrate":
             await migrate(db)
         handler = {"migrate": _migrate, "submit": _submit, "status": _status, "abandon": _abandon,
-                   "answer": _answer, "prune": _prune}
+                   "answer": _answer, "prune": _prune, "restored": _restored}
         return await handler[args.command](args, config, db)
     finally:
         await db.dispose()
@@ -324,6 +330,23 @@ async def _status(args, config: Config, db: Database) -> int:
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+async def _restored(args, config: Config, db: Database) -> int:
+    """`convergebot restored --taken-at TIME`: the mark `convergebot backup` puts in its copies,
+    for a database restored some other way (`pg_restore`); run it before the bot starts."""
+    try:
+        taken = datetime.fromisoformat(args.taken_at.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--taken-at: not an ISO 8601 time: {args.taken_at[:60]!r}") from None
+    if taken.tzinfo is None:
+        raise UsageError("--taken-at: give the time's zone (e.g. 2026-12-04T10:00:00Z)")
+    if taken > utcnow():
+        raise UsageError("--taken-at: a time in the future")
+    await mark_restored(db, taken.astimezone(UTC))
+    print(f"marked as restored from a backup taken at {taken.astimezone(UTC).isoformat()}: the bot "
+          "looks on GitHub before each write until the runs it held have moved on")
     return 0
 
 

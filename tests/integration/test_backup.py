@@ -160,3 +160,24 @@ async def test_a_start_on_a_database_that_is_no_restore_only_reads(db, monkeypat
 
     monkeypatch.setattr(db, "session", no_writes)
     assert await backup.restored(db) is None
+
+
+async def test_a_database_restored_by_other_means_is_marked_with_restored(db_url):
+    # PostgreSQL's dumps carry no mark: `convergebot restored --taken-at` puts it there, and the
+    # bot then distrusts its memory as on a copy `convergebot backup` made.
+    from .test_cli import cli_env
+    from .test_cli_errors import convergebot, one_line
+
+    env = cli_env(db_url)
+    code, out, err = await convergebot("restored", "--taken-at", "2026-12-01T10:00:00Z", env=env)
+    assert code == 0 and "marked as restored" in out, err
+    db = Database(db_url)
+    try:
+        mark = await backup.restored(db)
+        assert mark is not None and mark.taken_at.isoformat() == "2026-12-01T10:00:00+00:00"
+    finally:
+        await db.dispose()
+    for bad, says in (("yesterday", "not an ISO 8601 time"), ("2026-12-01T10:00:00", "give the time's zone"),
+                      ("2999-01-01T00:00:00Z", "a time in the future")):
+        code, _, err = await convergebot("restored", "--taken-at", bad, env=env)
+        assert code == 2 and says in one_line(err), err
