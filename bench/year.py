@@ -580,7 +580,7 @@ async def in_process(url: str, sim_url: str, rows: list[dict], args, label: str,
         import cProfile
 
         profiler = cProfile.Profile()
-    async with running(config) as (rt, server):
+    async with running(config, freeze=True) as (rt, server):  # as `serve` does
         watch.start()
         try:
             watch.phase = "warm-up"

@@ -68,6 +68,11 @@ def test_sigterm_and_sighup_exit_0_quickly_and_hand_back_the_running_job(db_url,
         try:
             port = _wait_for_port(proc)
             assert httpx.get(f"http://127.0.0.1:{port}/livez").status_code == 200
+            # What start-up made is frozen out of the full collections (they held the loop 75-160 ms).
+            metrics_text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+            frozen = next(float(line.split()[-1]) for line in metrics_text.splitlines()
+                          if line.startswith("convergebot_gc_frozen_objects "))
+            assert frozen > 10_000, frozen
             for _ in range(100):  # the first poll queues a sync, a worker claims it and hangs
                 if any(j.status == "running" for j in asyncio.run(_jobs(db_url))):
                     break
@@ -149,10 +154,14 @@ async def test_the_server_s_connections_send_without_delay(tmp_path):
     """Each accepted connection has TCP_NODELAY: a response's body, written after its head,
     goes out at once instead of waiting for the client's delayed ACK (~45 ms a request on a
     keep-alive connection)."""
+    import gc
+
     from bot.surfaces.serve import running
 
     config = make_config(f"sqlite:///{tmp_path / 'bot.db'}")
+    frozen = gc.get_freeze_count()
     async with running(config) as (_, server):
+        assert gc.get_freeze_count() == frozen  # only `serve` freezes: a test's stacks must be collected
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as http:
             assert (await http.get("/livez")).status_code == 200
             connections = list(server.server_state.connections)
