@@ -196,7 +196,7 @@ async def page(db: Database, *, statuses: Collection[str] | None = None, repo: s
             # for in the list's order, SQLite walked the order's index through the whole history
             # for the few recent rows (60 ms at 120,000 PRs; this way under 5).
             found = (await s.exec(select(PullRequest.created_at, PullRequest.pr_key).where(*conds, *past))).all()
-            keys = read_pr_keys(k for _, k in sorted(found)[:limit + 1])
+            keys = read_pr_keys(k for _, k in sorted((t, k) for t, k in found)[:limit + 1])  # tuples: Rows sort slowly
             by_key = {pr.pr_key: (pr, state) for pr, state in
                       (await s.exec(_with_run().where(col(PullRequest.pr_key).in_(keys)))).all()}
             rows = [by_key[k] for k in keys if k in by_key]
