@@ -194,7 +194,7 @@ async def page(db: Database, *, statuses: Collection[str] | None = None, repo: s
         else:
             # The working set (a few thousand at most) through its two indexes, ordered here: asked
             # for in the list's order, SQLite walked the order's index through the whole history
-            # for the few recent rows (60 ms at 120,000 PRs; this way under 5).
+            # for the few recent rows (60 ms at 120,000 PRs; this way 11 ms, the page and its count included).
             found = (await s.exec(select(PullRequest.created_at, PullRequest.pr_key).where(*conds, *past))).all()
             keys = read_pr_keys(k for _, k in sorted((t, k) for t, k in found)[:limit + 1])  # tuples: Rows sort slowly
             by_key = {pr.pr_key: (pr, state) for pr, state in
