@@ -121,14 +121,7 @@ async def run_replicas(n: int, count: int, db_url: str, tmp: Path, *, deadline: 
     try:
         with simulator_log(tmp / "simulator.log"):
             async with SimulatorServer(sim, app=chaos.app) as server:
-                await sim.create_repo(REPO, files={"README.md": "# replicas\n"},
-                                      collaborators={MAINTAINER: "write", AUTHOR: "write"})
-                for p in plans:
-                    await sim.open_pr(REPO, title=f"Replica PR #{p.number}", head=p.head, author=AUTHOR,
-                                      body=p.body, files={p.path: f"PR {p.number}\n"})
-                    sim.set_reviewer(REPO, p.reviewer(), number=p.number)
-                (tmp / "signals").mkdir(parents=True)
-                write_fixer_plan(tmp / "plan.json", plans, tmp / "signals", hang_seconds=1, push_wait_seconds=0)
+                await open_planned(sim, plans, tmp, "Replica")
                 for i in range(n):
                     port = free_port()
                     config = bot_config(db_url, server.url, port, tmp / "plan.json")
@@ -163,6 +156,19 @@ async def run_replicas(n: int, count: int, db_url: str, tmp: Path, *, deadline: 
         await db.dispose()
         result.wall = time.monotonic() - started
     return result
+
+
+async def open_planned(sim: Simulator, plans: list[PrPlan], tmp: Path, label: str) -> None:
+    """The repository and the planned PRs on the simulator, each with its reviewer, and the
+    chaos fixer's plan (tmp/plan.json, its signals beside it)."""
+    await sim.create_repo(REPO, files={"README.md": f"# {label.lower()}\n"},
+                          collaborators={MAINTAINER: "write", AUTHOR: "write"})
+    for p in plans:
+        await sim.open_pr(REPO, title=f"{label} PR #{p.number}", head=p.head, author=AUTHOR,
+                          body=p.body, files={p.path: f"PR {p.number}\n"})
+        sim.set_reviewer(REPO, p.reviewer(), number=p.number)
+    (tmp / "signals").mkdir(parents=True)
+    write_fixer_plan(tmp / "plan.json", plans, tmp / "signals", hang_seconds=1, push_wait_seconds=0)
 
 
 async def _enroll_everywhere(bots: list[BotProcess], plans: list[PrPlan], result: ReplicaResult) -> None:

@@ -23,8 +23,8 @@ from storage.migrate import current_revision, head_revision
 from .bot_process import ROOT, BotProcess, free_port, to_toml
 from .faults import Chaos
 from .harness import bot_config, simulator_log
-from .plan import AUTHOR, MAINTAINER, REPO, PrPlan, write_fixer_plan
-from .replicas import Balancer, _until
+from .plan import PrPlan
+from .replicas import Balancer, _until, open_planned
 
 # The release before this one: the last commit that landed before the schema's newest
 # migrations (0014, 0015). Move it on when a release lands.
@@ -116,15 +116,7 @@ async def test_the_previous_release_and_this_one_serve_side_by_side_across_the_m
         assert await current_revision(db) == old_schema
         with simulator_log(tmp_path / "simulator.log"):
             async with SimulatorServer(sim, app=chaos.app) as server:
-                await sim.create_repo(REPO, files={"README.md": "# rolling\n"},
-                                      collaborators={MAINTAINER: "write", AUTHOR: "write"})
-                for p in plans:
-                    await sim.open_pr(REPO, title=f"Rolling PR #{p.number}", head=p.head, author=AUTHOR,
-                                      body=p.body, files={p.path: f"PR {p.number}\n"})
-                    sim.set_reviewer(REPO, p.reviewer(), number=p.number)
-                (tmp_path / "signals").mkdir()
-                write_fixer_plan(tmp_path / "plan.json", plans, tmp_path / "signals", hang_seconds=1,
-                                 push_wait_seconds=0)
+                await open_planned(sim, plans, tmp_path, "Rolling")
                 for name, code in (("previous", previous), ("new", ROOT)):
                     port = free_port()
                     config = bot_config(db_url, server.url, port, tmp_path / "plan.json")
