@@ -24,6 +24,7 @@ import asyncio
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 from sqlalchemy import text
@@ -74,6 +75,9 @@ async def run(args) -> int:
                 spacing = total * 0.8 / max(1, len(keys))
                 samples: list[tuple[float, int, int, float]] = []  # (seconds, enrolled, merged, RSS MB)
                 t0 = time.monotonic()
+                if args.trace:
+                    tracemalloc.start(8)
+                base = None
 
                 async def enroll() -> None:
                     for i, (repo, number) in enumerate(keys):
@@ -88,10 +92,19 @@ async def run(args) -> int:
                         async with rt.db.read_session() as r:
                             merged = (await r.exec(merged_count)).one()[0]
                         samples.append((now, enrolled[0], merged, rss_mb()))
+                        if args.trace and base is None and now > total * 0.2:
+                            base = tracemalloc.take_snapshot()
                         say(f"  {now / 60:5.1f} min: {enrolled[0]} enrolled, {merged} merged, RSS {samples[-1][3]:.0f} MB")
                         await asyncio.sleep(args.every)
                 finally:
                     feeder.cancel()
+                if args.trace and base is not None:
+                    grown = tracemalloc.take_snapshot().compare_to(base, "traceback")
+                    print("what grew since a fifth of the run (tracemalloc, top 12):")
+                    for stat in grown[:12]:
+                        print(f"  {stat.size_diff / 1e6:+.1f} MB in {stat.count_diff:+d} blocks")
+                        for line in stat.traceback.format()[-8:]:
+                            print("     " + line)
                 counts = (await gh.call("GET", "_sim/chaos")).get("counts", {})
                 await gh.call("DELETE", "_sim/chaos")
     thirds = [samples[len(samples) * k // 3] for k in range(3)] + [samples[-1]]
@@ -119,6 +132,8 @@ def main() -> int:
     p.add_argument("--every", type=float, default=30.0, help="seconds between samples")
     p.add_argument("--error-rate", type=float, default=0.02, help="share of GitHub answers that are 5xx")
     p.add_argument("--lost-ack-rate", type=float, default=0.01, help="share of writes made and answered 502")
+    p.add_argument("--trace", action="store_true",
+                   help="tracemalloc: print what grew from a fifth of the run to its end (slows the bot)")
     args = p.parse_args()
     # What bench/scale.py's simulator child reads.
     args.in_process, args.limit, args.window = False, 0, 3600
