@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import platform
 import time
@@ -150,10 +149,6 @@ class _MemoryCollector:
                                  "bounded by [github] http_cache_megabytes")
         held.add_metric([], cache[1])
         yield held
-        frozen = GaugeMetricFamily("convergebot_gc_frozen_objects",
-                                   "Objects start-up made that the garbage collector's full passes skip (serve freezes them)")
-        frozen.add_metric([], gc.get_freeze_count())
-        yield frozen
 
 
 _MEMORY = _MemoryCollector()

@@ -119,15 +119,24 @@ def _size(*texts: str | None) -> int:
 
 
 async def _next_runs(s: AsyncSession, before: datetime, after: tuple[datetime, str] | None,
-                     limit: int) -> Sequence[tuple[str, datetime]]:
-    stmt = select(Run.process_key, Run.ended_at).where(
+                     limit: int) -> Sequence[tuple[str, datetime, str]]:
+    """The next runs to compact, in the order they ended: (key, ended_at, PR key)."""
+    stmt = select(Run.process_key, Run.ended_at, Run.pr_key).where(
         col(Run.state) != RunState.ACTIVE, col(Run.ended_at).is_not(None), col(Run.ended_at) < before)
     if after is not None:
         stamp, key = after
         stmt = stmt.where(or_(col(Run.ended_at) > stamp,
                               (col(Run.ended_at) == stamp) & (col(Run.process_key) > key)))
     rows = (await s.exec(stmt.order_by(col(Run.ended_at), col(Run.process_key)).limit(limit))).all()
-    return [(k, t) for k, t in rows if t is not None]
+    return [(k, t, pr) for k, t, pr in rows if t is not None]
+
+
+def _of_runs(model: Any, runs: Sequence[tuple[str, datetime, str]]) -> Any:
+    """The rows of `model` (rounds, escalations) of these runs, through the index that leads
+    with the PR's key: by the run's key alone the database read the whole table (the rounds of
+    every run ever: 70 ms a batch at 120,000 PRs on SQLite, on the event loop)."""
+    return select(model).where(col(model.pr_key).in_(sorted({pr for _, _, pr in runs})),
+                               col(model.process_key).in_([k for k, _, _ in runs]))
 
 
 def _read_cursor(text: str | None) -> tuple[datetime, str] | None:
@@ -149,9 +158,8 @@ async def compact_runs(db: Database, before: datetime, limit: int) -> Swept:
         runs = await _next_runs(s, before, after, limit)
         if not runs:
             return swept
-        keys = [k for k, _ in runs]
-        rounds = (await s.exec(select(Round).where(col(Round.process_key).in_(keys)))).all()
-        escs = (await s.exec(select(Escalation).where(col(Escalation.process_key).in_(keys)))).all()
+        rounds = (await s.exec(_of_runs(Round, runs))).all()
+        escs = (await s.exec(_of_runs(Escalation, runs))).all()
         swept.runs_compacted = len(runs)
         cut_rounds, cut_escs = [], []
         for r in rounds:
@@ -174,7 +182,7 @@ async def compact_runs(db: Database, before: datetime, limit: int) -> Swept:
         for table, rows in ((Round.__table__, cut_rounds), (Escalation.__table__, cut_escs)):
             if rows:
                 await s.exec(table.update().where(table.c.id == bindparam("row_id")), params=rows)
-        last_key, last_at = runs[-1]
+        last_key, last_at, _ = runs[-1]
         await cursors.save_in(s, {CURSOR: f"{last_at.isoformat()}|{last_key}"})
     return swept
 
@@ -211,18 +219,17 @@ async def _compact_all(db: Database, before: datetime, batch: int) -> Swept:
     async with db.read_session() as s:
         after = _read_cursor((await cursors.load(db, CURSOR)).get(CURSOR))
         while runs := await _next_runs(s, before, after, batch):
-            keys = [k for k, _ in runs]
             total.runs_compacted += len(runs)
-            for r in (await s.exec(select(Round).where(col(Round.process_key).in_(keys)))).all():
+            for r in (await s.exec(_of_runs(Round, runs))).all():
                 freed = _size(r.findings, r.summary, r.question, r.instructions, r.settled) - _size(
                     *_round_values(r).values())
                 if freed > 0:
                     total.rounds_compacted += 1
                     total.text_bytes_freed += freed
-            for e in (await s.exec(select(Escalation).where(col(Escalation.process_key).in_(keys)))).all():
+            for e in (await s.exec(_of_runs(Escalation, runs))).all():
                 freed = _size(e.question, e.answer) - _size(cut(e.question), cut(e.answer))
                 if freed > 0:
                     total.escalations_compacted += 1
                     total.text_bytes_freed += freed
-            after = (runs[-1][1], runs[-1][0])
+            after = (runs[-1][1], runs[-1][0])  # (ended_at, key)
     return total
