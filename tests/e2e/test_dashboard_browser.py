@@ -139,7 +139,7 @@ def _browse(base: str, state: dict) -> dict:
                               if not driver.find_elements(By.CSS_SELECTOR, f'label[for="{c.get_attribute("id")}"]')]
         driver.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)
         seen["tab_order"] = []
-        for _ in range(6):
+        for _ in range(7):  # far enough to pass the filter form's six controls
             active = driver.switch_to.active_element
             seen["tab_order"].append(active.get_attribute("id") or active.text)
             active.send_keys(Keys.TAB)
@@ -212,7 +212,8 @@ async def test_dashboard_in_a_headless_browser(tmp_path):
     assert "answered by alice" in seen["escalation_text"]
     assert "mean([])" in seen["code_in_question"], "the question's Markdown was rendered"
     assert seen["unlabelled"] == []
-    assert [f for f in seen["tab_order"] if f.startswith("f-")][:5] == ["f-status", "f-repo", "f-attention", "f-stale", "f-apply"]
+    assert [f for f in seen["tab_order"] if f.startswith("f-")][:6] == [
+        "f-scope", "f-status", "f-repo", "f-attention", "f-stale", "f-apply"]
     assert seen["phone_overflow"] <= 0, "the PR page scrolls sideways on a phone"
     png = seen["screenshot"].read_bytes()
     assert len(png) > 1000 and png.startswith(b"\x89PNG\r\n\x1a\n")
