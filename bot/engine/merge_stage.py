@@ -47,7 +47,6 @@ ANNOTATIONS_SHOWN = 10  # of a failed check run's annotations
 # Merges (or merge-queue entries) a run makes before it escalates instead of trying again: each
 # was refused, or left the queue with nothing the fixer could be given.
 MERGE_TRIES = 5
-PROTECTED_CACHE_SIZE = 10_000  # (pr_key, head) -> names, in `Runtime.protected_checks`
 
 
 async def _unmerged(rt: Runtime, deps: Sequence[PrKey]) -> tuple[PrKey, ...]:
@@ -259,9 +258,7 @@ async def _protected(rt: Runtime, key, pr_key: PrKey, head: str) -> frozenset[st
     except GitHubError as e:  # e.g. a GitHub Enterprise Server without `isRequired`: all count
         log.warning("merge.required_checks_unread", pr_key=pr_key, error=str(e))
         return None
-    cache[(pr_key, head)] = names
-    while len(cache) > PROTECTED_CACHE_SIZE:
-        cache.popitem(last=False)
+    cache[(pr_key, head)] = names  # the least recently used goes past its bound (`Runtime`)
     return names
 
 

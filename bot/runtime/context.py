@@ -47,6 +47,7 @@ class Bounded(OrderedDict):
 
 
 CHECK_RUNS_REMEMBERED = 10_000  # PRs whose last check-run text this process remembers
+PROTECTED_CHECKS_REMEMBERED = 10_000  # (PR, head)s whose required checks this process remembers
 
 
 class OwnPushes:
@@ -59,14 +60,10 @@ class OwnPushes:
     """
 
     def __init__(self, size: int = 4096) -> None:
-        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._size = size
+        self._seen = Bounded(size)
 
     def add(self, repo: str, sha: str) -> None:
         self._seen[(repo.lower(), sha)] = None
-        self._seen.move_to_end((repo.lower(), sha))
-        while len(self._seen) > self._size:
-            self._seen.popitem(last=False)
 
     def __contains__(self, item: object) -> bool:
         return item in self._seen
@@ -104,7 +101,8 @@ class Runtime:
     # (intake/webhook.py); the fixer's own pushes (`OwnPushes`, above); when this process's last
     # reading scan began, time.monotonic() (intake/scan.py).
     check_runs: dict[PrKey, tuple[str, dict]] = field(default_factory=lambda: Bounded(CHECK_RUNS_REMEMBERED))
-    protected_checks: OrderedDict[tuple[PrKey, str], frozenset[str]] = field(default_factory=OrderedDict)
+    protected_checks: OrderedDict[tuple[PrKey, str], frozenset[str]] = field(
+        default_factory=lambda: Bounded(PROTECTED_CHECKS_REMEMBERED))
     merge_queue_repos: set[str] = field(default_factory=set)
     repo_configs: RepoConfigs | None = None
     redelivery: RedeliveryState | None = None

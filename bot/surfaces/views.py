@@ -41,6 +41,7 @@ async def prs_json(db: Database, views: Sequence[PrView], reviewers: Sequence[st
 
 
 SCOPES = ("current", "all")
+STATUSES = tuple(s.value for s in Status)  # as `pr_json` shows them
 RECENT = timedelta(days=7)  # a finished PR stays in the current list this long after its last change
 
 
@@ -77,9 +78,6 @@ class ListQuery:
         except prs.CursorError as e:
             raise QueryError(str(e)) from None
         return cls(scope, status, (params.get("repo") or "").strip(), after, int(limit_text))
-
-
-STATUSES = tuple(s.value for s in Status)
 
 
 async def list_page(db: Database, q: ListQuery, reviewers: Sequence[str] = ()) -> tuple[list[dict], prs.Page]:

@@ -19,6 +19,7 @@ from bot.engine.read import asked_reviewers
 from bot.surfaces.views import (
     RECENT,
     SCOPES,
+    STATUSES,
     ListQuery,
     QueryError,
     comment_url,
@@ -33,7 +34,6 @@ from bot.surfaces.web import markdown
 from bot.surfaces.web.api import path_key
 from storage import prs
 from storage.keys import PrKey, PrKeyError, try_parse_pr_key
-from storage.statuses import Status
 
 REFRESH_SECONDS = 15
 
@@ -116,11 +116,10 @@ async def dashboard(request: Request) -> HTMLResponse:
         r["attention"] = needs_attention(r)
         r["stale"] = waiting_long(r, now, stale_after)
     asked = [(r, e) for r in shown for e in waiting.get(r["pr_key"], [])]
-    statuses = [s.value for s in Status]
-    next_url = str(request.url.include_query_params(cursor=page.next.text())) if page.next else None
-    next_path = next_url[next_url.index("/", next_url.index("//") + 2):] if next_url else None
+    following = request.url.include_query_params(cursor=page.next.text()) if page.next else None
+    next_path = f"{following.path}?{following.query}" if following else None
     return _page(request, "list.html", rows=shown, open_escalations=asked, total=page.total,
-                 repos=await prs.repositories(db), statuses=statuses, scopes=SCOPES, wanted_scope=query.scope,
+                 repos=await prs.repositories(db), statuses=STATUSES, scopes=SCOPES, wanted_scope=query.scope,
                  wanted_status=query.status, wanted_repo=query.repo.lower(), attention=attention,
                  stale_only=stale_only, stale_after=_took(stale_after), next_page=next_path,
                  recent=_took(RECENT.total_seconds()), paged=query.after is not None,
