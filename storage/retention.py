@@ -81,7 +81,8 @@ def cut(text: str | None) -> str | None:
 
 def compact_findings(findings: str | None) -> str | None:
     """A round's findings JSON with each finding's text cut: its place (path, line), author,
-    thread and fingerprint stay, so the round still says what was found and where."""
+    thread and fingerprint stay, so the round still says what was found and where. Any other
+    JSON list of texts (a round's instructions) has each text cut alike."""
     if not findings:
         return findings
     try:
@@ -90,28 +91,13 @@ def compact_findings(findings: str | None) -> str | None:
         return cut(findings)
     if not isinstance(items, list):
         return cut(findings)
-    out = []
-    for item in items:
-        if isinstance(item, dict):
-            item = {k: cut(v) if isinstance(v, str) else v for k, v in item.items()}
-        out.append(item)
-    return json.dumps(out)
+    return json.dumps([{k: cut(v) if isinstance(v, str) else v for k, v in i.items()} if isinstance(i, dict)
+                       else cut(i) if isinstance(i, str) else i for i in items])
 
 
 def _round_values(r: Round) -> dict[str, Any]:
     return {"findings": compact_findings(r.findings), "summary": cut(r.summary), "question": cut(r.question),
-            "instructions": _cut_list(r.instructions), "settled": None}
-
-
-def _cut_list(text: str | None) -> str | None:
-    """A JSON list of texts (a round's instructions), each cut."""
-    if not text:
-        return text
-    try:
-        items = json.loads(text)
-    except ValueError:
-        return cut(text)
-    return json.dumps([cut(i) if isinstance(i, str) else i for i in items]) if isinstance(items, list) else cut(text)
+            "instructions": compact_findings(r.instructions), "settled": None}
 
 
 def _size(*texts: str | None) -> int:
@@ -139,6 +125,29 @@ def _of_runs(model: Any, runs: Sequence[tuple[str, datetime, str]]) -> Any:
                                col(model.process_key).in_([k for k, _, _ in runs]))
 
 
+async def _cuts(s: AsyncSession, runs: Sequence[tuple[str, datetime, str]]
+                ) -> tuple[Swept, list[dict[str, Any]], list[dict[str, Any]]]:
+    """What compacting these runs cuts: its count, and the new values of each round and
+    escalation whose text gets shorter (with `row_id`, for one executemany per table)."""
+    swept = Swept(runs_compacted=len(runs))
+    cut_rounds, cut_escs = [], []
+    for r in (await s.exec(_of_runs(Round, runs))).all():
+        values = _round_values(r)
+        freed = _size(r.findings, r.summary, r.question, r.instructions, r.settled) - _size(*values.values())
+        if freed > 0:
+            swept.rounds_compacted += 1
+            swept.text_bytes_freed += freed
+            cut_rounds.append({"row_id": r.id, **values})
+    for e in (await s.exec(_of_runs(Escalation, runs))).all():
+        question, answer = cut(e.question) or "", cut(e.answer)
+        freed = _size(e.question, e.answer) - _size(question, answer)
+        if freed > 0:
+            swept.escalations_compacted += 1
+            swept.text_bytes_freed += freed
+            cut_escs.append({"row_id": e.id, "question": question, "answer": answer})
+    return swept, cut_rounds, cut_escs
+
+
 def _read_cursor(text: str | None) -> tuple[datetime, str] | None:
     if not text:
         return None
@@ -152,30 +161,12 @@ def _read_cursor(text: str | None) -> tuple[datetime, str] | None:
 async def compact_runs(db: Database, before: datetime, limit: int) -> Swept:
     """Compact the text of up to `limit` runs that ended before `before`, in one transaction with
     the cursor's move (a crash compacts the same runs again: cutting cut text changes nothing)."""
-    swept = Swept()
     async with db.session() as s:
         after = _read_cursor((await cursors.load(db, CURSOR)).get(CURSOR))
         runs = await _next_runs(s, before, after, limit)
         if not runs:
-            return swept
-        rounds = (await s.exec(_of_runs(Round, runs))).all()
-        escs = (await s.exec(_of_runs(Escalation, runs))).all()
-        swept.runs_compacted = len(runs)
-        cut_rounds, cut_escs = [], []
-        for r in rounds:
-            values = _round_values(r)
-            freed = _size(r.findings, r.summary, r.question, r.instructions, r.settled) - _size(*values.values())
-            if freed > 0:
-                swept.rounds_compacted += 1
-                swept.text_bytes_freed += freed
-                cut_rounds.append({"row_id": r.id, **values})
-        for e in escs:
-            question, answer = cut(e.question) or "", cut(e.answer)
-            freed = _size(e.question, e.answer) - _size(question, answer)
-            if freed > 0:
-                swept.escalations_compacted += 1
-                swept.text_bytes_freed += freed
-                cut_escs.append({"row_id": e.id, "question": question, "answer": answer})
+            return Swept()
+        swept, cut_rounds, cut_escs = await _cuts(s, runs)
         # One executemany per table, on the tables themselves: an ORM update per row made the
         # session match each against every row it had loaded (quadratic in the batch; a
         # 500-run batch held the event loop for seconds).
@@ -219,17 +210,6 @@ async def _compact_all(db: Database, before: datetime, batch: int) -> Swept:
     async with db.read_session() as s:
         after = _read_cursor((await cursors.load(db, CURSOR)).get(CURSOR))
         while runs := await _next_runs(s, before, after, batch):
-            total.runs_compacted += len(runs)
-            for r in (await s.exec(_of_runs(Round, runs))).all():
-                freed = _size(r.findings, r.summary, r.question, r.instructions, r.settled) - _size(
-                    *_round_values(r).values())
-                if freed > 0:
-                    total.rounds_compacted += 1
-                    total.text_bytes_freed += freed
-            for e in (await s.exec(_of_runs(Escalation, runs))).all():
-                freed = _size(e.question, e.answer) - _size(cut(e.question), cut(e.answer))
-                if freed > 0:
-                    total.escalations_compacted += 1
-                    total.text_bytes_freed += freed
+            total.add((await _cuts(s, runs))[0])
             after = (runs[-1][1], runs[-1][0])  # (ended_at, key)
     return total
