@@ -128,9 +128,8 @@ async def restored(db: Database) -> Restored | None:
         found = await r.get(Cursor, MARK)
     if found is None:
         return None
-    if json.loads(found.value).get("restored_at") is not None:
-        value = json.loads(found.value)
-        return Restored(datetime.fromisoformat(value["taken_at"]), datetime.fromisoformat(value["restored_at"]))
+    if (seen := json.loads(found.value)).get("restored_at") is not None:
+        return Restored(datetime.fromisoformat(seen["taken_at"]), datetime.fromisoformat(seen["restored_at"]))
     async with db.session() as s:
         mark = await s.get(Cursor, MARK)
         if mark is None:

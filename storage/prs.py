@@ -20,7 +20,7 @@ from sqlmodel.sql.expression import Select
 from .database import Database
 from .keys import PrKey, PrKeyError, ProcessKey, parse_pr_key
 from .models import Job, PullRequest, Run, read_pr_keys, utcnow
-from .statements import Shape, on_postgres, set_clause, split_values
+from .statements import Shape, on_postgres, present, set_clause, split_values
 from .statuses import TERMINAL, RunState, Status, derived_status, is_resubmittable
 
 
@@ -228,14 +228,8 @@ async def repositories(db: Database) -> list[str]:
 
 
 async def known(db: Database, pr_keys: Collection[PrKey]) -> set[PrKey]:
-    """Which of `pr_keys` have a row (any status): one indexed read per thousand keys."""
-    keys, out = list(pr_keys), set[PrKey]()
-    async with db.read_session() as s:
-        for at in range(0, len(keys), 1000):
-            chunk = keys[at:at + 1000]
-            out.update(read_pr_keys((await s.exec(select(PullRequest.pr_key).where(
-                col(PullRequest.pr_key).in_(chunk)))).all()))
-    return out
+    """Which of `pr_keys` have a row (any status): indexed reads, in batches."""
+    return set(read_pr_keys(await present(db, col(PullRequest.pr_key), pr_keys)))
 
 
 async def active_at(db: Database, repo: str, *, sha: str | None = None,
