@@ -205,16 +205,22 @@ async def _until(db: Database, plans: list[PrPlan], done, deadline: float, what:
     raise AssertionError(f"not reached within {deadline:.0f}s: {what}; PRs {views}")
 
 
-def _events(path: Path, names: set[str]) -> list[tuple[datetime, str]]:
-    found = []
+def log_lines(path: Path) -> list[dict]:
+    """A bot's JSON log lines (uvicorn's and a traceback's plain lines left out)."""
+    out = []
     for line in path.read_text(errors="replace").splitlines():
         try:
             event = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(event, dict) and event.get("event") in names and event.get("timestamp"):
-            found.append((datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")), event["event"]))
-    return found
+        if isinstance(event, dict):
+            out.append(event)
+    return out
+
+
+def _events(path: Path, names: set[str]) -> list[tuple[datetime, str]]:
+    return [(datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")), e["event"])
+            for e in log_lines(path) if e.get("event") in names and e.get("timestamp")]
 
 
 async def _collect(db: Database, sim: Simulator, chaos: Chaos, plans: list[PrPlan],

@@ -24,7 +24,7 @@ from .bot_process import ROOT, BotProcess, free_port, to_toml
 from .faults import Chaos
 from .harness import bot_config, simulator_log
 from .plan import PrPlan
-from .replicas import Balancer, _until, open_planned
+from .replicas import Balancer, _until, log_lines, open_planned
 
 # The release before this one: the last commit that landed before the schema's newest
 # migrations (0014, 0015). Move it on when a release lands.
@@ -60,25 +60,13 @@ def _crashes(log: Path) -> list[str]:
     return bad
 
 
-def _lines(log: Path) -> list[dict]:
-    out = []
-    for line in log.read_text(errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            out.append(event)
-    return out
-
-
 def _started_at(log: Path) -> str:
-    return next(e["timestamp"] for e in _lines(log) if str(e.get("harness", "")).startswith("start"))
+    return next(e["timestamp"] for e in log_lines(log) if str(e.get("harness", "")).startswith("start"))
 
 
 def _events_after(log: Path, at: str) -> set[str]:
     """The events a bot logged after `at` (both ISO stamps in UTC, as text)."""
-    return {e["event"] for e in _lines(log) if e.get("timestamp", "") > at and "event" in e}
+    return {e["event"] for e in log_lines(log) if e.get("timestamp", "") > at and "event" in e}
 
 
 async def _enroll(bot: BotProcess, plans: list[PrPlan]) -> None:
