@@ -58,6 +58,7 @@ class _CacheStrategy(MemCacheStrategy):
 
     async def get_async_hishel_storage(self) -> NewestAnswerStorage:  # type: ignore[override]
         if self._hishel_async_storage is None:
+            # githubkit types the slot as hishel's AsyncMemoryStorage; ours is another AsyncBaseStorage.
             self._hishel_async_storage = NewestAnswerStorage(max_bytes=self.max_bytes)  # type: ignore[assignment]
         return self._hishel_async_storage  # type: ignore[return-value]
 
