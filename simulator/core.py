@@ -208,6 +208,9 @@ class SimulatorCore:
                          via: str = "control") -> None:
         raise NotImplementedError
 
+    async def _delete_branch(self, repo: Repo, branch: str, actor: str) -> None:
+        raise NotImplementedError  # ops/pulls.py
+
     def latest_runs(self, repo: Repo, sha: str) -> list[CheckRun]:
         raise NotImplementedError  # ops/checks.py
 

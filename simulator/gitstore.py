@@ -370,6 +370,15 @@ class GitStore:
         finally:  # moved, or refused because someone else moved it: read git next time
             self.invalidate(git_dir)
 
+    async def delete_ref(self, git_dir: Path, branch: str, old: str) -> None:
+        """Delete the branch if it still points at `old` (RefMoved otherwise)."""
+        try:
+            await self.run(git_dir, "update-ref", "-d", f"refs/heads/{branch}", old)
+        except GitError as e:
+            raise RefMoved(str(e)) from e
+        finally:
+            self.invalidate(git_dir)
+
     async def merge_tree(self, git_dir: Path, ours: str, theirs: str) -> str | None:
         """The tree of a three-way merge, or None when the two conflict."""
         code, out, err = await self._exec(

@@ -91,6 +91,9 @@ class Repo:
     # that many users with write access approved the PR, and while one of them asks for
     # changes, GitHub reads it `blocked` and refuses the merge. 0: none required.
     required_approving_reviews: int = 0
+    # "Automatically delete head branches": a merged PR's branch goes, and GitHub retargets the
+    # open PRs based on it to the merged PR's base (simulator/ops/repos.py `delete_branch`).
+    delete_branch_on_merge: bool = False
 
     @property
     def fork(self) -> bool:

@@ -2,13 +2,17 @@
 
 A `body` edge is a `Depends-on:` line of the PR's body, replaced at each read of the body; an
 `explicit` edge was given at enrollment (`submit --depends-on`, the API, `/converge start
---depends-on`) and is kept, since no read of GitHub can give it back. A PR depends on the union."""
+--depends-on`) and is kept, since no read of GitHub can give it back; a `stack` edge says the PR's
+base branch is the other PR's head branch (docs/stacks.md), and is kept after the parent lands,
+until the child is re-based (`restacked_at`). A PR depends on the union."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import delete
+from sqlalchemy import delete, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -16,8 +20,19 @@ from .database import Database
 from .keys import PrKey
 from .models import Dependency, PullRequest, read_pr_keys
 
-BODY, EXPLICIT = "body", "explicit"
-SOURCES = (BODY, EXPLICIT)
+BODY, EXPLICIT, STACK = "body", "explicit", "stack"
+SOURCES = (BODY, EXPLICIT, STACK)
+
+
+@dataclass(frozen=True)
+class StackEdge:
+    """A PR stacked on another: the parent, where the child's own commits begin when the bot
+    recorded it (before it re-based the parent), and when the child was re-based."""
+
+    child: PrKey
+    parent: PrKey
+    fork_point: str | None
+    restacked_at: datetime | None
 
 
 async def replace_for(db: Database, pr_key: PrKey, depends_on: list[PrKey]) -> list[PrKey]:
@@ -27,8 +42,55 @@ async def replace_for(db: Database, pr_key: PrKey, depends_on: list[PrKey]) -> l
         await s.exec(delete(Dependency).where(col(Dependency.pr_key) == pr_key, col(Dependency.source) == BODY))
         for dep in depends_on:
             s.add(Dependency(pr_key=pr_key, depends_on_key=dep, source=BODY))
-        explicit = await _explicit(s, pr_key)
-    return [*depends_on, *(k for k in explicit if k not in depends_on)]
+        kept = await _kept(s, pr_key)
+    return [*depends_on, *(k for k in kept if k not in depends_on)]
+
+
+async def record_stack(session: AsyncSession, child: PrKey, parent: PrKey, fork_point: str | None = None) -> bool:
+    """Record that `child` is stacked on `parent` (in the caller's transaction), with where its
+    own commits begin when that is known (kept once the child was re-based); False when the
+    edge was recorded before."""
+    have = await session.get(Dependency, (child, parent, STACK))
+    if have is not None:
+        if fork_point and have.restacked_at is None:
+            have.fork_point = fork_point
+            session.add(have)
+        return False
+    session.add(Dependency(pr_key=child, depends_on_key=parent, source=STACK, fork_point=fork_point))
+    return True
+
+
+async def drop_stack(session: AsyncSession, child: PrKey, parent: PrKey) -> None:
+    """Forget a stack whose child was moved off its parent's branch before the parent landed."""
+    await session.exec(delete(Dependency).where(col(Dependency.pr_key) == child,
+                                                col(Dependency.depends_on_key) == parent,
+                                                col(Dependency.source) == STACK))
+
+
+async def stacked_on(session: AsyncSession, child: PrKey) -> list[StackEdge]:
+    """The child's stack edges (one, unless its base changed to another PR's branch)."""
+    stmt = select(Dependency).where(Dependency.pr_key == child, Dependency.source == STACK)
+    return [_edge(row) for row in (await session.exec(stmt)).all()]
+
+
+async def stacked_children(session: AsyncSession, parent: PrKey) -> list[StackEdge]:
+    """The PRs stacked on `parent` not yet re-based off it."""
+    stmt = select(Dependency).where(Dependency.depends_on_key == parent, Dependency.source == STACK,
+                                    col(Dependency.restacked_at).is_(None))
+    return [_edge(row) for row in (await session.exec(stmt)).all()]
+
+
+async def mark_restacked(session: AsyncSession, child: PrKey, parent: PrKey, at: datetime) -> bool:
+    """The child was re-based off `parent` (once: False when it already was)."""
+    result = await session.exec(update(Dependency).where(
+        col(Dependency.pr_key) == child, col(Dependency.depends_on_key) == parent,
+        col(Dependency.source) == STACK, col(Dependency.restacked_at).is_(None)).values(restacked_at=at))
+    return bool(result.rowcount)
+
+
+def _edge(row: Dependency) -> StackEdge:
+    [child, parent] = read_pr_keys((row.pr_key, row.depends_on_key))
+    return StackEdge(child, parent, row.fork_point, row.restacked_at)
 
 
 async def add_explicit(session: AsyncSession, pr_key: PrKey, depends_on: Iterable[PrKey]) -> None:
@@ -49,6 +111,13 @@ def explicit_rows(pr_key: PrKey, depends_on: Iterable[PrKey]) -> list[Dependency
 async def _explicit(session: AsyncSession, pr_key: PrKey) -> list[PrKey]:
     stmt = select(Dependency.depends_on_key).where(Dependency.pr_key == pr_key, Dependency.source == EXPLICIT)
     return read_pr_keys((await session.exec(stmt)).all())
+
+
+async def _kept(session: AsyncSession, pr_key: PrKey) -> list[PrKey]:
+    """The PR's dependencies no read of its body replaces: explicit and stack edges, once each."""
+    stmt = select(Dependency.depends_on_key).where(Dependency.pr_key == pr_key,
+                                                   col(Dependency.source).in_((EXPLICIT, STACK)))
+    return list(dict.fromkeys(read_pr_keys((await session.exec(stmt)).all())))
 
 
 async def edges(db: Database) -> dict[PrKey, list[PrKey]]:

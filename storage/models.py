@@ -264,9 +264,14 @@ class Dependency(_Table, table=True):
 
     pr_key: PrKey = Field(primary_key=True, sa_type=PrKeyText(300))
     depends_on_key: PrKey = Field(primary_key=True, sa_type=PrKeyText(300))
-    # Where the edge was given (storage/dependencies.py): a line of the body, re-read with it, or
-    # an enrollment's, kept. An edge given both ways is two rows.
+    # Where the edge was given (storage/dependencies.py): a line of the body, re-read with it, an
+    # enrollment's, kept, or a stack's (the PR's base branch is the other's head). An edge given
+    # more than one way is a row each.
     source: str = Field(primary_key=True, max_length=16)
+    # A stack edge only (docs/stacks.md): the parent's commit the child's own commits sit on, and
+    # when the child was re-based onto the parent's base after the parent landed.
+    fork_point: str | None = Field(default=None, max_length=64)
+    restacked_at: datetime | None = ts()
 
 
 class Job(_Table, table=True):

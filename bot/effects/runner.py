@@ -16,7 +16,7 @@ from datetime import timedelta
 import structlog
 
 from bot import metrics
-from bot.effects import check_run, comment, merge, review_request
+from bot.effects import check_run, comment, merge, restack, review_request
 from bot.engine import outbox, repoconfig
 from bot.engine.fixing import hold_round_checks
 from bot.engine.write_budget import over_budget, pause_runaway
@@ -108,6 +108,7 @@ HANDLERS: dict[str, Handler] = {
     "check_run": check_run.check_run,
     "update_branch": merge.update_branch,
     "merge": merge.merge,
+    "restack": restack.restack,
 }
 
 

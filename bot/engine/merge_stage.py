@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 
 from bot.engine import merge_queue as mergequeue
-from bot.engine import outbox, repoconfig
+from bot.engine import outbox, repoconfig, stacks
 from bot.engine.dispatch import requeue
 from bot.engine.escalation import escalate
 from bot.engine.merge_rounds import fix_round
@@ -94,16 +94,18 @@ async def _merge_stage(rt: Runtime, pr: PullRequest, gh_pr: dict, bound) -> Pull
 
 async def _read_view(rt: Runtime, pr: PullRequest, gh_pr: dict, now: datetime) -> MergeView:
     """What the decision reads: the PR as just read, its dependencies (those its body names,
-    recorded as it names them now, and those given at enrollment), and what blocks a merge when
-    it is one to make."""
+    recorded as it names them now, those given at enrollment, and the PR its base branch heads),
+    and what blocks a merge when it is one to make."""
+    stacked = await stacks.to_restack(rt, pr, gh_pr) if pr.status == Status.WAITING_DEPS else ()
     deps = await dependencies.replace_for(rt.db, pr.pr_key,
                                           parse_dependencies(gh_pr.get("body"), pr.pr_key.full_repo))
     cycle = find_cycle(pr.pr_key, await dependencies.edges(rt.db)) if deps else None
     state = gh_pr.get("mergeable_state") or "unknown"
+    unmerged = await _unmerged(rt, deps) if pr.status == Status.WAITING_DEPS else ()
     view = MergeView(
         status=pr.status, head=pr.head_sha, converged_head=pr.converged_head,
         mergeable_state=state,
-        unmerged_deps=await _unmerged(rt, deps) if pr.status == Status.WAITING_DEPS else (),
+        unmerged_deps=unmerged, restack=tuple(p for p in stacked if p not in unmerged),
         cycle=tuple(cycle) if cycle else None,
         require_approval=rt.config.merge.require_approval, approved=pr.merge_approved,
         conflict_attempts=rt.config.merge.conflict_attempts, ci_fix_attempts=rt.config.merge.ci_fix_attempts,
@@ -155,6 +157,11 @@ async def _record(rt: Runtime, pr: PullRequest, step: MergeStep, view: MergeView
             await escalate(s, rt, pr, Escalate(step.escalation, f"convergebot cannot merge: {step.reason}.",
                                                fingerprint(step.escalation, step.reason)),
                            expect_status=pr.status, extra=unknown)
+        elif step.kind == "restack":
+            won = await prs.fenced_update(None, pr.pr_key, pk, {"last_action": step.reason, **unknown},
+                                          **fence, session=s)
+            for parent in view.restack if won else ():
+                await outbox.restack(s, pr.pr_key, pk, parent, pr.head_sha or "")
         elif step.kind == "update_branch":
             won = await prs.fenced_update(None, pr.pr_key, pk, {"last_action": "updating the branch from its base",
                                                                 **unknown}, **fence, session=s)

@@ -159,6 +159,8 @@ def describe(effect: str, payload: dict, reviewers: Sequence[Any] = ()) -> str:
         return f"updated the branch from its base (head {(p.get('expected_head') or '')[:7]})"
     if effect == "merge":
         return f"merged at {(p.get('sha') or '')[:7]}"
+    if effect == "restack":
+        return f"retargeted the PR off {p.get('parent')} (landed) and re-based its own commits onto the new base"
     return f"made the {effect} write"
 
 
@@ -221,6 +223,13 @@ async def merge(session: AsyncSession, pr_key: PrKey, process_key: ProcessKey, s
 async def update_branch(session: AsyncSession, pr_key: PrKey, process_key: ProcessKey, expected_head: str) -> bool:
     return await add(session, "update_branch", f"{process_key}:{expected_head}", pr_key=pr_key,
                      process_key=process_key, expected_head=expected_head)
+
+
+async def restack(session: AsyncSession, pr_key: PrKey, process_key: ProcessKey, parent: PrKey, head: str) -> bool:
+    """Retarget a stacked PR off its landed `parent` and replay its own commits (docs/stacks.md):
+    once per parent and head (a head that moves since is the merge stage's to decide on again)."""
+    return await add(session, "restack", f"{process_key}:{parent}:{head}", pr_key=pr_key,
+                     process_key=process_key, parent=str(parent))
 
 
 async def check_run(session: AsyncSession, pr_key: PrKey, settle_seconds: float = CHECK_RUN_SETTLE_SECONDS) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 import structlog
 
 from bot import metrics
-from bot.engine import check_summary, outbox, repoconfig
+from bot.engine import check_summary, outbox, repoconfig, stacks
 from bot.engine.dispatch import new_attempt, queue_fixer, queue_progress, requeue
 from bot.engine.escalation import escalate, queue_missing
 from bot.engine.merge_stage import MERGE_STATUSES, merge_stage
@@ -110,6 +110,7 @@ async def _step(rt: Runtime, pr_key: PrKey) -> None:
         await queue_missing(rt, pr_key)
         await recover_commands(rt, pr)
     pr = pr.model_copy(update=observed.values)  # the row as just written, without reading it back
+    await stacks.note(rt, pr, seen.pr)  # while its parent is open: afterwards none could say
     if pr.status in MERGE_STATUSES:
         await merge_stage(rt, pr, seen.pr, bound)
         await check_summary.publish(rt, pr_key)

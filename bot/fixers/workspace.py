@@ -249,7 +249,7 @@ class Workspace:
         )
         if result.ok:
             return Publication(pushed_head=head)
-        if not _lease_refused(result.stdout):
+        if not lease_refused(result.stdout):
             raise GitError(self.remote.failure("push", result))
         if await self._remote_head(publish) == head:
             return Publication(pushed_head=head)  # the fixer pushed this very commit itself
@@ -277,7 +277,7 @@ async def _withheld(req: FixRequest) -> str | None:
     return "not pushed: the run was stopped or the round moved on while the fixer worked"
 
 
-def _lease_refused(porcelain: str) -> bool:
+def lease_refused(porcelain: str) -> bool:
     """`!<TAB>src:dst<TAB>[rejected] (stale info)` and kin: the remote ref was not what we leased.
 
     A `[remote rejected]` line (a protected branch, a declined hook) is a failure, not a lease.

@@ -6,4 +6,4 @@ cache, installations, rate budget) and its errors."""
 # PR's). tests/unit/test_import_graph.py keeps them in the effects; scripts/guards.py --report
 # reads the conditions tested before them.
 WRITES = frozenset({"comment_once", "react", "request_review", "write_threads", "create_check_run",
-                    "update_check_run", "enqueue", "merge", "update_branch", "redeliver"})
+                    "update_check_run", "enqueue", "merge", "update_branch", "retarget", "redeliver"})

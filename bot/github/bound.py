@@ -44,6 +44,15 @@ class RepoGitHub:
     async def conflicting_files(self, base_ref: str, head_sha: str) -> list[str]:
         return await self.client.conflicting_files(self.owner, self.repo, base_ref, head_sha)
 
+    async def merge_base(self, base: str, head: str) -> str:
+        return await self.client.merge_base(self.owner, self.repo, base, head)
+
+    async def open_pulls_headed(self, branch: str) -> list[dict]:
+        return await self.client.open_pulls_headed(self.owner, self.repo, branch)
+
+    async def open_pulls_based(self, branch: str) -> list[dict]:
+        return await self.client.open_pulls_based(self.owner, self.repo, branch)
+
     async def pulls_by_update(self, since: datetime | None, **kw: Any) -> tuple[list[dict], bool, bool]:
         return await self.client.pulls_by_update(self.owner, self.repo, since, **kw)
 
@@ -142,3 +151,6 @@ class PrGitHub(RepoGitHub):
 
     async def update_branch(self, expected_head: str) -> None:
         await self.client.update_branch(self.owner, self.repo, self.number, expected_head)
+
+    async def retarget(self, base: str) -> dict:
+        return await self.client.retarget(self.owner, self.repo, self.number, base)

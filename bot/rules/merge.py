@@ -165,12 +165,15 @@ class MergeView:
     # Read only for a `blocked` PR no check holds back, and set where GitHub's review decision
     # says it wants an approving review (`REVIEW_REQUIRED`).
     reviews_wanted: ReviewsWanted | None = None
+    # The PRs this one is stacked on that have landed while it still is to be re-based off them
+    # (docs/stacks.md): retargeted to their base and its own commits replayed onto it.
+    restack: tuple[PrKey, ...] = ()
 
 
 @dataclass(frozen=True)
 class MergeStep:
     # wait | wait_unknown | new_round | to_merge | merge | update_branch | escalate |
-    # back_to_waiting | fix_round
+    # back_to_waiting | fix_round | restack
     kind: str
     reason: str = ""
     round_kind: str | None = None  # fix_round: conflict | ci
@@ -211,6 +214,9 @@ def checks_overdue(v: MergeView) -> MergeStep | None:
                                  f"within {took(v.checks_timeout)}", escalation="checks_missing")
 
 
+RESTACKING = "re-basing onto its parent's base: "
+
+
 def decide_merge(v: MergeView) -> MergeStep:
     if v.head and v.converged_head and v.head != v.converged_head and v.status != Status.MERGING:
         return MergeStep("new_round", "a push after convergence")
@@ -219,6 +225,8 @@ def decide_merge(v: MergeView) -> MergeStep:
             return MergeStep("escalate", "dependency cycle: " + " → ".join(v.cycle))
         if v.unmerged_deps:
             return MergeStep("wait", "waiting for " + ", ".join(v.unmerged_deps))
+        if v.restack:
+            return MergeStep("restack", RESTACKING + ", ".join(v.restack) + " landed")
         return MergeStep("to_merge", "dependencies merged")
     if v.status == Status.MERGING:
         # A merge whose answer was lost: the PR was re-read and is not merged.

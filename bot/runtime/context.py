@@ -48,6 +48,7 @@ class Bounded(OrderedDict):
 
 CHECK_RUNS_REMEMBERED = 10_000  # PRs whose last check-run text this process remembers
 PROTECTED_CHECKS_REMEMBERED = 10_000  # (PR, head)s whose required checks this process remembers
+STACK_BASES_REMEMBERED = 10_000  # (PR, base branch)es looked up for a PR heading the base
 
 
 class OwnPushes:
@@ -99,10 +100,13 @@ class Runtime:
     # (engine/merge_queue.py); repositories' own config files (engine/repoconfig.py); the
     # redelivery's state (intake/redelivery.py); the webhook intake and its routing rules
     # (intake/webhook.py); the fixer's own pushes (`OwnPushes`, above); when this process's last
-    # reading scan began, time.monotonic() (intake/scan.py).
+    # reading scan began, time.monotonic() (intake/scan.py); which (PR, base branch)es were
+    # looked up for an open PR heading that branch, with what was found (engine/stacks.py).
     check_runs: dict[PrKey, tuple[str, dict]] = field(default_factory=lambda: Bounded(CHECK_RUNS_REMEMBERED))
     protected_checks: OrderedDict[tuple[PrKey, str], frozenset[str]] = field(
         default_factory=lambda: Bounded(PROTECTED_CHECKS_REMEMBERED))
+    stack_bases: OrderedDict[tuple[PrKey, str], PrKey | None] = field(
+        default_factory=lambda: Bounded(STACK_BASES_REMEMBERED))
     merge_queue_repos: set[str] = field(default_factory=set)
     repo_configs: RepoConfigs | None = None
     redelivery: RedeliveryState | None = None
@@ -140,7 +144,8 @@ class Runtime:
         bounded by a count or by the PRs still driven, and a soak shows whether it levels off."""
         for name, sized in (("check_runs", self.check_runs), ("protected_checks", self.protected_checks),
                             ("read_at", self.read_at), ("step_locks", self.step_locks),
-                            ("own_pushes", self.own_pushes), ("merge_queue_repos", self.merge_queue_repos)):
+                            ("own_pushes", self.own_pushes), ("merge_queue_repos", self.merge_queue_repos),
+                            ("stack_bases", self.stack_bases)):
             metrics.track_memory(name, sized.__len__)
         metrics.track_memory("repo_configs", lambda: len(self.repo_configs.entries) if self.repo_configs else 0)
         gh = getattr(self.github, "gh", None)

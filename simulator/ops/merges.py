@@ -81,6 +81,8 @@ class MergeOps(SimulatorCore):
             await self._emit_push(repo, f"refs/heads/{pr.base_ref}", heads.base, merged, actor,
                                   via="merge")
             await self.emit_pr("closed", repo, pr, actor)
+            if repo.delete_branch_on_merge and self.head_repo(repo, pr) is repo:
+                await self._delete_branch(repo, pr.head_ref, actor)
         return {"sha": merged, "merged": True, "message": "Pull Request successfully merged"}
 
     async def update_branch(self, repo_name: str, number: int, *,

@@ -6,10 +6,11 @@ from collections.abc import Iterable, Mapping
 
 from ..core import SimulatorCore
 from ..errors import ApiError, Unprocessable
+from ..gitstore import ZERO_SHA
 from ..ids import now
 from ..shapes.pulls import label
 from ..shapes.users import user
-from ..state import COPILOT_LOGIN, MERGEABLE_STATES, PullRequest, ReviewerScript
+from ..state import COPILOT_LOGIN, MERGEABLE_STATES, PullRequest, Repo, ReviewerScript
 
 
 class PullOps(SimulatorCore):
@@ -61,6 +62,8 @@ class PullOps(SimulatorCore):
         repo, pr = self.pr(repo_name, number)
         if state is not None and state not in ("open", "closed"):
             raise Unprocessable("state must be open or closed", "state")
+        if base is not None and await self.git.branch_sha(repo.git_dir, base) is None:
+            raise Unprocessable(f"Proposed base branch '{base}' was not found", "base")
         changes = {}
         async with self.lock:
             for name, value in (("title", title), ("body", body), ("base", base)):
@@ -77,6 +80,33 @@ class PullOps(SimulatorCore):
             elif state == "open" and pr.state == "closed":
                 await self._reopen(repo, pr, actor)
         return pr
+
+    async def delete_branch(self, repo_name: str, branch: str, *, actor: str | None = None) -> None:
+        """DELETE .../git/refs/heads/{branch}, as GitHub does it: the open PRs based on the branch
+        are retargeted to the base of the merged PR it headed (or closed when it headed none that
+        merged), and the open PRs it heads are closed."""
+        repo = self.repo(repo_name)
+        async with self.lock:
+            await self._delete_branch(repo, branch, actor or repo.owner)
+
+    async def _delete_branch(self, repo: Repo, branch: str, actor: str) -> None:
+        if branch == repo.default_branch:
+            raise Unprocessable("Cannot delete the default branch", "ref")
+        old = await self.git.branch_sha(repo.git_dir, branch)
+        if old is None:
+            raise Unprocessable("Reference does not exist", "ref")
+        await self.git.delete_ref(repo.git_dir, branch, old)
+        await self._ref_moved(repo, f"refs/heads/{branch}", old, ZERO_SHA, actor)
+        landed = [pr for pr in self.state.prs_headed_in(repo) if pr.head_ref == branch and pr.merged_at]
+        for pr in self.state.prs_of(repo):
+            if pr.state != "open":
+                continue
+            if pr.base_ref == branch and landed:
+                pr.base_ref = max(landed, key=lambda p: p.merged_at or now()).base_ref
+                pr.updated_at = now()
+                await self.emit_pr("edited", repo, pr, actor, changes={"base": {"ref": {"from": branch}}})
+            elif pr.base_ref == branch or (pr.head_ref == branch and self.head_repo(repo, pr) is repo):
+                await self._close(repo, pr, actor)
 
     async def close_pr(self, repo_name: str, number: int, *, actor: str | None = None) -> None:
         repo, pr = self.pr(repo_name, number)

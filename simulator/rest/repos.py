@@ -8,7 +8,7 @@ from typing import Protocol
 
 from starlette.routing import Route
 
-from ..errors import NotFound
+from ..errors import NotFound, Unprocessable
 from ..gateway import ApiRequest, Gateway, Reply, token_of
 from ..gitstore import GitStore
 from ..ratelimit import RateLimiter
@@ -32,6 +32,8 @@ class ReposModel(Protocol):
     rate_limits: RateLimiter  # GET /rate_limit reads the buckets
 
     def repo(self, full_name: str) -> Repo: ...
+
+    async def delete_branch(self, repo_name: str, branch: str, *, actor: str | None = None) -> None: ...
 
 
 async def get_repo(sim: ReposModel, req: ApiRequest) -> Reply:
@@ -114,10 +116,20 @@ async def get_rate_limit(sim: ReposModel, req: ApiRequest) -> Reply:
     return Reply({"resources": resources, "rate": resources["core"]})
 
 
+async def delete_ref(sim: ReposModel, req: ApiRequest) -> Reply:
+    """DELETE .../git/refs/heads/{branch} (the PRs it bases or heads: `delete_branch`)."""
+    ref = req.params["ref"]
+    if not ref.startswith("heads/"):
+        raise Unprocessable("Reference does not exist", "ref")
+    await sim.delete_branch(req.repo, ref.removeprefix("heads/"), actor=req.actor)
+    return Reply(None, status=204)
+
+
 def routes(gw: Gateway[ReposModel]) -> list[Route]:
     return [
         gw.route("GET", "/repos/{owner}/{repo}", get_repo),
         gw.route("GET", "/repos/{owner}/{repo}/git/ref/{ref}", get_ref),
+        gw.route("DELETE", "/repos/{owner}/{repo}/git/refs/{ref}", delete_ref),
         gw.route("GET", "/repos/{owner}/{repo}/contents/{path}", get_contents),
         gw.route("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission",
                  get_permission),

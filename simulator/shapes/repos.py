@@ -94,7 +94,7 @@ def full_repository(ctx: RenderContext, repo: Repo) -> dict:
         "allow_merge_commit": True,
         "allow_rebase_merge": True,
         "allow_auto_merge": False,
-        "delete_branch_on_merge": False,
+        "delete_branch_on_merge": repo.delete_branch_on_merge,
         "allow_update_branch": True,
         "permissions": {"admin": True, "maintain": True, "push": True, "triage": True,
                         "pull": True},

@@ -1,6 +1,6 @@
 """A PR itself and its merge: the PR, the repository's open PRs and its PRs by last update (the
 repository watch's one conditional read), the merge queue's view of a PR and its enqueueing, the
-merge on the converged head, and the branch update."""
+merge on the converged head, the branch update, and a stacked PR's retarget."""
 
 from __future__ import annotations
 
@@ -41,6 +41,17 @@ class PullEndpoints(Transport):
 
     async def open_pulls(self, owner: str, repo: str) -> list[dict]:
         return await self._pages(f"/repos/{owner}/{repo}/pulls", {"state": "open"}, shape=list[shapes.Pull])
+
+    async def open_pulls_headed(self, owner: str, repo: str, branch: str) -> list[dict]:
+        """The open PRs whose head is `branch` of this repository (one page: a branch heads one
+        open PR per base at most)."""
+        return await self._json("GET", f"/repos/{owner}/{repo}/pulls", shape=list[shapes.Pull],
+                                params={"state": "open", "head": f"{owner}:{branch}", "per_page": 10})
+
+    async def open_pulls_based(self, owner: str, repo: str, branch: str) -> list[dict]:
+        """The open PRs whose base is `branch` (a stacked PR's children: one page of 100)."""
+        return await self._json("GET", f"/repos/{owner}/{repo}/pulls", shape=list[shapes.Pull],
+                                params={"state": "open", "base": branch, "per_page": 100})
 
     async def pulls_by_update(self, owner: str, repo: str, since: datetime | None, *,
                               per_page: int = 30, max_pages: int = 10) -> tuple[list[dict], bool, bool]:
@@ -110,6 +121,12 @@ class PullEndpoints(Transport):
             return await self._json(
                 "PUT", f"/repos/{owner}/{repo}/pulls/{number}/merge", json={"sha": sha, "merge_method": method}
             )
+
+    async def retarget(self, owner: str, repo: str, number: int, base: str) -> dict:
+        """Change the PR's base branch to `base` (a repeat asks for what already is: harmless)."""
+        async with self.mutating(f"{owner}/{repo}#{number}"):
+            return await self._json("PATCH", f"/repos/{owner}/{repo}/pulls/{number}", json={"base": base},
+                                    shape=shapes.Pull)
 
     async def update_branch(self, owner: str, repo: str, number: int, expected_head: str) -> None:
         async with self.mutating(f"{owner}/{repo}#{number}"):

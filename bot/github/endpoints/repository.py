@@ -59,6 +59,12 @@ class RepositoryEndpoints(Transport):
         ref = await self._json("GET", f"/repos/{owner}/{repo}/git/ref/heads/{branch}", shape=shapes.Ref, repo=via)
         return ref["object"]["sha"]
 
+    async def merge_base(self, owner: str, repo: str, base: str, head: str) -> str:
+        """The commit where `head`'s history and `base`'s parted (both shas or branches)."""
+        basehead = f"{quote(base, safe='/')}...{quote(head, safe='/')}"
+        ours = await self._json("GET", f"/repos/{owner}/{repo}/compare/{basehead}", shape=shapes.Comparison)
+        return ours["merge_base_commit"]["sha"]
+
     async def conflicting_files(self, owner: str, repo: str, base_ref: str, head_sha: str) -> list[str]:
         """The files changed on both sides since the head and the base parted, sorted: the
         head's side from `compare/{base}...{head}`, the base's from `compare/{merge base}...{base}`

@@ -1,0 +1,66 @@
+"""Stacked PRs (docs/stacks.md): a PR whose base branch is another open PR's head branch
+depends on that PR, waits for it to land, and is then re-based off it (bot/effects/restack.py).
+
+The edge is recorded while the parent is still open: at each step of an enrolled PR whose base
+is not its repository's default branch, looked up once per PR and base branch in this process
+(a PR based on a long-lived branch costs one read, not one per step). A parent found only after
+it landed is not taken for one: its branch may be a long-lived one another PR once merged from.
+"""
+
+from __future__ import annotations
+
+from bot.github.errors import NotFound
+from bot.runtime.context import Runtime
+from storage import dependencies
+from storage.keys import PrKey
+from storage.models import PullRequest
+
+
+async def note(rt: Runtime, pr: PullRequest, gh_pr: dict) -> PrKey | None:
+    """Record the PR's stack edge when its base branch is another open PR's head branch; the
+    parent, or None when its base heads no open PR."""
+    base = gh_pr.get("base") or {}
+    ref = base.get("ref") or ""
+    if not ref or ref == (base.get("repo") or {}).get("default_branch"):
+        return None
+    seen = (pr.pr_key, ref)
+    if seen in rt.stack_bases:
+        rt.stack_bases.move_to_end(seen)
+        return rt.stack_bases[seen]
+    parent = await _headed_by(rt, pr.pr_key, ref)
+    if parent is not None:
+        async with rt.db.session() as s:
+            await dependencies.record_stack(s, pr.pr_key, parent)
+    rt.stack_bases[seen] = parent  # the least recently used goes past its bound (`Runtime`)
+    return parent
+
+
+async def to_restack(rt: Runtime, pr: PullRequest, gh_pr: dict) -> tuple[PrKey, ...]:
+    """The parents the PR is still to be re-based off once they land. An edge whose child was
+    moved off the parent's branch before the parent landed is forgotten."""
+    ref = (gh_pr.get("base") or {}).get("ref") or ""
+    await note(rt, pr, gh_pr)
+    async with rt.db.read_session() as s:
+        edges = [e for e in await dependencies.stacked_on(s, pr.pr_key) if e.restacked_at is None]
+    parents = []
+    for edge in edges:
+        try:
+            above = await rt.github.pr(edge.parent).read()
+        except NotFound:
+            above = {}
+        if above.get("state") == "open" and (above.get("head") or {}).get("ref") != ref:
+            async with rt.db.session() as s:  # moved off the parent's branch by someone
+                await dependencies.drop_stack(s, pr.pr_key, edge.parent)
+            rt.stack_bases.pop((pr.pr_key, ref), None)
+            continue
+        parents.append(edge.parent)
+    return tuple(parents)
+
+
+async def _headed_by(rt: Runtime, key: PrKey, branch: str) -> PrKey | None:
+    """The open PR of the repository whose head branch is `branch`, if there is one."""
+    for pull in await rt.github.pr(key).open_pulls_headed(branch):
+        repo = ((pull.get("head") or {}).get("repo") or {}).get("full_name") or ""
+        if pull.get("number") != key.number and repo.lower() == key.full_repo.lower():
+            return PrKey.of(key.owner, key.repo, pull["number"])
+    return None
