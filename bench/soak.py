@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
+import gc
 import sys
 import tempfile
 import time
@@ -43,6 +45,45 @@ from tests.serving import WEBHOOK_SECRET, serving
 
 def say(*parts) -> None:
     print(*parts, file=sys.stderr, flush=True)
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def heap_mb() -> tuple[float, float]:
+    """glibc's heap: (in use, free but kept), in MB, from mallinfo2 (0, 0 where there is none).
+    RSS that grows with `free but kept` is memory given back to malloc and not to the system."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+        info = libc.mallinfo2()
+    except (OSError, AttributeError):
+        return 0.0, 0.0
+    return (info.uordblks + info.hblkhd) / 2**20, info.fordblks / 2**20
+
+
+def mappings_kb() -> dict[str, int]:
+    """This process's resident memory by mapping (its file, or [heap], [stack], anonymous), in KB."""
+    sizes: dict[str, int] = {}
+    name = "?"
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            name = head[5] if len(head) > 5 else "[anonymous]"
+        elif head and head[0] == "Rss:":
+            sizes[name] = sizes.get(name, 0) + int(head[1])
+    return sizes
+
+
+def type_counts() -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for obj in gc.get_objects():
+        name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+        counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def rss_mb() -> float:
@@ -78,6 +119,7 @@ async def run(args) -> int:
                 if args.trace:
                     tracemalloc.start(8)
                 base = None
+                first_look: tuple[dict[str, int], dict[str, int]] | None = None
 
                 async def enroll() -> None:
                     for i, (repo, number) in enumerate(keys):
@@ -94,7 +136,12 @@ async def run(args) -> int:
                         samples.append((now, enrolled[0], merged, rss_mb()))
                         if args.trace and base is None and now > total * 0.2:
                             base = tracemalloc.take_snapshot()
-                        say(f"  {now / 60:5.1f} min: {enrolled[0]} enrolled, {merged} merged, RSS {samples[-1][3]:.0f} MB")
+                        if args.anatomy and first_look is None and now > total * 0.2:
+                            first_look = (mappings_kb(), type_counts())
+                        used, kept = heap_mb()
+                        say(f"  {now / 60:5.1f} min: {enrolled[0]} enrolled, {merged} merged, RSS {samples[-1][3]:.0f} MB"
+                            f" (malloc: {used:.0f} MB in use, {kept:.0f} MB free but kept; Python: "
+                            f"{sys.getallocatedblocks() / 1e6:.2f} M blocks, {len(gc.get_objects()) / 1e6:.2f} M objects)")
                         await asyncio.sleep(args.every)
                 finally:
                     feeder.cancel()
@@ -105,6 +152,9 @@ async def run(args) -> int:
                         print(f"  {stat.size_diff / 1e6:+.1f} MB in {stat.count_diff:+d} blocks")
                         for line in stat.traceback.format()[-8:]:
                             print("     " + line)
+                if args.anatomy and first_look is not None:
+                    _print_growth("resident memory by mapping (KB)", first_look[0], mappings_kb())
+                    _print_growth("live objects by type (gc-tracked)", first_look[1], type_counts())
                 counts = (await gh.call("GET", "_sim/chaos")).get("counts", {})
                 await gh.call("DELETE", "_sim/chaos")
     thirds = [samples[len(samples) * k // 3] for k in range(3)] + [samples[-1]]
@@ -125,6 +175,13 @@ async def run(args) -> int:
     return 0
 
 
+def _print_growth(what: str, before: dict[str, int], after: dict[str, int]) -> None:
+    grown = sorted(((after.get(k, 0) - before.get(k, 0), k) for k in set(before) | set(after)), reverse=True)
+    print(f"what grew since a fifth of the run: {what}, top 15")
+    for size, name in grown[:15]:
+        print(f"  {size:+10d}  {name}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--prs", type=int, default=1000)
@@ -134,6 +191,9 @@ def main() -> int:
     p.add_argument("--lost-ack-rate", type=float, default=0.01, help="share of writes made and answered 502")
     p.add_argument("--trace", action="store_true",
                    help="tracemalloc: print what grew from a fifth of the run to its end (slows the bot)")
+    p.add_argument("--anatomy", action="store_true",
+                   help="print what grew from a fifth of the run to its end: resident memory by mapping and "
+                        "live objects by type")
     args = p.parse_args()
     # What bench/scale.py's simulator child reads.
     args.in_process, args.limit, args.window = False, 0, 3600
