@@ -10,10 +10,15 @@ and keeps the old one. With two answers stored and a 304 carrying only a weak ET
 cannot tell which one the 304 confirms, drops both and sends the read again unconditionally: a
 second, rate-limited 200 for an unchanged resource. Only the newest answer is worth revalidating.
 
+An answer is kept lean: of the request, only the headers its response varies on (what hishel
+matches a later request against); of the response, every header but those GitHub sends on every
+answer and nothing reads back from a cached one (security headers, request ids). Kept whole, a
+GitHub answer's headers cost about 5 KB of Python objects, more than most bodies.
+
 The storage is bounded by count and by bytes: past `max_entries` answers, or `max_bytes` of
-them (bodies, plus a fixed allowance per answer for its headers and bookkeeping), the least
-recently used answer goes (a later read of it is a plain 200, as after a restart). A PR's
-answers run from a few to tens of KB, so at the default 64 MB the bytes bind first.
+them (bodies and headers, plus a fixed allowance per answer for the objects that hold them), the
+least recently used answer goes (a later read of it is a plain 200, as after a restart). A
+PR's answers run from a few to tens of KB, so at the default 64 MB the bytes bind first.
 """
 
 from __future__ import annotations
@@ -21,15 +26,28 @@ from __future__ import annotations
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 
-from hishel import AsyncBaseStorage, Entry, EntryMeta, Request, Response
+from hishel import AsyncBaseStorage, Entry, EntryMeta, Headers, Request, Response
+from hishel._core._headers import Vary
 
 MAX_ENTRIES = 50_000
 MAX_BYTES = 64 * 1024 * 1024
-# An answer's headers, request, metadata and dict slots, roughly: what an empty body still costs.
-PER_ANSWER = 2048
+# What a kept answer costs beyond the bytes of its body, cache key and header text: the objects
+# holding them (entry, request, response, metadata, each header's list and strings), measured
+# by tracemalloc on GitHub's headers (tests/unit/test_httpcache.py keeps it honest).
+PER_ANSWER = 768
+PER_HEADER = 64
+# Response headers GitHub sends on every answer that nothing reads back from a cached one:
+# hishel revalidates with etag / last-modified and matches on vary; githubkit reads the content
+# type, link and the rate-limit headers.
+UNREAD = frozenset({
+    "server", "strict-transport-security", "x-frame-options", "x-content-type-options", "x-xss-protection",
+    "referrer-policy", "content-security-policy", "access-control-expose-headers", "access-control-allow-origin",
+    "x-github-request-id", "x-oauth-scopes", "x-accepted-oauth-scopes", "x-github-media-type",
+    "x-github-api-version-selected",
+})
 
 
 @dataclass
@@ -42,9 +60,28 @@ async def _once(body: bytes) -> AsyncIterator[bytes]:
     yield body
 
 
+_NO_BODY: tuple[bytes, ...] = ()
+
+
 def _bodiless(entry: Entry) -> Entry:
-    """The entry as kept: its body is held apart (`_Stored.body`), never its stream."""
-    return replace(entry, response=replace(entry.response, stream=_once(b"")))
+    """The entry as kept: its body held apart (`_Stored.body`), never its stream (served with a
+    fresh one by `get_entries`); the request's headers those the response varies on, the
+    response's all but `UNREAD`."""
+    response = entry.response
+    varied = {v.lower() for v in Vary.from_value(response.headers.get("vary") or "").values}
+    request_headers = {k: v for k, v in _lists(entry.request.headers).items() if k in varied}
+    response_headers = {k: v for k, v in _lists(response.headers).items() if k not in UNREAD}
+    return replace(entry, request=replace(entry.request, headers=Headers(request_headers), stream=_NO_BODY),
+                   response=replace(response, headers=Headers(response_headers), stream=_NO_BODY))
+
+
+def _lists(headers: Mapping[str, str]) -> dict[str, list[str]]:
+    """Header name (lower case) → its values, of hishel's `Headers` or any mapping."""
+    return (headers if isinstance(headers, Headers) else Headers(dict(headers)))._headers
+
+
+def _header_bytes(headers: Mapping[str, str]) -> int:
+    return sum(len(k) + sum(len(v) for v in values) + PER_HEADER for k, values in _lists(headers).items())
 
 
 class NewestAnswerStorage(AsyncBaseStorage):
@@ -60,7 +97,9 @@ class NewestAnswerStorage(AsyncBaseStorage):
 
     @staticmethod
     def _cost(kept: _Stored) -> int:
-        return len(kept.body) + len(kept.entry.cache_key) + PER_ANSWER
+        e = kept.entry
+        return (len(kept.body) + len(e.cache_key) + _header_bytes(e.request.headers)
+                + _header_bytes(e.response.headers) + PER_ANSWER)
 
     def _drop(self, id_: uuid.UUID) -> _Stored | None:
         kept = self._stored.pop(id_, None)
@@ -110,7 +149,9 @@ class NewestAnswerStorage(AsyncBaseStorage):
         updated = new_entry if isinstance(new_entry, Entry) else new_entry(kept.entry)
         if updated.id != id:
             raise ValueError("an entry's id cannot change")
+        self.size_bytes -= self._cost(kept)
         kept.entry = _bodiless(updated)
+        self.size_bytes += self._cost(kept)
         return updated
 
     async def remove_entry(self, id: uuid.UUID) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from hishel import Request, Response
+import tracemalloc
 
-from bot.github.httpcache import NewestAnswerStorage
+from hishel import Headers, Request, Response
+
+from bot.github.httpcache import UNREAD, NewestAnswerStorage
 
 
 async def _chunks(*parts: bytes):
@@ -96,3 +98,67 @@ async def test_the_cache_keeps_within_its_bytes_dropping_the_least_recently_read
     assert (len(storage), storage.size_bytes) == (0, 0)
     await storage.force_close()
     assert storage.size_bytes == 0
+
+
+# GitHub's answer headers (api.github.com, a conditional-capable GET) and a request's.
+GITHUB_HEADERS = {
+    "server": "github.com", "date": "Fri, 04 Dec 2026 22:00:00 GMT", "content-type": "application/json; charset=utf-8",
+    "cache-control": "private, max-age=60, s-maxage=60",
+    "vary": "Accept, Authorization, Cookie, X-GitHub-OTP,Accept-Encoding, Accept, X-Requested-With",
+    "etag": 'W/"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"',
+    "last-modified": "Fri, 04 Dec 2026 21:00:00 GMT", "x-oauth-scopes": "", "x-accepted-oauth-scopes": "",
+    "x-github-media-type": "github.v3; format=json", "x-github-api-version-selected": "2022-11-28",
+    "link": '<https://api.github.com/repositories/1/pulls?page=2>; rel="next"',
+    "x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4999", "x-ratelimit-reset": "1733350000",
+    "x-ratelimit-used": "1", "x-ratelimit-resource": "core",
+    "access-control-expose-headers": "ETag, Link, Location, Retry-After, X-GitHub-OTP, X-RateLimit-Limit, "
+                                     "X-RateLimit-Remaining, X-RateLimit-Used, X-RateLimit-Resource, X-RateLimit-Reset, "
+                                     "X-OAuth-Scopes, X-Accepted-OAuth-Scopes, X-Poll-Interval, X-GitHub-Media-Type, "
+                                     "X-GitHub-SSO, X-GitHub-Request-Id, Deprecation, Sunset",
+    "access-control-allow-origin": "*", "strict-transport-security": "max-age=31536000; includeSubdomains; preload",
+    "x-frame-options": "deny", "x-content-type-options": "nosniff", "x-xss-protection": "0",
+    "referrer-policy": "origin-when-cross-origin, strict-origin-when-cross-origin",
+    "content-security-policy": "default-src 'none'", "content-encoding": "gzip",
+    "x-github-request-id": "ABCD:1234:5678:9ABC:DEF01234", "content-length": "2000",
+}
+REQUEST_HEADERS = {"host": "api.github.com", "accept": "application/vnd.github+json", "user-agent": "GitHubKit/Python",
+                   "x-github-api-version": "2022-11-28", "authorization": "token ghs_" + "x" * 36,
+                   "accept-encoding": "gzip, deflate", "connection": "keep-alive"}
+
+
+async def _store_github(storage: NewestAnswerStorage, key: str, body: bytes):
+    entry = await storage.create_entry(
+        Request(method="GET", url=f"https://api.github.com/{key}", headers=Headers(dict(REQUEST_HEADERS))),
+        Response(status_code=200, headers=Headers(dict(GITHUB_HEADERS)), stream=_chunks(body)), key)
+    async for _ in entry.response.stream:
+        pass
+
+
+async def test_an_answer_keeps_the_headers_read_back_and_the_request_headers_it_varies_on():
+    storage = NewestAnswerStorage()
+    await _store_github(storage, "repos/acme/app/pulls", b"[]")
+    (entry,) = await storage.get_entries("repos/acme/app/pulls")
+    kept = set(entry.response.headers)
+    assert {"etag", "last-modified", "vary", "link", "content-type", "x-ratelimit-remaining"} <= kept
+    assert not kept & UNREAD
+    # What hishel matches a later request against (the token among them: another token's read
+    # is not served this one's answer); nothing else of the request.
+    assert set(entry.request.headers) == {"accept", "authorization", "accept-encoding"}
+
+
+async def test_what_the_cache_counts_is_what_its_answers_hold_in_memory():
+    """`max_bytes` binds on what the answers really cost: the count is within 1.0-1.5 times
+    what tracemalloc sees them hold (GitHub's headers, a 2 KB body each)."""
+    storage = NewestAnswerStorage()
+    await _store_github(storage, "warm-up", b"x")  # first-use allocations out of the measure
+    before = storage.size_bytes
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for i in range(500):
+            await _store_github(storage, f"repos/acme/s{i}/pulls/1", b"x" * 2000)
+        held = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    counted = storage.size_bytes - before
+    assert 1.0 <= counted / held <= 1.5, (counted / 500, held / 500)
