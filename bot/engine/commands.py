@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import structlog
 from sqlmodel import select
 
-from bot.engine import outbox, repoconfig
+from bot.engine import outbox, repoconfig, stacks
 from bot.engine.dispatch import (
     RUNS_IN_A_JOB,
     fix_key,
@@ -136,13 +136,16 @@ async def execute(rt: Runtime, key: PrKey, cmd: Command, author: str,
         except DependencyError as e:
             return False, f"Nothing was started: {e}."
         cfg = (await repoconfig.effective_config(rt, key.full_repo)).convergence  # the rounds, if not given
-        result = await submit_pr(rt.db, key, SubmitOptions(
-            max_rounds=cmd.rounds or cfg.max_rounds, converge_only=cmd.no_merge or not cfg.merge,
-            submitted_by=author, asked_at=written, depends_on=depends_on))
+        opts = SubmitOptions(max_rounds=cmd.rounds or cfg.max_rounds, converge_only=cmd.no_merge or not cfg.merge,
+                             submitted_by=author, asked_at=written, depends_on=depends_on)
+        below = await stacks.enroll_below(rt, key, opts) if cmd.stack else []
+        result = await submit_pr(rt.db, key, opts)
         if result.outcome == Outcome.LATE:
             return False, result.why
+        stacked = (f"Enrolled the PRs it is stacked on too: {', '.join(below)} (they land first, "
+                   f"bottom-up).") if below else None
         if result.outcome == Outcome.STARTED:
-            return True, None
+            return True, stacked
         unchanged = (" Its dependencies are unchanged: `--depends-on` is recorded when a run starts (a "
                      "`Depends-on:` line in the description adds one to a running PR).") if depends_on else ""
         return True, "convergebot is already working on this PR (`/converge status` shows where)." + unchanged

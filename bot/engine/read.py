@@ -194,14 +194,20 @@ class Dependencies:
     depends_on: tuple[PrKey, ...] = ()
     unmerged: tuple[PrKey, ...] = ()
     sources: Mapping[PrKey, tuple[str, ...]] = field(default_factory=dict)
+    # The stack the PR is in (docs/stacks.md), bottom-up, the PR among them; empty when none.
+    stack: tuple[PrKey, ...] = ()
 
 
 NONE = Dependencies()
 
 
 async def dependencies_of(db: Database, pr_keys: Collection[PrKey] | None = None) -> dict[PrKey, Dependencies]:
-    """The dependency view of every PR (or of those in `pr_keys`) that has dependencies."""
+    """The dependency view of every PR (or of those in `pr_keys`) that has dependencies; the
+    stack each is in is read only for `pr_keys` given (a page's)."""
     out = {}
+    stacks = await dependencies.stacks(db, pr_keys) if pr_keys is not None else {}
+    for pr_key in stacks:
+        out[pr_key] = Dependencies(stack=stacks[pr_key])
     for pr_key, rows in (await dependencies.with_status(db, pr_keys)).items():
         sources: dict[PrKey, list[str]] = {}
         merged: set[PrKey] = set()
@@ -211,5 +217,5 @@ async def dependencies_of(db: Database, pr_keys: Collection[PrKey] | None = None
                 merged.add(dep)
         keys = sorted(sources, key=lambda k: (k.full_repo, k.number))
         out[pr_key] = Dependencies(tuple(keys), tuple(k for k in keys if k not in merged),
-                                   {k: tuple(sorted(sources[k])) for k in keys})
+                                   {k: tuple(sorted(sources[k])) for k in keys}, stacks.get(pr_key, ()))
     return out

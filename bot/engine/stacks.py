@@ -9,12 +9,17 @@ it landed is not taken for one: its branch may be a long-lived one another PR on
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from bot.engine.dispatch import requeue
+from bot.engine.submit import Outcome, SubmitOptions, submit_pr
 from bot.github.errors import NotFound
 from bot.runtime.context import Runtime
 from storage import dependencies
 from storage.keys import PrKey
 from storage.models import PullRequest
 
+MAX_DEPTH = 20  # PRs below the one enrolled with `--stack` that are followed
 
 async def note(rt: Runtime, pr: PullRequest, gh_pr: dict) -> PrKey | None:
     """Record the PR's stack edge when its base branch is another open PR's head branch; the
@@ -64,3 +69,37 @@ async def _headed_by(rt: Runtime, key: PrKey, branch: str) -> PrKey | None:
         if pull.get("number") != key.number and repo.lower() == key.full_repo.lower():
             return PrKey.of(key.owner, key.repo, pull["number"])
     return None
+
+
+async def below(rt: Runtime, key: PrKey) -> list[PrKey]:
+    """The open PRs the PR is stacked on, bottom first, each edge recorded: its base branch's
+    PR, that one's, and so on down to a PR based on the default branch (or not on a PR)."""
+    found: list[PrKey] = []
+    child = key
+    while len(found) < MAX_DEPTH:
+        pull = await rt.github.pr(child).read()
+        base = pull.get("base") or {}
+        ref = base.get("ref") or ""
+        if pull.get("state") != "open" or not ref or ref == (base.get("repo") or {}).get("default_branch"):
+            break
+        parent = await _headed_by(rt, child, ref)
+        if parent is None or parent == key or parent in found:
+            break
+        async with rt.db.session() as s:
+            await dependencies.record_stack(s, child, parent)
+        found.insert(0, parent)
+        child = parent
+    return found
+
+
+async def enroll_below(rt: Runtime, key: PrKey, opts: SubmitOptions) -> list[PrKey]:
+    """`--stack`: enroll every PR the PR is stacked on with its options (not its explicit
+    dependencies: those are its own); the PRs a run was started for, bottom first."""
+    started = []
+    for parent in await below(rt, key):
+        result = await submit_pr(rt.db, parent, replace(opts, depends_on=()))
+        if result.outcome == Outcome.STARTED:
+            async with rt.db.session() as s:
+                await requeue(s, parent, f"stack:{result.process_key}", once=True)
+            started.append(parent)
+    return started

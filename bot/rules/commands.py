@@ -45,6 +45,7 @@ class Command:
     # `start --depends-on`, as written (`#N` or `owner/repo#N`): read into keys against the PR's
     # repository by `explicit_dependencies`, as the CLI's and the API's are.
     depends_on: tuple[str, ...] = ()
+    stack: bool = False  # `start --stack`: the PRs it is stacked on too (docs/stacks.md)
 
 
 @dataclass(frozen=True)
@@ -127,11 +128,13 @@ def _parse_start(tail: str) -> Command | Refusal:
         words = shlex.split(tail)
     except ValueError:
         return Refusal("Could not read the options of `/converge start`.")
-    rounds, no_merge, depends_on = None, False, list[str]()
+    rounds, no_merge, depends_on, stack = None, False, list[str](), False
     it = iter(words)
     for word in it:
         if word == "--no-merge":
             no_merge = True
+        elif word == "--stack":
+            stack = True
         elif word in ("--rounds", "--max-rounds") or word.startswith("--rounds="):
             value = word.partition("=")[2] or next(it, "")
             if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_ROUNDS:
@@ -143,8 +146,9 @@ def _parse_start(tail: str) -> Command | Refusal:
                 return Refusal("`--depends-on` needs a PR: `#N` or `owner/repo#N`.")
             depends_on.append(value)
         else:
-            return Refusal(f"Unknown option `{word}` (use `--rounds N`, `--no-merge`, `--depends-on #N`).")
-    return Command("start", rounds=rounds, no_merge=no_merge, depends_on=tuple(depends_on))
+            return Refusal(f"Unknown option `{word}` (use `--rounds N`, `--no-merge`, `--depends-on #N`, "
+                           f"`--stack`).")
+    return Command("start", rounds=rounds, no_merge=no_merge, depends_on=tuple(depends_on), stack=stack)
 
 
 def _quote_reply(lines: list[str], tokens: list[Token]) -> Command | None:

@@ -129,6 +129,8 @@ def pr_json(view: PrView, deps: Dependencies, rnd: Round | None = None, reviewer
         # Where each of `depends_on` was given: `body` (a `Depends-on:` line), `explicit` (at
         # enrollment), or both.
         "dependency_sources": {k: list(v) for k, v in deps.sources.items()},
+        # The stack the PR is in, bottom-up (it among them: its parents land first), else [].
+        "stack": list(deps.stack),
         "synced_at": iso(pr.synced_at),
         "updated_at": iso(pr.updated_at),
         "converged_at": iso(pr.converged_at),
@@ -189,10 +191,21 @@ def needs_attention(row: dict) -> bool:
 
 
 def dependencies_text(row: dict) -> str:
-    """A `pr_json` row's dependencies in one line for people, those not merged yet marked."""
-    if not row["depends_on"]:
-        return "-"
-    return ", ".join(k + (" (not merged)" if k in row["unmerged_deps"] else "") for k in row["depends_on"])
+    """A `pr_json` row's dependencies in one line for people, those not merged yet marked, and
+    the stack it is in."""
+    deps = ", ".join(k + (" (not merged)" if k in row["unmerged_deps"] else "") for k in row["depends_on"])
+    stack = f"stack {stack_text(row)}" if row.get("stack") else ""
+    return "; ".join(t for t in (deps, stack) if t) or "-"
+
+
+def stack_text(row: dict) -> str:
+    """The stack a `pr_json` row is in, bottom-up: `#1 → [#2] → #3`, the row's own PR bracketed
+    (PRs of another repository by their whole key)."""
+    own = row["pr_key"]
+    def name(k: str) -> str:
+        short = f"#{k.rsplit('#', 1)[1]}" if k.rsplit("#", 1)[0] == own.rsplit("#", 1)[0] else k
+        return f"[{short}]" if k == own else short
+    return " → ".join(name(k) for k in row["stack"])
 
 
 # -- a PR's full detail: its run's rounds, escalations, jobs and effects, as stored -----------

@@ -9,6 +9,7 @@ from __future__ import annotations
 from storage.keys import PrKey, parse_pr_key
 
 from .harness import REPO, bot_on_simulator, quiesce, steps
+from .test_dependencies import _cli_status
 
 PULL = "/repos/{owner}/{repo}/pulls/{number}"
 
@@ -46,8 +47,10 @@ def _forced(h) -> list[dict]:
 
 async def test_a_three_pr_stack_lands_bottom_up_each_rebased_onto_main_with_only_its_own_commits(tmp_path, db_url):
     async with bot_on_simulator(tmp_path, db_url) as h:
-        stack = await _open_stack(h)
+        stack = await _open_stack(h, enroll=False)
         (a, na), (b, nb), (c, nc) = stack
+        # The whole stack enrolled at once, from its top.
+        await h.sim.comment(REPO, nc, "/converge start --stack", user="maint")
         originals = {n: h.sim.pr(REPO, n)[1].last_head for _, n in stack}
         for key, _ in stack:
             await h.wait_status(key, "merged", timeout=180)
@@ -80,6 +83,17 @@ async def test_a_three_pr_stack_lands_bottom_up_each_rebased_onto_main_with_only
         assert h.sim.duplicate_effects() == []
         assert [await h.escalations(k) for k, _ in stack] == [[], [], []]
 
+        # Where people and programs see the stack's order (bottom first: the order it lands in).
+        order = [str(a), str(b), str(c)]
+        shown = (await h.http.get(f"/api/prs/{str(b).replace('#', '/')}")).json()
+        assert shown["stack"] == order and shown["dependency_sources"] == {str(a): ["stack"]}
+        listed = {r["pr_key"]: r for r in (await h.http.get("/api/prs?scope=all")).json()}
+        assert [listed[k]["stack"] for k in order] == [order] * 3
+        assert f"stack #{na} → [#{nb}] → #{nc}" in await _cli_status(db_url)
+        page = (await h.http.get(f"/prs/{str(c).replace('#', '/')}")).text
+        assert f'<a href="/prs/{REPO}/{na}">{a}</a> → <a href="/prs/{REPO}/{nb}">{b}</a> → <strong>{c}</strong>' in page
+        assert f"stack #{na} → #{nb} → [#{nc}]" in (await h.http.get("/?scope=all")).text
+
 
 async def test_a_child_whose_rebase_conflicts_gets_a_conflict_round_and_lands(tmp_path, db_url):
     async with bot_on_simulator(tmp_path, db_url) as h:
@@ -88,8 +102,11 @@ async def test_a_child_whose_rebase_conflicts_gets_a_conflict_round_and_lands(tm
         # main takes its own app/b.py while the stack is open: B's first commit no longer
         # replays onto main, and B's branch conflicts with it once based on it.
         await h.sim.push(REPO, "main", {"app/b.py": "B = 'main'\n"}, author="dev")
-        for number in (na, nb):
-            await h.sim.comment(REPO, number, "/converge", user="maint")
+        # Both enrolled through the API, from the top.
+        answer = await h.http.post("/api/prs", json={"pr": str(b), "stack": True},
+                                   headers={"authorization": "Bearer api-token"})
+        assert answer.status_code == 201, answer.text
+        assert (await h.view(a)) is not None
         await h.wait_status(a, "merged", timeout=120)
         view = await h.wait_status(b, "merged", timeout=180)
         await quiesce(h)

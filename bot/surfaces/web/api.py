@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from bot.config import ConvergenceConfig
-from bot.engine import repoconfig
+from bot.engine import repoconfig, stacks
 from bot.engine.dispatch import requeue
 from bot.engine.read import asked_reviewers
 from bot.engine.submit import SubmitOptions, submit_pr
@@ -23,9 +23,10 @@ from bot.surfaces.views import ListQuery, QueryError, list_page, pr_detail
 from storage import prs
 from storage.keys import PrKey, PrKeyError, parse_pr_key
 
-SUBMISSION_FIELDS = frozenset({"pr", "max_rounds", "no_merge", "depends_on"})
+SUBMISSION_FIELDS = frozenset({"pr", "max_rounds", "no_merge", "depends_on", "stack"})
 EXPECTED = ('expected JSON {"pr": "owner/repo#N"}, optionally with "max_rounds" (a number), '
-            '"no_merge" (true or false) and "depends_on" (a list of "owner/repo#N" or "#N")')
+            '"no_merge" (true or false), "depends_on" (a list of "owner/repo#N" or "#N") and "stack" '
+            '(true: the PRs it is stacked on too)')
 
 
 async def list_prs(request: Request) -> JSONResponse:
@@ -86,6 +87,12 @@ async def post_pr(request: Request) -> JSONResponse:
         with contextlib.suppress(GitHubError):
             repo = await repoconfig.effective_config(rt, key.full_repo)
             opts = replace(opts, max_rounds=repo.convergence.max_rounds)
+    if body.get("stack") is True:  # the PRs it is stacked on too (docs/stacks.md)
+        try:
+            await stacks.enroll_below(rt, key, opts)
+        except GitHubError as e:
+            return JSONResponse({"error": f"the PRs it is stacked on could not be read from GitHub: {e}"},
+                                status_code=503)
     result = await submit_pr(rt.db, key, opts)
     if result.outcome == "started":
         async with rt.db.session() as s:
@@ -119,6 +126,8 @@ def submission(body: Any, convergence: ConvergenceConfig) -> tuple[PrKey, Submit
     no_merge = body.get("no_merge", False)
     if not isinstance(no_merge, bool):
         raise SubmissionError("no_merge must be true or false")
+    if not isinstance(body.get("stack", False), bool):
+        raise SubmissionError("stack must be true or false")
     given = body.get("depends_on", [])
     if not isinstance(given, list) or not all(isinstance(k, str) for k in given):
         raise SubmissionError('depends_on must be a list of PR keys ("owner/repo#N" or "#N")')

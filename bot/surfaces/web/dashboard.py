@@ -29,6 +29,7 @@ from bot.surfaces.views import (
     needs_attention,
     open_escalations,
     pr_detail,
+    stack_text,
 )
 from bot.surfaces.web import markdown
 from bot.surfaces.web.api import path_key
@@ -115,6 +116,7 @@ async def dashboard(request: Request) -> HTMLResponse:
         r["attempts"], r["reruns"] = fixer.get(r["pr_key"], (0, 0))
         r["attention"] = needs_attention(r)
         r["stale"] = waiting_long(r, now, stale_after)
+        r["stack_text"] = stack_text(r) if r.get("stack") else ""
     asked = [(r, e) for r in shown for e in waiting.get(r["pr_key"], [])]
     following = request.url.include_query_params(cursor=page.next.text()) if page.next else None
     next_path = f"{following.path}?{following.query}" if following else None
@@ -155,4 +157,5 @@ async def pr_page(request: Request) -> HTMLResponse:
     detail["dependency_paths"] = {k: _path(k) for k in detail["depends_on"]}
     detail["dependency_statuses"] = {k: ("not merged" if k in detail["unmerged_deps"] else "merged")
                                      for k in detail["depends_on"]}
+    detail["stack_paths"] = {k: _path(k) for k in detail.get("stack", ())}
     return _page(request, "pr.html", pr=detail)

@@ -52,14 +52,19 @@ SUMMARY = {
     "gh_state": STR,
     "outcome": STR,
     "depends_on": {"type": "array", "items": {"type": "string"},
-                   "description": "The PRs it waits for before it merges: its body's `Depends-on:` lines "
-                                  "and those given at enrollment."},
+                   "description": "The PRs it waits for before it merges: its body's `Depends-on:` lines, "
+                                  "those given at enrollment, and the PR whose branch it is based on."},
     "dependency_sources": {"type": "object",
                            "additionalProperties": {"type": "array", "items": {"type": "string", "enum": list(SOURCES)}},
                            "description": "Where each of `depends_on` was given: `body` (a `Depends-on:` line, "
-                                          "re-read with the body), `explicit` (at enrollment, kept), or both.",
+                                          "re-read with the body), `explicit` (at enrollment, kept), `stack` (its "
+                                          "base branch is that PR's head branch), or more than one.",
                            "examples": [{"octo-org/widgets#11": ["explicit"]}]},
     "unmerged_deps": {"type": "array", "items": {"type": "string"}},
+    "stack": {"type": "array", "items": {"type": "string"},
+              "description": "The stack of PRs it is in (each based on the branch of the one before), "
+                             "bottom-up, itself among them: the order they land in. Empty when it is in none.",
+              "examples": [["octo-org/widgets#11", "octo-org/widgets#12", "octo-org/widgets#14"]]},
     "synced_at": TIME,
     "updated_at": TIME,
     "converged_at": TIME,
@@ -275,7 +280,10 @@ DOCUMENT: dict[str, Any] = {
                                "description": "PRs to merge first, as `owner/repo#N` or `#N` (in the PR's "
                                               "repository), joined with the body's `Depends-on:` lines and "
                                               "kept through edits of the body. Recorded only when a run "
-                                              "starts."}}},
+                                              "starts."},
+                "stack": {"type": "boolean", "default": False,
+                          "description": "Enroll the PRs it is stacked on too (its base branch's PR, that one's, "
+                                         "and so on), with the same options: the stack lands bottom-up."}}},
             "SubmissionResult": _obj({"pr_key": {"type": "string"},
                                       "outcome": {"type": "string", "enum": ["started", "already_running"]},
                                       "process_key": STR}),
