@@ -40,7 +40,7 @@ from bot.rules.model import (
     Wait,
 )
 from bot.runtime.context import Runtime
-from storage import prs, rounds, runs
+from storage import dependencies, prs, rounds, runs
 from storage.keys import PrKey, ProcessKey
 from storage.models import Job, PullRequest, utcnow
 from storage.prs import PrView
@@ -66,12 +66,22 @@ async def _end(rt: Runtime, pr_key: PrKey, pk: ProcessKey, values: dict, state: 
         won = await prs.fenced_update(None, pr_key, pk, values, session=s)
         if won:
             await runs.end_run(None, pk, state, values["outcome"], session=s)
+        if won and values.get("status") == Status.MERGED:
+            # Merged by someone else: the PRs waiting on it (stacked on it) move now, not at the
+            # next poll, as they do after the bot's own merge.
+            for dependent in await dependencies.dependents(s, pr_key):
+                await requeue(s, dependent, "dependency_merged")
     return won
 
 
 async def _step(rt: Runtime, pr_key: PrKey) -> None:
     view = await prs.get(rt.db, pr_key)
     if view is None or view.resubmittable:
+        # A PR the bot does not drive (not enrolled, or finished) may still be a stack's parent:
+        # whatever woke it (its merge, its branch deleted) is news to the PRs stacked on it.
+        async with rt.db.session() as s:
+            for edge in await dependencies.stacked_children(s, pr_key):
+                await requeue(s, edge.child, "stack_parent_changed")
         return
     pr = view.pr
     pk = prs.process_key_of(pr)

@@ -148,3 +148,30 @@ async def test_a_parent_merged_by_hand_and_its_branch_deleted_leaves_githubs_ret
         assert view.pr.converged_head == push["new"] == h.sim.effects("merge")[-1]["expected_head"]
         assert len(await _own_commits(h, push["new"])) == 2
         assert h.sim.duplicate_effects() == []
+
+
+async def test_a_parent_merged_by_hand_keeping_its_branch_moves_its_child_at_once_and_the_bot_retargets_it(
+        tmp_path, db_url):
+    # No poll after the first: only the parent's merge, seen by its own step, moves the child.
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}) as h:
+        (a, na), (b, nb) = await _open_stack(h, ("a", "b"), enroll=False)
+        await h.sim.comment(REPO, na, "/converge start --no-merge", user="maint")
+        await h.sim.comment(REPO, nb, "/converge", user="maint")
+        await h.wait_status(a, "converged", timeout=120)
+
+        async def waiting_for_a():
+            v = await h.view(b)
+            return v is not None and v.pr.status == "waiting_deps" and v.pr.last_action == f"waiting for {a}"
+
+        await h.wait_for("B to wait for its parent", waiting_for_a, timeout=120)
+        await h.sim.merge_pr(REPO, na, method="rebase", actor="maint")  # by hand; its branch stays
+        await h.wait_status(b, "merged", timeout=120)
+        await quiesce(h)
+
+        (retarget,) = h.sim.effects("pr_edited")
+        assert retarget["number"] == nb and retarget["fields"] == ["base"]
+        assert h.sim.pr(REPO, nb)[1].base_ref == "main"
+        (push,) = _forced(h)
+        assert push["ref"] == "refs/heads/stack-b"
+        assert len(await _own_commits(h, push["new"])) == 2
+        assert h.sim.duplicate_effects() == []
