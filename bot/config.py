@@ -76,8 +76,11 @@ class GitHubConfig(_Section):
     timeout_seconds: float = Field(10.0, gt=0)
     read_timeout_seconds: float = Field(30.0, gt=0)
     # The HTTP cache of GitHub's answers (each read is revalidated with its ETag, so an unchanged
-    # one spends no rate limit): at most this much memory, the least recently read going first.
+    # one spends no rate limit): at most this much memory, the least recently read going first,
+    # and no answer nobody read for this long (a PR still driven is re-read at least every
+    # `poller.full_sync_seconds`; a finished PR's answers are never read again).
     http_cache_megabytes: float = Field(64.0, ge=1)
+    http_cache_idle_minutes: float = Field(30.0, gt=0)
     max_concurrency: int = Field(8, ge=1, le=100)
     reserve_fraction: float = Field(0.2, ge=0, lt=1)
     # /readyz fails once no GitHub request has been answered for this long (5xx, timeouts,

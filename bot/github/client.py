@@ -21,7 +21,7 @@ from bot.github.endpoints.comments import CommentEndpoints
 from bot.github.endpoints.pulls import PullEndpoints
 from bot.github.endpoints.repository import RepositoryEndpoints
 from bot.github.endpoints.reviews import ReviewEndpoints
-from bot.github.httpcache import MAX_BYTES, NewestAnswerStorage
+from bot.github.httpcache import MAX_BYTES, MAX_IDLE_SECONDS, NewestAnswerStorage
 from bot.github.installations import InstallationsAuthStrategy
 from bot.github.ratebudget import RateBudget
 from sharedio.httppool import SharedPool
@@ -52,14 +52,16 @@ class GitHubClient(PullEndpoints, ReviewEndpoints, CheckEndpoints, CommentEndpoi
 class _CacheStrategy(MemCacheStrategy):
     """githubkit's in-memory cache, on the storage of `httpcache` (a dict, not SQLite on a thread)."""
 
-    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, max_bytes: int = MAX_BYTES, max_idle: float = MAX_IDLE_SECONDS) -> None:
         super().__init__()
         self.max_bytes = max_bytes
+        self.max_idle = max_idle
 
     async def get_async_hishel_storage(self) -> NewestAnswerStorage:  # type: ignore[override]
         if self._hishel_async_storage is None:
             # githubkit types the slot as hishel's AsyncMemoryStorage; ours is another AsyncBaseStorage.
-            self._hishel_async_storage = NewestAnswerStorage(max_bytes=self.max_bytes)  # type: ignore[assignment]
+            self._hishel_async_storage = NewestAnswerStorage(max_bytes=self.max_bytes,
+                                                              max_idle=self.max_idle)  # type: ignore[assignment]
         return self._hishel_async_storage  # type: ignore[return-value]
 
     def sizes(self) -> tuple[int, int]:
@@ -85,6 +87,7 @@ async def open_github(
     timeout: float = 10.0,
     read_timeout: float = 30.0,
     cache_bytes: int = MAX_BYTES,
+    cache_idle_seconds: float = MAX_IDLE_SECONDS,
 ) -> AsyncIterator[GitHub]:
     """The process's one githubkit client, open while the context is: `async with
     open_github(...) as gh`. A GitHub App with no `installation_id` serves every installation
@@ -103,7 +106,7 @@ async def open_github(
             base_url=api_url,
             timeout=httpx.Timeout(timeout, read=read_timeout),
             http_cache=True,
-            cache_strategy=_CacheStrategy(cache_bytes),
+            cache_strategy=_CacheStrategy(cache_bytes, cache_idle_seconds),
             auto_retry=False,
             # Handed a transport, httpx builds none (and no TLS context) for the clients
             # githubkit makes: the pool's one context serves every App call's client too.
@@ -128,7 +131,7 @@ async def connect(config) -> AsyncIterator[GitHubClient]:
         api_url=g.api_url, token=g.token.get_secret_value(), app_id=g.app_id or None,
         private_key=private_key, installation_id=g.installation_id or None,
         timeout=g.timeout_seconds, read_timeout=g.read_timeout_seconds,
-        cache_bytes=int(g.http_cache_megabytes * 1024 * 1024),
+        cache_bytes=int(g.http_cache_megabytes * 1024 * 1024), cache_idle_seconds=g.http_cache_idle_minutes * 60,
     ) as gh:
         yield GitHubClient(gh, max_concurrency=g.max_concurrency, bot_login=g.bot_login,
                            call_timeout=g.timeout_seconds + g.read_timeout_seconds)

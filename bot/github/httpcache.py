@@ -15,10 +15,13 @@ matches a later request against); of the response, every header but those GitHub
 answer and nothing reads back from a cached one (security headers, request ids). Kept whole, a
 GitHub answer's headers cost about 5 KB of Python objects, more than most bodies.
 
-The storage is bounded by count and by bytes: past `max_entries` answers, or `max_bytes` of
-them (bodies and headers, plus a fixed allowance per answer for the objects that hold them), the
-least recently used answer goes (a later read of it is a plain 200, as after a restart). A
-PR's answers run from a few to tens of KB, so at the default 64 MB the bytes bind first.
+The storage is bounded by count, by bytes and by age: past `max_entries` answers, or
+`max_bytes` of them (bodies and headers, plus a fixed allowance per answer for the objects that
+hold them), the least recently used answer goes (a later read of it is a plain 200, as after a
+restart); and an answer nobody read for `max_idle` seconds goes too: a PR still driven is
+re-read at least every `poller.full_sync_seconds` (15 min), while a finished PR's answers are
+never read again. A PR's answers run from a few to tens of KB, so the cache holds the working
+set of the PRs being driven, not the history of every PR ever read.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from hishel._core._headers import Vary
 
 MAX_ENTRIES = 50_000
 MAX_BYTES = 64 * 1024 * 1024
+MAX_IDLE_SECONDS = 30 * 60.0
 # What a kept answer costs beyond the bytes of its body, cache key and header text: the objects
 # holding them (entry, request, response, metadata, each header's list and strings), measured
 # by tracemalloc on GitHub's headers (tests/unit/test_httpcache.py keeps it honest).
@@ -54,6 +58,7 @@ UNREAD = frozenset({
 class _Stored:
     entry: Entry  # its response's stream is not kept: `body` is
     body: bytes
+    read_at: float = 0.0  # time.monotonic() of its store or its last read
 
 
 async def _once(body: bytes) -> AsyncIterator[bytes]:
@@ -87,9 +92,12 @@ def _header_bytes(headers: Mapping[str, str]) -> int:
 
 
 class NewestAnswerStorage(AsyncBaseStorage):
-    def __init__(self, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES,
+                 max_idle: float = MAX_IDLE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
+        self.max_idle = max_idle
+        self.clock = clock
         self._stored: dict[uuid.UUID, _Stored] = {}
         self._newest: OrderedDict[bytes, uuid.UUID] = OrderedDict()  # cache key → newest answer
         self.size_bytes = 0  # what the answers kept count for (`max_bytes`)
@@ -125,20 +133,33 @@ class NewestAnswerStorage(AsyncBaseStorage):
         old = self._newest.pop(entry.cache_key, None)
         if old is not None:
             self._drop(old)
-        kept = self._stored[entry.id] = _Stored(_bodiless(entry), b"".join(chunks))
+        now = self.clock()
+        kept = self._stored[entry.id] = _Stored(_bodiless(entry), b"".join(chunks), now)
         self.size_bytes += self._cost(kept)
         self._newest[entry.cache_key] = entry.id
-        while self._newest and (len(self._newest) > self.max_entries or self.size_bytes > self.max_bytes):
+        self._evict(now)
+
+    def _evict(self, now: float) -> None:
+        """The least recently read answers, while the storage is past a bound or they are idle
+        past `max_idle` (the least recently read is first: the idle ones are a prefix)."""
+        while self._newest:
+            oldest = self._stored.get(next(iter(self._newest.values())))
+            if (len(self._newest) <= self.max_entries and self.size_bytes <= self.max_bytes
+                    and oldest is not None and now - oldest.read_at <= self.max_idle):
+                return
             _, evicted = self._newest.popitem(last=False)
             self._drop(evicted)
 
     async def get_entries(self, key: str) -> list[Entry]:
         cache_key = key.encode()
+        now = self.clock()
+        self._evict(now)
         newest = self._newest.get(cache_key)
         if newest is None:
             return []
         self._newest.move_to_end(cache_key)
         kept = self._stored[newest]
+        kept.read_at = now
         e = kept.entry
         # A copy each time: hishel writes into an answer's metadata when it serves it.
         return [replace(e, request=replace(e.request, metadata=dict(e.request.metadata)),

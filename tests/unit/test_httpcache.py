@@ -162,3 +162,22 @@ async def test_what_the_cache_counts_is_what_its_answers_hold_in_memory():
         tracemalloc.stop()
     counted = storage.size_bytes - before
     assert 1.0 <= counted / held <= 1.5, (counted / 500, held / 500)
+
+
+async def test_an_answer_nobody_read_for_the_idle_age_goes_and_one_read_since_stays():
+    now = [0.0]
+    storage = NewestAnswerStorage(max_idle=600.0, clock=lambda: now[0])
+    await _store(storage, "finished", b"a finished PR's answer")
+    await _store(storage, "driven", b"a driven PR's answer")
+    now[0] = 500.0
+    assert await _body(storage, "driven") is not None  # read again: its age starts over
+    now[0] = 600.0
+    assert await _body(storage, "finished") is not None  # idle for exactly the age: kept
+    now[0] = 1100.5
+    await _store(storage, "new", b"x")
+    assert len(storage) == 2 and await _body(storage, "new") == b"x"  # "finished" (read at 600) stays
+    now[0] = 1200.5
+    assert await _body(storage, "finished") is None  # idle 600.5 s: gone, and its bytes with it
+    assert await _body(storage, "driven") is None  # read at 500: idle 700.5 s
+    assert len(storage) == 1 and storage.size_bytes == NewestAnswerStorage._cost(storage._stored[
+        storage._newest[b"new"]])
