@@ -38,6 +38,7 @@ from scale import simulator
 
 from bot.config import GitHubConfig, JobsConfig
 from bot.fixers import ScriptedFixer
+from bot.github.client import http_cache_sizes
 from bot.logs import configure_logging
 from tests.e2e.harness import bot_config
 from tests.serving import WEBHOOK_SECRET, serving
@@ -104,7 +105,8 @@ async def run(args) -> int:
                                 convergence={"review_wait_timeout_seconds": 3600, "nudge_window_seconds": 1800},
                                 jobs={"idle_poll_seconds": 1.0, "backoff_base_seconds": 2.0, "backoff_cap_seconds": 60.0,
                                       "workers": JobsConfig().workers, "fixer_workers": JobsConfig().fixer_workers},
-                                github={"check_run_settle_seconds": GitHubConfig().check_run_settle_seconds})
+                                github={"check_run_settle_seconds": GitHubConfig().check_run_settle_seconds,
+                                        "http_cache_idle_minutes": args.cache_idle_minutes})
             async with serving(config, fixer=ScriptedFixer(["push"])) as (rt, http):
                 await gh.call("PUT", "_sim/webhooks", {"url": f"{http.base_url}/webhook", "secret": WEBHOOK_SECRET,
                                                        "senders": 8})
@@ -139,8 +141,10 @@ async def run(args) -> int:
                         if args.anatomy and first_look is None and now > total * 0.2:
                             first_look = (mappings_kb(), type_counts())
                         used, kept = heap_mb()
+                        answers, cached = http_cache_sizes(rt.github.gh)
                         say(f"  {now / 60:5.1f} min: {enrolled[0]} enrolled, {merged} merged, RSS {samples[-1][3]:.0f} MB"
-                            f" (malloc: {used:.0f} MB in use, {kept:.0f} MB free but kept; Python: "
+                            f" (HTTP cache: {answers} answers, {cached / 2**20:.1f} MB; "
+                            f"malloc: {used:.0f} MB in use, {kept:.0f} MB free but kept; Python: "
                             f"{sys.getallocatedblocks() / 1e6:.2f} M blocks, {len(gc.get_objects()) / 1e6:.2f} M objects)")
                         await asyncio.sleep(args.every)
                 finally:
@@ -159,6 +163,7 @@ async def run(args) -> int:
                 await gh.call("DELETE", "_sim/chaos")
     thirds = [samples[len(samples) * k // 3] for k in range(3)] + [samples[-1]]
     print(f"soak: {args.prs} PRs enrolled over {args.minutes * 0.8:.0f} min of {args.minutes} min, "
+          f"HTTP cache idle age {args.cache_idle_minutes:g} min, "
           f"chaos {args.error_rate:.0%} errors and {args.lost_ack_rate:.0%} lost answers "
           f"(applied: {dict(counts)}), SQLite, sampled every {args.every:.0f} s")
     print(f"merged {samples[-1][2]}/{args.prs}; RSS {samples[0][3]:.0f} MB at the start, "
@@ -191,6 +196,9 @@ def main() -> int:
     p.add_argument("--lost-ack-rate", type=float, default=0.01, help="share of writes made and answered 502")
     p.add_argument("--trace", action="store_true",
                    help="tracemalloc: print what grew from a fifth of the run to its end (slows the bot)")
+    p.add_argument("--cache-idle-minutes", type=float, default=GitHubConfig().http_cache_idle_minutes,
+                   help="[github] http_cache_idle_minutes: a run shorter than a few of these never sees "
+                        "the cache's answers age out")
     p.add_argument("--anatomy", action="store_true",
                    help="print what grew from a fifth of the run to its end: resident memory by mapping and "
                         "live objects by type")
