@@ -175,3 +175,20 @@ async def test_a_parent_merged_by_hand_keeping_its_branch_moves_its_child_at_onc
         assert push["ref"] == "refs/heads/stack-b"
         assert len(await _own_commits(h, push["new"])) == 2
         assert h.sim.duplicate_effects() == []
+
+
+async def test_a_child_moved_off_its_parents_branch_before_the_parent_landed_no_longer_waits_for_it(
+        tmp_path, db_url):
+    async with bot_on_simulator(tmp_path, db_url) as h:
+        (a, na), (b, nb) = await _open_stack(h, ("a", "b"), enroll=False)
+        await h.sim.comment(REPO, nb, "/converge", user="maint")
+
+        async def waiting_for_a():
+            v = await h.view(b)
+            return v is not None and v.pr.status == "waiting_deps" and v.pr.last_action == f"waiting for {a}"
+
+        await h.wait_for("B to wait for its parent", waiting_for_a, timeout=120)
+        await h.sim.edit_pr(REPO, nb, actor="dev", base="main")  # its author takes it off the stack
+        await h.wait_status(b, "merged", timeout=120)
+        assert h.sim.pr(REPO, na)[1].state == "open"  # its former parent still open, not waited for
+        assert (await h.http.get(f"/api/prs/{str(b).replace('#', '/')}")).json()["stack"] == []

@@ -81,6 +81,14 @@ def test_dependencies_gate_the_merge():
     assert decide_merge(view(status="waiting_deps", cycle=("a", "b", "a"))).kind == "escalate"
 
 
+def test_a_stacked_pr_whose_parent_landed_is_re_based_before_it_may_merge():
+    parent = parse_pr_key("o/r#1")
+    step = decide_merge(view(status="waiting_deps", restack=(parent,)))
+    assert (step.kind, step.reason) == ("restack", "re-basing onto its parent's base: o/r#1 landed")
+    # Its parent not landed yet: it waits, as for any dependency.
+    assert decide_merge(view(status="waiting_deps", unmerged_deps=(parent,))).kind == "wait"
+
+
 def test_a_push_after_convergence_starts_a_new_round():
     assert decide_merge(view(head=H2)).kind == "new_round"
     assert decide_merge(view(status="waiting_deps", head=H2)).kind == "new_round"
