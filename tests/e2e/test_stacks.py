@@ -189,6 +189,6 @@ async def test_a_child_moved_off_its_parents_branch_before_the_parent_landed_no_
 
         await h.wait_for("B to wait for its parent", waiting_for_a, timeout=120)
         await h.sim.edit_pr(REPO, nb, actor="dev", base="main")  # its author takes it off the stack
-        await h.wait_status(b, "merged", timeout=120)
+        await h.wait_status(b, "merged", timeout=45)
         assert h.sim.pr(REPO, na)[1].state == "open"  # its former parent still open, not waited for
         assert (await h.http.get(f"/api/prs/{str(b).replace('#', '/')}")).json()["stack"] == []

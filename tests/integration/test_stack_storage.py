@@ -60,7 +60,8 @@ async def test_a_body_read_replaces_its_own_prs_body_edges_and_a_dropped_stack_e
     assert await dependencies.replace_for(db, B, [A]) == [A, D]
     assert await dependencies.replace_for(db, C, [OTHER]) == [OTHER, A]
     assert await dependencies.replace_for(db, B, []) == [A, D]  # its body's edge gone; others kept
+    assert await dependencies.replace_for(db, B, [A]) == [A, D]  # and back
     async with db.session() as s:
         await dependencies.drop_stack(s, B, A)
     edges = {k: sorted((d, src) for d, _, src in v) for k, v in (await dependencies.with_status(db)).items()}
-    assert edges == {B: [(D, "stack")], C: [(A, "stack"), (OTHER, "body")]}
+    assert edges == {B: [(A, "body"), (D, "stack")], C: [(A, "stack"), (OTHER, "body")]}
