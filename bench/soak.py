@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import ctypes
 import gc
+import inspect
 import sys
 import tempfile
 import time
@@ -83,6 +84,9 @@ def type_counts() -> dict[str, int]:
     counts: dict[str, int] = {}
     for obj in gc.get_objects():
         name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+        if inspect.iscoroutine(obj) or inspect.isasyncgen(obj):  # by what it runs: a task left behind?
+            code = getattr(obj, "cr_code", None) or getattr(obj, "ag_code", None)
+            name += f" {code.co_qualname if code else '?'}"
         counts[name] = counts.get(name, 0) + 1
     return counts
 
