@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, or_, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -86,6 +86,51 @@ async def mark_restacked(session: AsyncSession, child: PrKey, parent: PrKey, at:
         col(Dependency.pr_key) == child, col(Dependency.depends_on_key) == parent,
         col(Dependency.source) == STACK, col(Dependency.restacked_at).is_(None)).values(restacked_at=at))
     return bool(result.rowcount)
+
+
+MAX_STACK = 50  # PRs a stack is followed through, either way (a guard against a loop of edges)
+
+
+async def stacks(db: Database, pr_keys: Collection[PrKey]) -> dict[PrKey, tuple[PrKey, ...]]:
+    """Each of `pr_keys` that is in a stack: the stack's PRs bottom-up (each PR's children after
+    it, lowest number first), from its edges landed or not, read a level at a time."""
+    up: dict[PrKey, PrKey] = {}
+    down: dict[PrKey, list[PrKey]] = {}
+    frontier, seen = set(pr_keys), set[PrKey]()
+    async with db.read_session() as s:
+        for _ in range(MAX_STACK):
+            frontier -= seen
+            if not frontier:
+                break
+            seen |= frontier
+            stmt = select(Dependency.pr_key, Dependency.depends_on_key).where(
+                col(Dependency.source) == STACK,
+                or_(col(Dependency.pr_key).in_(list(frontier)), col(Dependency.depends_on_key).in_(list(frontier))))
+            frontier = set()
+            for child, parent in (await s.exec(stmt)).all():
+                [child, parent] = read_pr_keys((child, parent))
+                up.setdefault(child, parent)
+                if child not in down.setdefault(parent, []):
+                    down[parent].append(child)
+                frontier |= {child, parent}
+    out: dict[PrKey, tuple[PrKey, ...]] = {}
+    for key in pr_keys:
+        if key not in up and key not in down:
+            continue
+        bottom = key
+        for _ in range(MAX_STACK):
+            if bottom not in up or up[bottom] == key:
+                break
+            bottom = up[bottom]
+        order: list[PrKey] = []
+        todo = [bottom]
+        while todo and len(order) < MAX_STACK:
+            k = todo.pop(0)
+            if k not in order:
+                order.append(k)
+                todo += sorted(down.get(k, ()), key=lambda c: c.number)
+        out[key] = tuple(order)
+    return out
 
 
 def _edge(row: Dependency) -> StackEdge:
