@@ -79,9 +79,13 @@ class PoolSettings:
     long_workers: int = 0
 
 
-# Delayed wakes are rounded up to this grid, and one timer serves all wakes of a slot: a burst of
-# webhooks, each queueing a debounced sync, sets a few timers, not one per delivery.
+# Delayed wakes are rounded up to a grid, and one timer serves all wakes of a slot: a burst of
+# webhooks, each queueing a debounced sync, sets a few timers, not one per delivery. The grid is
+# this fine for wakes due soon and coarser the further off they are (a twentieth of the delay,
+# in powers of two of it): a run queueing a wake an hour off per PR (a review's timeout) keeps a
+# few hundred timers for the hour, not one per PR, each a wake at most 5% late.
 WAKE_SLOT_SECONDS = 0.05
+WAKE_LATENESS = 1 / 20
 
 
 @dataclass
@@ -111,7 +115,7 @@ class WorkerPool:
         self._instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._tasks: list[asyncio.Task] = []
         self._lanes_idle = {"short": _Lane(), "long": _Lane()}
-        self._timers: dict[int, asyncio.TimerHandle] = {}  # wake slot → its timer
+        self._timers: dict[tuple[float, int], asyncio.TimerHandle] = {}  # wake slot (width, index) → its timer
         self._stopping = False
 
     def wake(self, delay_seconds: float = 0.0, *, lanes: tuple[str, ...] = ("short", "long")) -> None:
@@ -127,11 +131,12 @@ class WorkerPool:
                 self._lanes_idle[name].poke()
             return
         loop = asyncio.get_running_loop()
-        slot = math.ceil((loop.time() + delay_seconds) / WAKE_SLOT_SECONDS)
+        width = WAKE_SLOT_SECONDS * 2 ** max(0, math.floor(math.log2(delay_seconds * WAKE_LATENESS / WAKE_SLOT_SECONDS)))
+        slot = (width, math.ceil((loop.time() + delay_seconds) / width))
         if slot not in self._timers:
-            self._timers[slot] = loop.call_at(slot * WAKE_SLOT_SECONDS, self._wake_slot, slot)
+            self._timers[slot] = loop.call_at(slot[0] * slot[1], self._wake_slot, slot)
 
-    def _wake_slot(self, slot: int) -> None:
+    def _wake_slot(self, slot: tuple[float, int]) -> None:
         self._timers.pop(slot, None)
         self.wake()
 
