@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from bot.config import Config
 from bot.github.errors import GitHubError, RateLimited, Unavailable
-from bot.runtime.context import Runtime
+from bot.runtime.context import Bounded, Runtime
 from storage.locks import KeyedLocks
 
 log = structlog.get_logger(__name__)
@@ -131,9 +131,13 @@ class _Entry:
     read_at: float  # time.monotonic() of the read
 
 
+REPOSITORIES_REMEMBERED = 10_000  # repositories whose config file this process keeps
+
+
 @dataclass
 class RepoConfigs:
-    entries: dict[str, _Entry] = field(default_factory=dict)  # by repository, lowercased
+    # By repository, lowercased; the least recently read go past the bound (read again if needed).
+    entries: dict[str, _Entry] = field(default_factory=lambda: Bounded(REPOSITORIES_REMEMBERED))
     locks: KeyedLocks = field(default_factory=KeyedLocks)
     warned: set[tuple[str, str]] = field(default_factory=set)  # (repository, sha) logged invalid
 
