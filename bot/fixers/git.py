@@ -44,6 +44,12 @@ class Git:
         return f"git {step} failed ({result.describe()})" + (f": {why}" if why else "")
 
 
+async def check_branch(git: Git, branch: str, cwd: Path, what: str = "branch name") -> None:
+    """GitError unless `branch` is a branch name by git's own rule (`check-ref-format`)."""
+    if not (await git.call("check-ref-format", f"refs/heads/{branch}", cwd=cwd)).ok:
+        raise GitError(f"refusing {what} {branch!r}")
+
+
 def _subcommand(args: tuple[str, ...]) -> str:
     """`commit` of `-c k=v -c k=v commit ...`."""
     i = 0

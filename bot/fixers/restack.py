@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.fixers.environment import GitIdentity, check_clone_url, git_env, secret_forms
-from bot.fixers.git import Git, GitError
+from bot.fixers.git import Git, GitError, check_branch
 from bot.fixers.gitdir import SAFE_CONFIG
 from bot.fixers.workspace import lease_refused, remove_tree
 
@@ -57,6 +57,8 @@ async def replay(req: Restack, *, identity: GitIdentity, git_timeout: float,
     local = Git(git_env(identity, req.clone_url, None), git_timeout, secrets)
     repo = root / "repo"
     try:
+        await check_branch(local, req.branch, root)
+        await check_branch(local, req.base, root, "base branch name")
         await remote.run("clone", "--quiet", "--no-tags", "--single-branch", f"--branch={req.branch}",
                          "--", req.clone_url, str(repo), cwd=root)
         if await local.run("rev-parse", "HEAD", cwd=repo) != req.head:
@@ -72,9 +74,10 @@ async def replay(req: Restack, *, identity: GitIdentity, git_timeout: float,
             return Replayed("nothing", fork_point=fork)
         rebased = await local.call(*SAFE_CONFIG, "rebase", "--quiet", "--onto", base, fork, cwd=repo)
         if not rebased.ok:
-            files = await local.call("diff", "--name-only", "--diff-filter=U", cwd=repo)
+            files = await local.call("diff", "--name-only", "-z", "--diff-filter=U", cwd=repo)
             await local.call(*SAFE_CONFIG, "rebase", "--abort", cwd=repo)
-            return Replayed("conflict", files=tuple(sorted(files.stdout.split())), fork_point=fork)
+            return Replayed("conflict", files=tuple(sorted(p for p in files.stdout.split("\0") if p)),
+                            fork_point=fork)
         new = await local.run("rev-parse", "HEAD", cwd=repo)
         if new == req.head:
             return Replayed("nothing", fork_point=fork)
@@ -106,6 +109,6 @@ def _check(req: Restack) -> None:
         raise GitError(str(e)) from None
     if not _SHA.fullmatch(req.head):
         raise GitError("the head is not a full commit sha")
-    for branch in (req.branch, req.base):
-        if not branch or branch.startswith("-") or ".." in branch or any(c in branch for c in " ~^:?*[\\"):
+    for branch in (req.branch, req.base):  # git's own rule is `check_branch`, in `replay`
+        if not branch or branch.startswith("-"):
             raise GitError(f"refusing branch name {branch!r}")

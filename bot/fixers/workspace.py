@@ -34,7 +34,7 @@ from pathlib import Path
 
 from bot.fixers.base import FixRequest, Verdict
 from bot.fixers.environment import GitIdentity, check_clone_url, git_env, secret_forms
-from bot.fixers.git import Git, GitError
+from bot.fixers.git import Git, GitError, check_branch
 from bot.fixers.gitdir import SAFE_CONFIG, copy_regular_file, reclaim, saved_config
 from bot.fixers.sandbox import Sandbox
 
@@ -140,9 +140,7 @@ class Workspace:
 
     async def _checkout(self) -> None:
         branch, entry = self.req.head_branch, self.req.entry_head
-        ref = await self.local.call("check-ref-format", f"refs/heads/{branch}", cwd=self.root)
-        if not ref.ok:
-            raise GitError(f"refusing branch name {branch!r}")
+        await check_branch(self.local, branch, self.root)
         await self.remote.run(
             "clone", "--quiet", "--no-tags", "--single-branch", f"--branch={branch}",
             "--", self.req.clone_url, str(self.repo), cwd=self.root,
@@ -161,9 +159,7 @@ class Workspace:
         base = base_to_fetch(self.req)
         if base is None:
             return
-        ref = await self.local.call("check-ref-format", f"refs/heads/{base}", cwd=self.root)
-        if not ref.ok:
-            raise GitError(f"refusing base branch name {base!r}")
+        await check_branch(self.local, base, self.root, "base branch name")
         # A fork's PR: the base branch of the base repository, not the fork's stale namesake.
         source = self.req.base_clone_url or "origin"
         await self.remote.run("fetch", "--quiet", "--no-tags", source,
