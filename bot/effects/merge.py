@@ -8,11 +8,11 @@ import structlog
 
 from bot import metrics
 from bot.engine import merge_queue, outbox, repoconfig
-from bot.engine.dispatch import requeue
+from bot.engine.dispatch import requeue, wake_dependents
 from bot.engine.outbox import first_try
 from bot.github.errors import Conflict
 from bot.runtime.context import Runtime
-from storage import dependencies, prs, runs
+from storage import prs, runs
 from storage.keys import PrKey, ProcessKey
 from storage.models import Job, utcnow
 from storage.statuses import RunState, Status
@@ -79,9 +79,7 @@ async def run_merge(rt: Runtime, pr_key: PrKey, pk: ProcessKey, sha: str) -> str
         if won:
             await runs.end_run(None, pk, RunState.COMPLETED, "merged", session=s)
             await outbox.check_run(s, pr_key)
-            # PRs waiting on this one move now, not at the next poll.
-            for dependent in await dependencies.dependents(s, pr_key):
-                await requeue(s, dependent, "dependency_merged")
+            await wake_dependents(s, pr_key)
     metrics.merged("merge", won)
     bound.info("pr.merged", head=sha)
     return None

@@ -15,7 +15,7 @@ from bot.engine.read import findings_of
 from bot.fixers.base import FixRequest
 from bot.rules.model import COALESCING
 from bot.runtime.context import Runtime
-from storage import jobs, prs, rounds
+from storage import dependencies, jobs, prs, rounds
 from storage.keys import PrKey, ProcessKey
 from storage.models import PullRequest, utcnow
 from storage.statements import on_postgres
@@ -93,6 +93,13 @@ async def new_attempt(session: AsyncSession, pr_key: PrKey, process_key: Process
     if attempt is None:
         raise LookupError(f"round {round_no} of {pr_key} (run {process_key}) has no row")
     return attempt
+
+
+async def wake_dependents(session: AsyncSession, pr_key: PrKey) -> None:
+    """In the caller's transaction: `pr_key` merged, so the PRs waiting on it (a `Depends-on:`,
+    an enrollment's, a stack's) take their next step now, not at the next poll."""
+    for dependent in await dependencies.dependents(session, pr_key):
+        await requeue(session, dependent, "dependency_merged")
 
 
 async def requeue(session: AsyncSession, pr_key: PrKey, why: str, *, once: bool = False,

@@ -10,7 +10,7 @@ import structlog
 
 from bot import metrics
 from bot.engine import check_summary, outbox, repoconfig, stacks
-from bot.engine.dispatch import new_attempt, queue_fixer, queue_progress, requeue
+from bot.engine.dispatch import new_attempt, queue_fixer, queue_progress, requeue, wake_dependents
 from bot.engine.escalation import escalate, queue_missing
 from bot.engine.merge_stage import MERGE_STATUSES, merge_stage
 from bot.engine.observe import Observation, Observed, observe
@@ -67,10 +67,7 @@ async def _end(rt: Runtime, pr_key: PrKey, pk: ProcessKey, values: dict, state: 
         if won:
             await runs.end_run(None, pk, state, values["outcome"], session=s)
         if won and values.get("status") == Status.MERGED:
-            # Merged by someone else: the PRs waiting on it (stacked on it) move now, not at the
-            # next poll, as they do after the bot's own merge.
-            for dependent in await dependencies.dependents(s, pr_key):
-                await requeue(s, dependent, "dependency_merged")
+            await wake_dependents(s, pr_key)  # merged by someone else: as after the bot's own merge
     return won
 
 
