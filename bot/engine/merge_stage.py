@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,9 +49,15 @@ ANNOTATIONS_SHOWN = 10  # of a failed check run's annotations
 MERGE_TRIES = 5
 
 
-async def _unmerged(rt: Runtime, deps: Sequence[PrKey]) -> tuple[PrKey, ...]:
+async def _unmerged(rt: Runtime, deps: Sequence[PrKey], landed: Mapping[PrKey, bool]) -> tuple[PrKey, ...]:
+    """Those of `deps` not merged: `landed` says for those just read from GitHub (a stack's
+    parents), the row or a read says for the others."""
     out = []
     for dep in deps:
+        if dep in landed:
+            if not landed[dep]:
+                out.append(dep)
+            continue
         view = await prs.get(rt.db, dep)
         if view is not None and view.pr.status == Status.MERGED:
             continue
@@ -96,16 +102,16 @@ async def _read_view(rt: Runtime, pr: PullRequest, gh_pr: dict, now: datetime) -
     """What the decision reads: the PR as just read, its dependencies (those its body names,
     recorded as it names them now, those given at enrollment, and the PR its base branch heads),
     and what blocks a merge when it is one to make."""
-    stacked = await stacks.to_restack(rt, pr, gh_pr) if pr.status == Status.WAITING_DEPS else ()
+    stacked = await stacks.to_restack(rt, pr, gh_pr) if pr.status == Status.WAITING_DEPS else {}
     deps = await dependencies.replace_for(rt.db, pr.pr_key,
                                           parse_dependencies(gh_pr.get("body"), pr.pr_key.full_repo))
     cycle = find_cycle(pr.pr_key, await dependencies.edges(rt.db)) if deps else None
     state = gh_pr.get("mergeable_state") or "unknown"
-    unmerged = await _unmerged(rt, deps) if pr.status == Status.WAITING_DEPS else ()
+    unmerged = await _unmerged(rt, deps, stacked) if pr.status == Status.WAITING_DEPS else ()
     view = MergeView(
         status=pr.status, head=pr.head_sha, converged_head=pr.converged_head,
         mergeable_state=state,
-        unmerged_deps=unmerged, restack=tuple(p for p in stacked if p not in unmerged),
+        unmerged_deps=unmerged, restack=tuple(p for p, landed in stacked.items() if landed),
         cycle=tuple(cycle) if cycle else None,
         require_approval=rt.config.merge.require_approval, approved=pr.merge_approved,
         conflict_attempts=rt.config.merge.conflict_attempts, ci_fix_attempts=rt.config.merge.ci_fix_attempts,

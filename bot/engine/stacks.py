@@ -21,45 +21,48 @@ from storage.models import PullRequest
 
 MAX_DEPTH = 20  # PRs below the one enrolled with `--stack` that are followed
 
-async def note(rt: Runtime, pr: PullRequest, gh_pr: dict) -> PrKey | None:
-    """Record the PR's stack edge when its base branch is another open PR's head branch; the
-    parent, or None when its base heads no open PR."""
+
+async def note(rt: Runtime, pr: PullRequest, gh_pr: dict) -> None:
+    """Record the PR's stack edge when its base branch is another open PR's head branch (the
+    step's, before its merge stage reads the edges: `to_restack`)."""
     base = gh_pr.get("base") or {}
     ref = base.get("ref") or ""
     if not ref or ref == (base.get("repo") or {}).get("default_branch"):
-        return None
+        return
     seen = (pr.pr_key, ref)
     if seen in rt.stack_bases:
         rt.stack_bases.move_to_end(seen)
-        return rt.stack_bases[seen]
+        return
     parent = await _headed_by(rt, pr.pr_key, ref)
     if parent is not None:
         async with rt.db.session() as s:
             await dependencies.record_stack(s, pr.pr_key, parent)
     rt.stack_bases[seen] = parent  # the least recently used goes past its bound (`Runtime`)
-    return parent
 
 
-async def to_restack(rt: Runtime, pr: PullRequest, gh_pr: dict) -> tuple[PrKey, ...]:
-    """The parents the PR is still to be re-based off once they land. An edge whose child was
-    moved off the parent's branch before the parent landed is forgotten."""
+async def to_restack(rt: Runtime, pr: PullRequest, gh_pr: dict) -> dict[PrKey, bool]:
+    """The parents the PR is still to be re-based off, each with whether it has landed, as just
+    read from GitHub (the merge stage's read of its dependencies takes that answer). An edge whose
+    child was moved off the parent's branch before the parent landed is forgotten."""
     ref = (gh_pr.get("base") or {}).get("ref") or ""
-    await note(rt, pr, gh_pr)
     async with rt.db.read_session() as s:
         edges = [e for e in await dependencies.stacked_on(s, pr.pr_key) if e.restacked_at is None]
-    parents = []
+    parents = {}
     for edge in edges:
         try:
             above = await rt.github.pr(edge.parent).read()
         except NotFound:
             above = {}
-        if above.get("state") == "open" and (above.get("head") or {}).get("ref") != ref:
+        branch = (above.get("head") or {}).get("ref") or ""
+        if above.get("state") == "open" and branch != ref:
             async with rt.db.session() as s:  # moved off the parent's branch by someone
                 await dependencies.drop_stack(s, pr.pr_key, edge.parent)
-            rt.stack_bases.pop((pr.pr_key, ref), None)
+            # What was looked up for that branch is forgotten with the edge: a child moved back
+            # onto it is stacked on it again.
+            rt.stack_bases.pop((pr.pr_key, branch), None)
             continue
-        parents.append(edge.parent)
-    return tuple(parents)
+        parents[edge.parent] = bool(above.get("merged"))
+    return parents
 
 
 async def _headed_by(rt: Runtime, key: PrKey, branch: str) -> PrKey | None:

@@ -192,3 +192,29 @@ async def test_a_child_moved_off_its_parents_branch_before_the_parent_landed_no_
         await h.wait_status(b, "merged", timeout=45)
         assert h.sim.pr(REPO, na)[1].state == "open"  # its former parent still open, not waited for
         assert (await h.http.get(f"/api/prs/{str(b).replace('#', '/')}")).json()["stack"] == []
+
+
+async def test_a_child_moved_off_its_parents_branch_and_back_is_stacked_on_it_again(tmp_path, db_url):
+    # Merges wait for `/converge merge`: the child, off the stack, waits there, not merged.
+    async with bot_on_simulator(tmp_path, db_url, merge={"require_approval": True}) as h:
+        (a, na), (b, nb) = await _open_stack(h, ("a", "b"), enroll=False)
+        await h.sim.comment(REPO, nb, "/converge", user="maint")
+
+        async def stack_of_b() -> list[str] | None:
+            return (await h.http.get(f"/api/prs/{str(b).replace('#', '/')}")).json().get("stack")
+
+        async def waiting_for_a():
+            v = await h.view(b)
+            return v is not None and v.pr.status == "waiting_deps" and v.pr.last_action == f"waiting for {a}"
+
+        await h.wait_for("B to wait for its parent", waiting_for_a, timeout=120)
+        await h.sim.edit_pr(REPO, nb, actor="dev", base="main")
+        await h.wait_status(b, "waiting_merge", timeout=60)  # off the stack: waits only for the approval
+        assert await stack_of_b() == []
+        await h.sim.edit_pr(REPO, nb, actor="dev", base="stack-a")  # and back onto its parent
+
+        async def stacked_again():
+            return await stack_of_b() == [str(a), str(b)]
+
+        await h.wait_for("B stacked on A again", stacked_again, timeout=60)
+        assert h.sim.effects("merge") == []
