@@ -92,7 +92,7 @@ class Repo:
     # changes, GitHub reads it `blocked` and refuses the merge. 0: none required.
     required_approving_reviews: int = 0
     # "Automatically delete head branches": a merged PR's branch goes, and GitHub retargets the
-    # open PRs based on it to the merged PR's base (simulator/ops/repos.py `delete_branch`).
+    # open PRs based on it to the merged PR's base (simulator/ops/pulls.py `delete_branch`).
     delete_branch_on_merge: bool = False
 
     @property

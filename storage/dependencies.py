@@ -37,7 +37,8 @@ class StackEdge:
 
 async def replace_for(db: Database, pr_key: PrKey, depends_on: list[PrKey]) -> list[PrKey]:
     """Record `depends_on` as the PR's body's dependencies, replacing those read before; all
-    of its dependencies as they then stand: the body's, then the explicit ones not among them."""
+    of its dependencies as they then stand: the body's, then the explicit and stack ones not
+    among them."""
     async with db.session() as s:
         await s.exec(delete(Dependency).where(col(Dependency.pr_key) == pr_key, col(Dependency.source) == BODY))
         for dep in depends_on:

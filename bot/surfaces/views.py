@@ -20,7 +20,7 @@ from bot.redact import scrub, shown
 from bot.rules.waiting import waiting
 from storage import agent_attempts, commands, escalations, jobs, prs, rounds, runs
 from storage.database import Database
-from storage.keys import PrKey, ProcessKey
+from storage.keys import PrKey, ProcessKey, parse_pr_key
 from storage.models import AgentAttempt, Command, Escalation, Job, PullRequest, Round, utcnow
 from storage.prs import PrView
 from storage.statuses import ACTIVE, Status
@@ -201,10 +201,13 @@ def dependencies_text(row: dict) -> str:
 def stack_text(row: dict) -> str:
     """The stack a `pr_json` row is in, bottom-up: `#1 → [#2] → #3`, the row's own PR bracketed
     (PRs of another repository by their whole key)."""
-    own = row["pr_key"]
-    def name(k: str) -> str:
-        short = f"#{k.rsplit('#', 1)[1]}" if k.rsplit("#", 1)[0] == own.rsplit("#", 1)[0] else k
-        return f"[{short}]" if k == own else short
+    own = parse_pr_key(row["pr_key"])
+
+    def name(text: str) -> str:
+        key = parse_pr_key(text)
+        short = f"#{key.number}" if key.full_repo == own.full_repo else text
+        return f"[{short}]" if key == own else short
+
     return " → ".join(name(k) for k in row["stack"])
 
 

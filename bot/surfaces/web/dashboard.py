@@ -116,7 +116,7 @@ async def dashboard(request: Request) -> HTMLResponse:
         r["attempts"], r["reruns"] = fixer.get(r["pr_key"], (0, 0))
         r["attention"] = needs_attention(r)
         r["stale"] = waiting_long(r, now, stale_after)
-        r["stack_text"] = stack_text(r) if r.get("stack") else ""
+        r["stack_text"] = stack_text(r)
     asked = [(r, e) for r in shown for e in waiting.get(r["pr_key"], [])]
     following = request.url.include_query_params(cursor=page.next.text()) if page.next else None
     next_path = f"{following.path}?{following.query}" if following else None
