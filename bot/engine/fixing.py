@@ -31,6 +31,7 @@ from bot.rules.model import Escalate, Finding
 from bot.runtime.context import Runtime
 from bot.runtime.workers import Reschedule
 from storage import prs, rounds
+from storage.database import Database
 from storage.jobs import JobStatus
 from storage.keys import PrKey, ProcessKey
 from storage.models import Job, PullRequest, Round, utcnow
@@ -112,6 +113,19 @@ async def _open_round(rt: Runtime, pr_key: PrKey, pk: ProcessKey, n: int,
     return view.pr, rnd
 
 
+async def still_owns(db: Database, pr_key: PrKey, pk: ProcessKey, n: int, attempt: int,
+                     entry_head: str | None) -> bool:
+    """Whether attempt `attempt` of round `n`, begun at `entry_head`, is still the run's work in
+    progress: asked by the fixer right before it pushes. A run stopped or superseded, a round
+    the row has left, rerun, retried, restarted at a new head, decided or ended while the agent
+    worked must not push what it made (docs/guards.md, "fixer push")."""
+    now, latest = await prs.get(db, pr_key), await rounds.get(db, pr_key, pk, n)
+    return (now is not None and now.pr.process_key == pk and now.derived_status == Status.CONVERGING
+            and now.pr.current_round == n and latest is not None and latest.attempt == attempt
+            and latest.entry_head == entry_head and latest.fixer_started_at is not None
+            and latest.fixer_finished_at is None and latest.status is None)
+
+
 async def _run_agent(rt: Runtime, pr: PullRequest, rnd: Round, attempt: int, gh_pr: dict,
                      findings: tuple[Finding, ...], moved_to: str | None, bound: Any) -> Verdict | None:
     """The fixer's run on the round, its spending recorded; None when the run's budget is spent
@@ -125,13 +139,7 @@ async def _run_agent(rt: Runtime, pr: PullRequest, rnd: Round, attempt: int, gh_
         return None
 
     async def still_current() -> bool:
-        # Asked by the fixer right before it pushes: a run stopped or superseded, or a round
-        # rerun or retried, while the agent worked must not push what it made.
-        now, latest = await prs.get(rt.db, pr.pr_key), await rounds.get(rt.db, pr.pr_key, pk, n)
-        return (now is not None and now.pr.process_key == pk and now.derived_status == Status.CONVERGING
-                and now.pr.current_round == n and latest is not None and latest.attempt == attempt
-                and latest.entry_head == rnd.entry_head and latest.fixer_started_at is not None
-                and latest.fixer_finished_at is None and latest.status is None)
+        return await still_owns(rt.db, pr.pr_key, pk, n, attempt, rnd.entry_head)
 
     entry_head = moved_to or rnd.entry_head
     if entry_head is None:  # a round starts at a head (`rounds.start`), and a move is one

@@ -167,6 +167,16 @@ async def test_run_terminated_out_of_band_reads_abandoned_and_is_resubmittable(d
     assert result.outcome == "started" and result.process_key != pk
 
 
+async def test_a_run_terminated_out_of_band_writes_its_row_no_more(db):
+    """Its key is still on the row and the row still reads converging: only the run's own end
+    tells a job of it, still queued, that nobody drives this PR any more."""
+    pk = await enroll(db, KEY)
+    assert await runs.terminate_run(db, pk, "operator")
+    assert not await prs.fenced_update(db, KEY, pk, {"last_action": "a job of the ended run"})
+    view = await prs.get(db, KEY)
+    assert (view.pr.process_key, view.pr.last_action) == (pk, None) and view.derived_status == "abandoned"
+
+
 async def test_resubmit_resets_per_run_state_and_marks_escalations_stale(db):
     pk = await enroll(db, KEY, max_rounds=3)
     now = utcnow()
