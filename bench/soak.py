@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import ctypes
 import gc
 import inspect
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+import types
 from pathlib import Path
 
 from sqlalchemy import text
@@ -91,6 +93,41 @@ def type_counts() -> dict[str, int]:
     return counts
 
 
+def _owner(obj: object) -> str:
+    """What an object that holds a context or a cell is, by what it runs."""
+    kind = type(obj).__qualname__
+    if isinstance(obj, asyncio.Task):
+        coro = obj.get_coro()
+        code = getattr(coro, "cr_code", None)
+        return f"Task {code.co_qualname if code else '?'}"
+    if isinstance(obj, asyncio.Handle):
+        callback = getattr(obj, "_callback", None)
+        name = getattr(callback, "__qualname__", None) or type(callback).__qualname__
+        return f"{kind} {name}{' (cancelled)' if obj.cancelled() else ''}"
+    if inspect.isfunction(obj):
+        return f"function {obj.__qualname__}"
+    if inspect.iscoroutine(obj) or inspect.isasyncgen(obj):
+        code = getattr(obj, "cr_code", None) or getattr(obj, "ag_code", None)
+        return f"{kind} {code.co_qualname if code else '?'}"
+    return f"{type(obj).__module__}.{kind}"
+
+
+def owners(*kinds: type) -> dict[str, int]:
+    """Who holds the live objects of these kinds (contexts, closure cells), counted by `_owner`:
+    one pass over every gc-tracked object's referents."""
+    wanted = {id(o): type(o).__qualname__ for o in gc.get_objects() if isinstance(o, kinds)}
+    counts: dict[str, int] = {}
+    closures = {id(f.__closure__): f for f in gc.get_objects() if inspect.isfunction(f) and f.__closure__}
+    for holder in gc.get_objects():
+        held = [wanted[id(r)] for r in gc.get_referents(holder) if id(r) in wanted]
+        if held:
+            owner = closures.get(id(holder), holder)  # a closure's cells: its function's, not its tuple's
+            for kind in set(held):
+                name = f"{kind} held by {_owner(owner)}"
+                counts[name] = counts.get(name, 0) + held.count(kind)
+    return counts
+
+
 def rss_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -125,7 +162,7 @@ async def run(args) -> int:
                 if args.trace:
                     tracemalloc.start(8)
                 base = None
-                first_look: tuple[dict[str, int], dict[str, int]] | None = None
+                first_look: tuple[dict[str, int], dict[str, int], dict[str, int]] | None = None
 
                 async def enroll() -> None:
                     for i, (repo, number) in enumerate(keys):
@@ -143,7 +180,7 @@ async def run(args) -> int:
                         if args.trace and base is None and now > total * 0.2:
                             base = tracemalloc.take_snapshot()
                         if args.anatomy and first_look is None and now > total * 0.2:
-                            first_look = (mappings_kb(), type_counts())
+                            first_look = (mappings_kb(), type_counts(), owners(contextvars.Context, types.CellType))
                         used, kept = heap_mb()
                         answers, cached = http_cache_sizes(rt.github.gh)
                         say(f"  {now / 60:5.1f} min: {enrolled[0]} enrolled, {merged} merged, RSS {samples[-1][3]:.0f} MB"
@@ -163,6 +200,8 @@ async def run(args) -> int:
                 if args.anatomy and first_look is not None:
                     _print_growth("resident memory by mapping (KB)", first_look[0], mappings_kb())
                     _print_growth("live objects by type (gc-tracked)", first_look[1], type_counts())
+                    _print_growth("contexts and closure cells by holder", first_look[2],
+                                  owners(contextvars.Context, types.CellType))
                 counts = (await gh.call("GET", "_sim/chaos")).get("counts", {})
                 await gh.call("DELETE", "_sim/chaos")
     thirds = [samples[len(samples) * k // 3] for k in range(3)] + [samples[-1]]

@@ -25,7 +25,7 @@ from bot.intake import redelivery
 from bot.intake.repowatch import RepoWatch
 from bot.rules.decide import review_wait_deadlines
 from bot.runtime.context import Runtime
-from bot.runtime.periodic import duty_failed, every
+from bot.runtime.periodic import duty_failed, every, side_by_side
 from storage import backup, jobs, marks, prs, retention
 from storage.keys import PrKey
 from storage.models import utcnow
@@ -111,8 +111,8 @@ class Poller:
                 by_repo.setdefault(view.pr.repo.lower(), []).append(view)
         watched = {repo: c for repo, c in by_repo.items()
                    if cfg.repo_watch_min_prs > 0 and len(c) >= cfg.repo_watch_min_prs}
-        # The repositories are read side by side (the client bounds how many at once).
-        answers = await asyncio.gather(*(self.watch.changed(repo) for repo in watched))
+        # The repositories are read side by side, as many at once as the client has slots.
+        answers = await side_by_side(self.watch.changed, list(watched), self.rt.config.github.max_concurrency)
         resting: list[PrKey] = []
         for candidates, changed in zip(watched.values(), answers, strict=True):
             if changed is not None:

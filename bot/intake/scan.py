@@ -11,7 +11,6 @@ comes first, the comment runs once (see docs/architecture.md, "Lost webhooks").
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from bot.intake import redelivery
 from bot.intake.routing import Wake, command_wake
 from bot.rules.commands import edited
 from bot.runtime.context import Runtime
-from bot.runtime.periodic import duty_failed, every
+from bot.runtime.periodic import duty_failed, every, side_by_side
 from storage import commands, cursors, jobs, prs
 from storage.keys import PrKey, try_parse_pr_key
 from storage.models import utcnow
@@ -179,8 +178,9 @@ async def scan(rt: Runtime) -> ScanReport:
             return ScanReport(covered=True)
     stored = await cursors.load(rt.db, CURSOR_PREFIX)
     floor = (utcnow() - timedelta(hours=cfg.lookback_hours)).replace(microsecond=0)
-    # Side by side: the client bounds how many requests are in flight.
-    answers = await asyncio.gather(*(_look(rt, repo, stored, floor) for repo in repos))
+    # Side by side, as many at once as the client has slots for requests.
+    answers = await side_by_side(lambda repo: _look(rt, repo, stored, floor), repos,
+                                 rt.config.github.max_concurrency)
     looks = [look for look in answers if look is not None]
     report = ScanReport(repositories=len(repos), unchanged=sum(look.unchanged for look in looks),
                         unreadable=[repo for repo, look in zip(repos, answers, strict=True) if look is None])
