@@ -178,8 +178,8 @@ def problems(guard: Guard, tree: Path = ROOT) -> list[str]:
         test_file = tree / file
         if not test_file.is_file():
             found.append(f"test file {file} does not exist")
-        elif name and not re.search(rf"^\s*(async )?def {re.escape(name.split('[')[0])}\(",
-                                    test_file.read_text(), re.M):
+        elif name and not re.search(rf"^\s*(async )?def {re.escape(name.split('[')[0].split('::')[-1])}\(",
+                                    test_file.read_text(), re.M):  # a method's node: Class::test
             found.append(f"test {name} is not defined in {file}")
     return found
 

@@ -172,6 +172,7 @@ async def read_snapshot(rt: Runtime, pr: PullRequest, head: str | None, raw_revi
         adjudications=await memory_of(rt, pr.pr_key),
         now=utcnow(), settings=settings,
         history=tuple(round_state(r) for r in history if r.round_no < pr.current_round),
+        forgotten_since=outbox.MEMORY.restore.taken_at if outbox.MEMORY.restore is not None else None,
     )
 
     if head is None or pr.status != "waiting_review" or fresh_review(snap) is None:

@@ -81,12 +81,17 @@ def fresh_reviews(s: Snapshot) -> tuple[Review, ...]:
     # again with nothing pushed would replay it, round after round.
     automatic = {reviewers.normalise(x.login) for x in s.settings.roster if x.kind == "automatic"}
     used = max((h.review_id or 0 for h in s.history if h.entry_head == s.head), default=0)
+    # On a restored backup, a review of the head since the backup may answer a request the
+    # database forgot (the review request effect, seeing it, asked nobody): it counts, though
+    # older than the wait or the row's baseline, unless a round of this run already used it.
+    forgot = s.forgotten_since.replace(microsecond=0) if s.forgotten_since else None
     return tuple(sorted((
         r for r in s.reviews
-        if ((reviewers.normalise(r.user) in automatic and r.id > used) or (
-            r.id > (pr.last_review_id or 0)
-            and r.submitted_at is not None
-            and (since is None or r.submitted_at >= since)))
+        if ((reviewers.normalise(r.user) in automatic and r.id > used)
+            or (forgot is not None and r.id > used and r.submitted_at is not None and r.submitted_at >= forgot)
+            or (r.id > (pr.last_review_id or 0)
+                and r.submitted_at is not None
+                and (since is None or r.submitted_at >= since)))
         and r.commit_id == s.head
         and r.state not in ("PENDING", "DISMISSED")
         and counts_as_review(r, s.settings)

@@ -188,6 +188,9 @@ class Snapshot:
     history: tuple[RoundState, ...] = ()
     # When our replies/resolves still queued in the outbox are next due (None: none are).
     replies_due: datetime | None = None
+    # On a database restored from a backup, until the runs it held have moved on: when the
+    # backup was taken. GitHub may hold reviews answering requests the database forgot.
+    forgotten_since: datetime | None = None
 
     @property
     def threads_settling(self) -> bool:

@@ -30,7 +30,7 @@ from pathlib import Path
 import structlog
 
 from simulator import Simulator, SimulatorServer
-from storage import prs
+from storage import prs, rounds
 from storage.database import Database
 from storage.models import Job, utcnow
 
@@ -126,6 +126,9 @@ class ChaosRun:
         self.backup: Path | None = None
         self.restored = False
         self.restored_at = 0.0  # time.monotonic() of the restore
+        # Each PR's rounds (run, number, entry head) as the killed bot left them: a restore
+        # forgets those begun since the backup, and their review requests were made all the same.
+        self.forgotten_rounds: dict[str, set[tuple[str | None, int, str | None]]] = {}
         self.answered_at: dict[int, float] = {}  # PR -> when the maintainer last answered
         self.answered_again: list[int] = []
         self.backend = "postgres" if db_url.startswith("postgres") else "sqlite"
@@ -280,6 +283,9 @@ class ChaosRun:
         self.heals_now = 0.0
         self.kill_times.append(utc_now())
         await self.bot.kill()
+        for p in self.plans:  # read before the file is replaced: what the restore forgets
+            self.forgotten_rounds[p.key] = {(r.process_key, r.round_no, r.entry_head)
+                                            for r in await rounds.for_pr(self.db, p.key)}
         await self._restore()
         await self.bot.start()
 

@@ -14,8 +14,8 @@ from bot.effects import check_run
 from bot.effects.runner import run_effect
 from bot.engine import outbox
 from bot.runtime.workers import Reschedule
-from storage import backup, jobs
-from storage.keys import PrKey
+from storage import backup, jobs, rounds
+from storage.keys import PrKey, parse_pr_key
 from storage.models import Job, PullRequest, Round, utcnow
 
 from .harness import COPILOT, REPO, bot_on_simulator, open_and_enroll, quiesce
@@ -90,6 +90,32 @@ async def test_on_a_restored_backup_a_review_since_the_backup_answers_a_request_
 
         number, head, review = await _reviewed_pr(h, "before-backup", ago=timedelta(minutes=10))
         assert await _asks_copilot(h, number, head, decided=utcnow(), attempts=1, baseline=review)
+
+
+async def test_on_a_restored_backup_a_review_a_round_already_decided_on_answers_no_new_request(
+        tmp_path, db_url, monkeypatch):
+    """A round of the run decided on a review of this head given after the backup (the run's
+    next round starts on the same head: every finding answered without a commit): that review
+    answers no request of the new round, whose wait passes it over (`decide.fresh_reviews`);
+    taken for an answer, nobody would be asked and the round would wait for ever."""
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}) as h:
+        number, head, review = await _reviewed_pr(h, "used-after-backup")
+        now = utcnow()
+        monkeypatch.setattr(outbox.MEMORY, "restore", backup.Restored(now - timedelta(minutes=5), now))
+        key, pk = parse_pr_key(f"{REPO}#{number}"), "run-used"
+        async with h.rt.db.session() as s:
+            await rounds.start(s, key, pk, 1, head)
+            assert await rounds.update_round(s, key, pk, 1, {"review_id": review, "status": "converged"})
+
+        def asked() -> int:
+            return len(h.sim.effects("copilot_review_requested"))
+
+        before = asked()
+        await run_effect(h.rt, Job(kind="effect", pr_key=str(key), key=f"rr-{number}-2", status="running",
+                                   run_at=now, created_at=now, attempts=1, process_key=pk,
+                                   payload=json.dumps({"effect": "request_review", "head": head, "round": 2,
+                                                       "baseline": review})))
+        assert asked() == before + 1, "the round's reviewer was asked"
 
 
 async def test_a_nudge_asks_again_but_never_posts_a_comment_reviewer_s_trigger_again(tmp_path, db_url):

@@ -77,6 +77,27 @@ class TestFreshReview:
     def test_the_newest_fresh_review_wins(self):
         assert fresh_review(snap(reviews=(review(id=101), review(id=105), review(id=103)))).id == 105
 
+    def test_on_a_restored_backup_a_review_since_the_backup_answers_the_wait_it_began_before(self):
+        # The backup was taken at T0 - 5 min; the review came after it, before this wait began,
+        # and the row's baseline already counts it (a sync after the restore read it): the
+        # request it answered is one the database forgot, and the request effect asked nobody.
+        taken = T0 - timedelta(minutes=5)
+        answer = review(id=100, at=T0 - timedelta(minutes=2))
+        assert fresh_review(snap(reviews=(answer,))) is None, "without the restore it is stale"
+        assert fresh_review(snap(reviews=(answer,), forgotten_since=taken)).id == 100
+        assert fresh_review(snap(reviews=(answer,), forgotten_since=taken + timedelta(microseconds=900))).id == 100, \
+            "to the second, as GitHub stamps reviews"
+
+    @pytest.mark.parametrize("stale", [
+        review(id=100, at=T0 - timedelta(minutes=6)),         # before the backup
+        review(id=100, at=T0 - timedelta(minutes=2), commit=H2),  # another commit
+        review(id=90, at=T0 - timedelta(minutes=2)),          # an earlier round on this head used it
+    ])
+    def test_on_a_restored_backup_older_reviews_still_do_not_answer(self, stale):
+        used = replace(ROUND, round_no=0, entry_head=H1, review_id=90)
+        assert fresh_review(snap(reviews=(stale,), forgotten_since=T0 - timedelta(minutes=5),
+                                 history=(used,))) is None
+
 
 class TestStep:
     def test_converging_without_a_fixer_starts_the_round_at_the_current_head(self):
