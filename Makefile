@@ -87,7 +87,7 @@ CHAOS_ARGS ?=
 chaos: $(STAMP)
 	scripts/ensure-postgres.sh
 	CONVERGEBOT_CHAOS_PRS=$(CHAOS_PRS) CONVERGEBOT_CHAOS_KILLS=$(CHAOS_KILLS) \
-	CONVERGEBOT_CHAOS_SEEDS=$(CHAOS_SEEDS) CONVERGEBOT_CHAOS_RESTORE=1 $(PY) -m pytest tests/chaos -m chaos -s $(CHAOS_ARGS)
+	CONVERGEBOT_CHAOS_SEEDS=$(CHAOS_SEEDS) $(PY) -m pytest tests/chaos -m chaos -s $(CHAOS_ARGS)
 
 # The real agent CLIs at their pinned versions (tests/agents/pins.toml), installed once into a
 # cache outside the tree, then every preset end to end through `serve`, the simulator and the

@@ -7,8 +7,6 @@ Size from the environment (docs/chaos.md): CONVERGEBOT_CHAOS_PRS (10), CONVERGEB
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from .harness import Size, run_chaos
@@ -26,9 +24,6 @@ async def test_every_pr_ends_as_scripted_and_nothing_is_done_twice(seed, db_url,
         pytest.fail(result.report(), pytrace=False)
 
 
-@pytest.mark.skipif(not os.environ.get("CONVERGEBOT_CHAOS_RESTORE"),
-                    reason="the restore drill runs in `make chaos` (CONVERGEBOT_CHAOS_RESTORE=1): it "
-                           "still strands a PR now and then (docs/operations.md, \"Backups\")")
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 async def test_a_backup_taken_mid_run_and_restored_resumes_with_nothing_done_twice(db_url, tmp_path):
     """`convergebot backup` of the serving database while PRs are in rounds, restored in its place
