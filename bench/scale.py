@@ -96,14 +96,20 @@ def proc_cpu(pid: int, *, children: bool = False) -> float:
     return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
 
 
-async def open_prs(sim, n: int) -> list[tuple[str, int]]:
+async def open_prs(sim, n: int, repos: int = 0) -> list[tuple[str, int]]:
+    """N PRs, each in a repository of its own, or spread over `repos` repositories (each PR on
+    a branch and a file of its own, so none conflicts with another's merge)."""
     keys = []
     for i in range(n):
-        repo = f"acme/s{i}"
-        await sim.create_repo(repo, files=FILES, collaborators={"maint": "write"})
-        sim.set_reviewer(repo, steps(1, 1, 0))
-        pr = await sim.open_pr(repo, title=f"Change {i}", head="feat", author="dev",
-                               files={"app/core.py": f"def f():\n    return {i}\n"})
+        repo = f"acme/s{i % repos if repos else i}"
+        if not repos or i < repos:
+            await sim.create_repo(repo, files=FILES, collaborators={"maint": "write"})
+            sim.set_reviewer(repo, steps(1, 1, 0))
+        path = f"app/core{i}.py" if repos else "app/core.py"
+        pr = await sim.open_pr(repo, title=f"Change {i}", head=f"feat-{i}" if repos else "feat", author="dev",
+                               files={path: f"def f():\n    return {i}\n"})
+        if repos:  # the findings (and so the fixer's edits) in the PR's own file
+            sim.set_reviewer(repo, steps(1, 1, 0, path=path), pr.number)
         keys.append((repo, pr.number))
         if i % 100 == 99:
             say(f"  {i + 1}/{n} PRs opened")
@@ -147,7 +153,7 @@ async def _serve_child(sim, args) -> None:
     from simulator import SimulatorServer
 
     async with SimulatorServer(sim) as server:
-        keys = await open_prs(sim, args.prs)
+        keys = await open_prs(sim, args.prs, getattr(args, "repos", 0))
         sim.counters.reset()
         print("KEYS " + json.dumps(keys), flush=True)
         print(f"URL {server.url}", flush=True)
@@ -216,13 +222,13 @@ async def simulator(tmp_path: Path, args):
 
         sim = new_simulator(tmp_path / "github", args)
         async with SimulatorServer(sim) as server:
-            keys = await open_prs(sim, args.prs)
+            keys = await open_prs(sim, args.prs, getattr(args, "repos", 0))
             sim.counters.reset()
             yield server.url, keys, Local(sim)
         return
     child = subprocess.Popen(
         [sys.executable, __file__, "--simulator-child", str(tmp_path / "github"), "--prs", str(args.prs),
-         "--limit", str(args.limit), "--window", str(args.window)],
+         "--limit", str(args.limit), "--window", str(args.window), "--repos", str(getattr(args, "repos", 0))],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         keys, url = None, ""
@@ -420,6 +426,7 @@ async def run(args) -> int:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--prs", type=int, default=100)
+    p.add_argument("--repos", type=int, default=0, help="spread the PRs over this many repositories (0: one each)")
     p.add_argument("--poll", type=float, default=60.0, help="poll interval, seconds")
     p.add_argument("--limit", type=int, default=0, help="requests per token and window (0: lifted)")
     p.add_argument("--window", type=int, default=3600,

@@ -140,7 +140,8 @@ async def run(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         db_url = f"sqlite:///{tmp_path / 'soak.db'}"
-        say(f"opening {args.prs} PRs, one repository each ...")
+        say(f"opening {args.prs} PRs, " + (f"over {args.repos} repositories" if args.repos else "one repository each")
+            + " ...")
         async with simulator(tmp_path, args) as (url, keys, gh):
             config = bot_config(db_url, url, poller={"interval_seconds": 60, "jitter_seconds": 0},
                                 convergence={"review_wait_timeout_seconds": 3600, "nudge_window_seconds": 1800},
@@ -205,7 +206,7 @@ async def run(args) -> int:
                 counts = (await gh.call("GET", "_sim/chaos")).get("counts", {})
                 await gh.call("DELETE", "_sim/chaos")
     thirds = [samples[len(samples) * k // 3] for k in range(3)] + [samples[-1]]
-    print(f"soak: {args.prs} PRs enrolled over {args.minutes * 0.8:.0f} min of {args.minutes} min, "
+    print(f"soak: {args.prs} PRs in {args.repos or args.prs} repositories, enrolled over {args.minutes * 0.8:.0f} min of {args.minutes} min, "
           f"HTTP cache idle age {args.cache_idle_minutes:g} min, "
           f"chaos {args.error_rate:.0%} errors and {args.lost_ack_rate:.0%} lost answers "
           f"(applied: {dict(counts)}), SQLite, sampled every {args.every:.0f} s")
@@ -233,6 +234,8 @@ def _print_growth(what: str, before: dict[str, int], after: dict[str, int]) -> N
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--prs", type=int, default=1000)
+    p.add_argument("--repos", type=int, default=0,
+                   help="spread the PRs over this many repositories (0: a repository each, as bench/scale.py)")
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--every", type=float, default=30.0, help="seconds between samples")
     p.add_argument("--error-rate", type=float, default=0.02, help="share of GitHub answers that are 5xx")
