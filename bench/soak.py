@@ -4,9 +4,13 @@ The question is whether the bot's resident memory levels off once its caches and
 (the HTTP cache by bytes, every in-process map by count or by the PRs still driven), or keeps
 growing with every PR it has seen.
 
-Set-up as bench/scale.py's (its simulator child, one repository per PR, three rounds each: two
-reviews with a finding, the scripted fixer's fix, a clean review, the merge), with request chaos
-on: a share of GitHub's answers are 5xx, and some writes are made and then answered 502.
+Set-up as bench/scale.py's (its simulator child, one repository per PR or `--repos N` shared,
+three rounds each: two reviews with a finding, the scripted fixer's fix, a clean review, the
+merge), with request chaos on: a share of GitHub's answers are 5xx, and some writes are made and
+then answered 502. With one repository per PR, what the bot keeps per repository (the scan's
+listings in the HTTP cache, the repositories' config files) grows with the PRs too; an
+organisation has a bounded set of repositories and an unbounded stream of PRs, which `--repos`
+models.
 
 The N PRs are enrolled one by one, spread evenly over the first 80% of `--minutes`; the rest of
 the run lets the last ones finish. Every `--every` seconds the bench samples this process's RSS
@@ -14,7 +18,7 @@ the run lets the last ones finish. Every `--every` seconds the bench samples thi
 prints the samples and the growth of RSS per third of the run: a bot whose memory levels off
 grows far less in the last third than in the first, though as many PRs pass through it.
 
-    .venv/bin/python bench/soak.py --prs 1000 --minutes 30 [--error-rate 0.02] [--lost-ack-rate 0.01]
+    .venv/bin/python bench/soak.py --prs 1000 --minutes 30 [--repos 50] [--error-rate 0.02] [--lost-ack-rate 0.01]
 """
 
 from __future__ import annotations
