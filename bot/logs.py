@@ -34,6 +34,20 @@ def _redact(_logger: WrappedLogger, _name: str, event: EventDict) -> EventDict:
     return event
 
 
+def _redact_exceptions(_logger: WrappedLogger, _name: str, event: EventDict) -> EventDict:
+    """After the traceback is rendered: each exception's text (`str(e)`, the chain's too) as an
+    `error=` value is, without tokens or credentialed URLs (a git or GitHub failure's may hold
+    the token git was given). Frames hold the source's lines, and no locals (`show_locals`)."""
+    found = event.get("exception")
+    if isinstance(found, list):
+        for exc in found:
+            if isinstance(exc, dict) and isinstance(exc.get("exc_value"), str):
+                exc["exc_value"] = hide_secrets(exc["exc_value"])
+    elif isinstance(found, str):
+        event["exception"] = hide_secrets(found)
+    return event
+
+
 # The least level `configure_logging` lets through; structlog's own default lets every one.
 _least = logging.NOTSET
 
@@ -64,7 +78,7 @@ def configure_logging(level: str = "info", fmt: str = "json", stream=None) -> No
     # show_locals=False: frame locals would carry tokens and webhook secrets into the log.
     exceptions = structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
     structlog.configure(
-        processors=[*shared, exceptions, renderer],
+        processors=[*shared, exceptions, _redact_exceptions, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(_least),
         logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=False,
@@ -73,7 +87,8 @@ def configure_logging(level: str = "info", fmt: str = "json", stream=None) -> No
     handler = logging.StreamHandler(stream)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=shared, processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, exceptions, renderer]
+            foreign_pre_chain=shared, processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, exceptions,
+                                              _redact_exceptions, renderer]
         )
     )
     root = logging.getLogger()

@@ -64,3 +64,30 @@ def test_an_errors_token_and_credentialed_url_are_hidden_from_its_line():
     assert token not in out.getvalue() and "x-access-token" not in out.getvalue()
     assert line["error"] == "GitError: unable to access 'https://github.com/a/b.git/': 403 in /srv/bot/clone"
     assert line["detail"] == "Authorization: token ***" and line["pr_key"] == "a/b#1"
+
+
+def test_a_traceback_s_exception_texts_hide_tokens_and_credentialed_urls():
+    """`log.exception` renders each exception of the chain with its text (`str(e)`): a git or
+    GitHub failure's text there passes the same filter as an `error=` value, for the library
+    loggers' lines as for the bot's own."""
+    import logging
+
+    token = "ghs_16C7e42F292c6912E7710c838347Ae178B4a"
+    url = f"https://x-access-token:{token}@github.com/acme/app.git"
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    try:
+        try:
+            raise OSError(f"git push {url} refused")
+        except OSError as cause:
+            raise RuntimeError(f"the push failed with token {token}") from cause
+    except RuntimeError:
+        structlog.get_logger("t").exception("fix.failed")
+        logging.getLogger("uvicorn.error").exception("Exception in ASGI application")
+    text = out.getvalue()
+    assert token not in text and "x-access-token" not in text
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert [line["event"] for line in lines] == ["fix.failed", "Exception in ASGI application"]
+    for line in lines:
+        values = [e["exc_value"] for e in line["exception"]]
+        assert values == ["the push failed with token ***", "git push https://github.com/acme/app.git refused"]
