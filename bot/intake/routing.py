@@ -234,6 +234,10 @@ def echo(event: str, payload: dict, repo: str | None, action: str | None, rules:
     if event == "pull_request" and action in ("review_requested", "review_request_removed", "labeled", "unlabeled",
                                               "enqueued"):
         return f"pull_request {action}: our own request"
+    if event == "issue_comment":
+        # Ours as a plain user (a token): an escalation or a reply that quotes a command is no
+        # command (the command's handler refuses our login too; this spares the job).
+        return f"issue_comment {action}: our own comment"
     return None
 
 

@@ -118,6 +118,30 @@ async def test_on_a_restored_backup_a_review_a_round_already_decided_on_answers_
         assert asked() == before + 1, "the round's reviewer was asked"
 
 
+async def test_on_a_restored_backup_only_the_rounds_on_this_head_say_which_reviews_were_used(
+        tmp_path, db_url, monkeypatch):
+    """The rounds that used a review are those begun on the head asked about, as the round's wait
+    counts them: a later round on another head, decided on a newer review, does not make this
+    head's second review since the backup (unused) old, and nobody is asked for a third."""
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}) as h:
+        number, head, first = await _reviewed_pr(h, "back-to-an-old-head")
+        second = (await h.sim.submit_review(REPO, number, user=COPILOT, body="again", commit_id=head)).id
+        now = utcnow()
+        monkeypatch.setattr(outbox.MEMORY, "restore", backup.Restored(now - timedelta(minutes=5), now))
+        key, pk = parse_pr_key(f"{REPO}#{number}"), "run-heads"
+        async with h.rt.db.session() as s:
+            await rounds.start(s, key, pk, 1, head)
+            assert await rounds.update_round(s, key, pk, 1, {"review_id": first, "status": "converged"})
+            await rounds.start(s, key, pk, 2, "f" * 40)  # another head, decided on a newer review
+            assert await rounds.update_round(s, key, pk, 2, {"review_id": second + 1000, "status": "addressed"})
+        before = len(h.sim.effects("copilot_review_requested"))
+        await run_effect(h.rt, Job(kind="effect", pr_key=str(key), key=f"rr-{number}-3", status="running",
+                                   run_at=now, created_at=now, attempts=1, process_key=pk,
+                                   payload=json.dumps({"effect": "request_review", "head": head, "round": 3,
+                                                       "baseline": second + 1000})))
+        assert len(h.sim.effects("copilot_review_requested")) == before, "the unused review answered"
+
+
 async def test_a_nudge_asks_again_but_never_posts_a_comment_reviewer_s_trigger_again(tmp_path, db_url):
     """A comment-triggered bot is asked once a round: the round's request posts its trigger, a
     nudge of the same round (a job of its own, so a marker of its own) posts none."""

@@ -119,6 +119,22 @@ def test_echoes_of_our_own_writes_wake_nothing(event, payload):
         assert route(event, payload | {"sender": {"login": "maint"}}, "d1", RULES).outcome == "queued"
 
 
+def test_our_own_comment_as_a_token_user_is_an_echo_though_it_quotes_a_command():
+    """With a token the bot comments as a plain user: its escalation relaying a reviewer's
+    `/converge stop` would otherwise queue a command job (the handler refuses our login; the
+    job is spared), while the same comment by a maintainer is a command."""
+    rules = EnrollRules(bot_login="convergebot-user")
+    comment = {"id": 5, "body": "/converge stop", "user": {"login": "Convergebot-User", "type": "User"}}
+    payload = {"action": "created", "repository": {"full_name": "o/r"},
+               "issue": {"number": 7, "pull_request": {"url": "u"}}, "comment": comment,
+               "sender": {"login": "Convergebot-User"}}
+    routed = route("issue_comment", payload, "d1", rules)
+    assert (routed.outcome, routed.wakes) == ("ignored", ())
+    assert routed.reason == "issue_comment created: our own comment"
+    theirs = payload | {"sender": {"login": "maint"}, "comment": comment | {"user": {"login": "maint", "type": "User"}}}
+    assert [w.kind for w in route("issue_comment", theirs, "d1", rules).wakes] == ["command"]
+
+
 @pytest.mark.parametrize("action", ["synchronize", "closed"])
 def test_our_push_and_our_merge_are_still_news(action):
     payload = PR | {"action": action, "sender": {"login": BOT}}
