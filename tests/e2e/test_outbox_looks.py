@@ -92,6 +92,29 @@ async def test_on_a_restored_backup_a_review_since_the_backup_answers_a_request_
         assert await _asks_copilot(h, number, head, decided=utcnow(), attempts=1, baseline=review)
 
 
+async def _restored_with_rounds(h, monkeypatch, number: int, decided: list[tuple[str, int]]) -> tuple[PrKey, str]:
+    """A database restored from a backup taken 5 minutes ago, holding a run whose rounds 1, 2, …
+    began on these heads and were decided on these review ids: the PR's key and the run's."""
+    now = utcnow()
+    monkeypatch.setattr(outbox.MEMORY, "restore", backup.Restored(now - timedelta(minutes=5), now))
+    key, pk = parse_pr_key(f"{REPO}#{number}"), "run-restored"
+    async with h.rt.db.session() as s:
+        for n, (head, review) in enumerate(decided, start=1):
+            await rounds.start(s, key, pk, n, head)
+            assert await rounds.update_round(s, key, pk, n, {"review_id": review, "status": "addressed"})
+    return key, pk
+
+
+async def _asks_on_restore(h, key: PrKey, pk: str, head: str, round_no: int, baseline: int) -> bool:
+    """Run the run's review request of `round_no` for `head` (a first try): whether it asked Copilot."""
+    before, now = len(h.sim.effects("copilot_review_requested")), utcnow()
+    await run_effect(h.rt, Job(kind="effect", pr_key=str(key), key=f"rr-{key.number}-{round_no}", status="running",
+                               run_at=now, created_at=now, attempts=1, process_key=pk,
+                               payload=json.dumps({"effect": "request_review", "head": head, "round": round_no,
+                                                   "baseline": baseline})))
+    return len(h.sim.effects("copilot_review_requested")) > before
+
+
 async def test_on_a_restored_backup_a_review_a_round_already_decided_on_answers_no_new_request(
         tmp_path, db_url, monkeypatch):
     """A round of the run decided on a review of this head given after the backup (the run's
@@ -100,22 +123,8 @@ async def test_on_a_restored_backup_a_review_a_round_already_decided_on_answers_
     taken for an answer, nobody would be asked and the round would wait for ever."""
     async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}) as h:
         number, head, review = await _reviewed_pr(h, "used-after-backup")
-        now = utcnow()
-        monkeypatch.setattr(outbox.MEMORY, "restore", backup.Restored(now - timedelta(minutes=5), now))
-        key, pk = parse_pr_key(f"{REPO}#{number}"), "run-used"
-        async with h.rt.db.session() as s:
-            await rounds.start(s, key, pk, 1, head)
-            assert await rounds.update_round(s, key, pk, 1, {"review_id": review, "status": "converged"})
-
-        def asked() -> int:
-            return len(h.sim.effects("copilot_review_requested"))
-
-        before = asked()
-        await run_effect(h.rt, Job(kind="effect", pr_key=str(key), key=f"rr-{number}-2", status="running",
-                                   run_at=now, created_at=now, attempts=1, process_key=pk,
-                                   payload=json.dumps({"effect": "request_review", "head": head, "round": 2,
-                                                       "baseline": review})))
-        assert asked() == before + 1, "the round's reviewer was asked"
+        key, pk = await _restored_with_rounds(h, monkeypatch, number, [(head, review)])
+        assert await _asks_on_restore(h, key, pk, head, 2, baseline=review), "the round's reviewer was asked"
 
 
 async def test_on_a_restored_backup_only_the_rounds_on_this_head_say_which_reviews_were_used(
@@ -126,20 +135,9 @@ async def test_on_a_restored_backup_only_the_rounds_on_this_head_say_which_revie
     async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}) as h:
         number, head, first = await _reviewed_pr(h, "back-to-an-old-head")
         second = (await h.sim.submit_review(REPO, number, user=COPILOT, body="again", commit_id=head)).id
-        now = utcnow()
-        monkeypatch.setattr(outbox.MEMORY, "restore", backup.Restored(now - timedelta(minutes=5), now))
-        key, pk = parse_pr_key(f"{REPO}#{number}"), "run-heads"
-        async with h.rt.db.session() as s:
-            await rounds.start(s, key, pk, 1, head)
-            assert await rounds.update_round(s, key, pk, 1, {"review_id": first, "status": "converged"})
-            await rounds.start(s, key, pk, 2, "f" * 40)  # another head, decided on a newer review
-            assert await rounds.update_round(s, key, pk, 2, {"review_id": second + 1000, "status": "addressed"})
-        before = len(h.sim.effects("copilot_review_requested"))
-        await run_effect(h.rt, Job(kind="effect", pr_key=str(key), key=f"rr-{number}-3", status="running",
-                                   run_at=now, created_at=now, attempts=1, process_key=pk,
-                                   payload=json.dumps({"effect": "request_review", "head": head, "round": 3,
-                                                       "baseline": second + 1000})))
-        assert len(h.sim.effects("copilot_review_requested")) == before, "the unused review answered"
+        # Round 2 on another head, decided on a newer review than this head's second.
+        key, pk = await _restored_with_rounds(h, monkeypatch, number, [(head, first), ("f" * 40, second + 1000)])
+        assert not await _asks_on_restore(h, key, pk, head, 3, baseline=second + 1000), "the unused review answered"
 
 
 async def test_a_nudge_asks_again_but_never_posts_a_comment_reviewer_s_trigger_again(tmp_path, db_url):
