@@ -15,6 +15,7 @@ from bot.github.endpoints.reviews import COPILOT_REVIEWER
 from bot.github.stamps import parse_time
 from bot.intake import redelivery
 from bot.rules import reviewers
+from bot.rules.decide import answers_forgotten, reviews_used
 from bot.rules.model import Review
 from bot.runtime.context import Runtime
 from storage import jobs, prs, rounds
@@ -44,16 +45,16 @@ async def request_review(rt: Runtime, job: Job, p: dict) -> None:
     key = prs.pr_key_of(job)
     since = job.created_at.replace(microsecond=0)  # GitHub stamps reviews to the second
     restore = outbox.MEMORY.restore
-    forgot = restore.taken_at.replace(microsecond=0) if restore is not None else None
-    # The reviews of this head a round of the run already decided on answer no request of it:
-    # the round's wait passes them over too (`decide.fresh_reviews`), and would wait for ever.
-    used = max((r.review_id or 0 for r in await rounds.history(rt.db, key, job.process_key)
-                if r.entry_head == p["head"]), default=0) if forgot is not None and job.process_key else 0
+    forgot = restore.taken_at if restore is not None else None
+    # As the round's wait counts them (`decide.fresh_reviews`): a review a round of the run on
+    # this head already decided on answers no request.
+    used = reviews_used(await rounds.history(rt.db, key, job.process_key), p["head"]) \
+        if forgot is not None and job.process_key else 0
 
     def answers(r: Review) -> bool:
         if r.commit_id != p["head"]:
             return False
-        if forgot is not None and r.id > used and r.submitted_at is not None and r.submitted_at >= forgot:
+        if answers_forgotten(r, forgot, used):
             return True  # on a restored backup: it answers a request the database forgot it made
         if p.get("baseline") is not None:
             return r.id > p["baseline"]

@@ -6,8 +6,10 @@ shell (step.py, progress.py) only reads, calls these, and applies the actions.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from bot.rules import reviewers, severity
 from bot.rules.findings import (
@@ -65,6 +67,29 @@ def counts_as_review(r: Review, settings: Settings) -> bool:
     return r.state in ("APPROVED", "CHANGES_REQUESTED")
 
 
+class _DecidedRound(Protocol):  # a stored round or a RoundState
+    @property
+    def entry_head(self) -> str | None: ...
+    @property
+    def review_id(self) -> int | None: ...
+
+
+def reviews_used(rounds: Iterable[_DecidedRound], head: str | None) -> int:
+    """The newest review a round begun on `head` was decided on (0: none): it answers no later
+    wait on that head, nor a request for one."""
+    return max((r.review_id or 0 for r in rounds if r.entry_head == head), default=0)
+
+
+def answers_forgotten(r: Review, forgot: datetime | None, used: int) -> bool:
+    """On a restored backup (`forgot`: when it was taken), whether review `r` of the head may
+    answer a request the database forgot it made: submitted since the backup (to the second, as
+    GitHub stamps reviews) and newer than a review a round on the head already used (`used`).
+    The review request effect then asks nobody and the round's wait takes the review: the two
+    must agree, or the round waits for ever."""
+    return (forgot is not None and r.id > used and r.submitted_at is not None
+            and r.submitted_at >= forgot.replace(microsecond=0))
+
+
 def fresh_reviews(s: Snapshot) -> tuple[Review, ...]:
     """Every review of the current head submitted after we started waiting, oldest first.
 
@@ -80,15 +105,13 @@ def fresh_reviews(s: Snapshot) -> tuple[Review, ...]:
     # But not one an earlier round on this same head already decided on: a round that starts
     # again with nothing pushed would replay it, round after round.
     automatic = {reviewers.normalise(x.login) for x in s.settings.roster if x.kind == "automatic"}
-    used = max((h.review_id or 0 for h in s.history if h.entry_head == s.head), default=0)
+    used = reviews_used(s.history, s.head)
     # On a restored backup, a review of the head since the backup may answer a request the
-    # database forgot (the review request effect, seeing it, asked nobody): it counts, though
-    # older than the wait or the row's baseline, unless a round of this run already used it.
-    forgot = s.forgotten_since.replace(microsecond=0) if s.forgotten_since else None
+    # database forgot: it counts, though older than the wait or the row's baseline.
     return tuple(sorted((
         r for r in s.reviews
         if ((reviewers.normalise(r.user) in automatic and r.id > used)
-            or (forgot is not None and r.id > used and r.submitted_at is not None and r.submitted_at >= forgot)
+            or answers_forgotten(r, s.forgotten_since, used)
             or (r.id > (pr.last_review_id or 0)
                 and r.submitted_at is not None
                 and (since is None or r.submitted_at >= since)))
