@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import delete, func
+from sqlalchemy import delete, func, or_
 from sqlalchemy.engine import make_url
 from sqlmodel import col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from .database import Database
-from .models import Cursor, PullRequest, Round, utcnow
+from .jobs import JobStatus
+from .models import Cursor, Job, PullRequest, Round, utcnow
 from .statuses import ACTIVE
 
 MARK = "database:backup"  # the cursor a backup's copy carries
@@ -143,9 +145,18 @@ async def restored(db: Database) -> Restored | None:
     return Restored(datetime.fromisoformat(value["taken_at"]), datetime.fromisoformat(value["restored_at"]))
 
 
-async def restore_settled(db: Database, since: Restored) -> bool:
+async def restore_settled(db: Database, since: Restored, *, check_run_jobs: str | None) -> bool:
     """Whether no active PR is still in a round begun before the restore (nor waiting to begin
-    one); then the mark goes, and the database's memory is to be trusted again."""
+    one), nor has a check run to write on a head its row does not name; then the mark goes, and
+    the database's memory is to be trusted again. `check_run_jobs`: what the key of every
+    check-run update job starts with (None: a dry run, which writes none).
+
+    The check runs: the row's mark of the head it made a run on is what lets the effect create
+    the next head's run without a look (bot/effects/check_run.py). Restored, the mark may name
+    an older head than one a forgotten process made a run on; a round begun since the restore
+    read the PR's head afresh, and once the run on that head is found or made, every later head
+    is newer than the backup. A PR that has left the active statuses (merged since) still has
+    its last update to write while one is queued."""
     behind = (select(func.count()).select_from(PullRequest)
               .where(col(PullRequest.status).in_(ACTIVE))
               .where(~select(Round.round_no).where(Round.process_key == PullRequest.process_key,
@@ -154,5 +165,19 @@ async def restore_settled(db: Database, since: Restored) -> bool:
     async with db.session() as s:
         if (await s.exec(behind)).one() > 0:
             return False
+        if check_run_jobs is not None and (await s.exec(_unnamed(check_run_jobs))).one() > 0:
+            return False
         await s.exec(delete(Cursor).where(col(Cursor.name) == MARK))
     return True
+
+
+def _unnamed(check_run_jobs: str) -> SelectOfScalar[int]:
+    """How many PRs have a check run still to write (active, or an update queued) on a head their
+    row's mark does not name."""
+    update_due = select(Job.id).where(Job.pr_key == PullRequest.pr_key,
+                                      col(Job.key).startswith(check_run_jobs),
+                                      col(Job.status).in_((JobStatus.QUEUED, JobStatus.RUNNING))).exists()
+    return (select(func.count()).select_from(PullRequest)
+            .where(col(PullRequest.head_sha).is_not(None))
+            .where(col(PullRequest.check_run_head).is_distinct_from(PullRequest.head_sha))
+            .where(or_(col(PullRequest.status).in_(ACTIVE), update_due)))

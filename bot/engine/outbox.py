@@ -261,7 +261,8 @@ class Memory:
     Not for a job decided before this process began: another process may have tried it and its
     record of the try be lost with it, as in a database restored from a backup, which holds jobs
     as queued that a later process ran. Nor at all on a restored backup (`storage/backup.py`)
-    until every run active at the restore has moved past it (the poller asks): GitHub may hold
+    until every run active at the restore has moved past it (the poller asks, and then moves
+    `since` to that moment: a job decided from the restored memory still looks): GitHub may hold
     reviews asked, replies posted and check runs made after the backup was taken."""
 
     def __init__(self) -> None:

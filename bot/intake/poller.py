@@ -197,6 +197,24 @@ class Poller:
         async with self._ticking:
             pass
 
+    async def _settle_restore(self) -> None:
+        """On a restored backup, trust the database's memory again once it has caught up with
+        GitHub (`backup.restore_settled`) and a scan begun in this process, after the restore,
+        has read every repository: a PR enrolled after the backup was taken is one the database
+        forgot, and the scan is what finds it again (bot/intake/scan.py). From then on a job is
+        a first try only if decided after it (`outbox.first_try`): one decided from the restored
+        memory, queued while the bot still looked, looks when it runs."""
+        restore = outbox.MEMORY.restore
+        if restore is None:
+            return
+        if self.rt.config.scan.enabled and self.rt.scan_started_at is None:
+            return
+        updates = None if self.rt.config.github.dry_run else outbox.effect_key_prefix("check_run")
+        if await backup.restore_settled(self.rt.db, restore, check_run_jobs=updates):
+            outbox.MEMORY.since = utcnow()
+            outbox.MEMORY.restore = None
+            log.info("database.restore_settled", taken_at=restore.taken_at.isoformat())
+
     async def _leads(self) -> bool:
         """Whether this replica polls: one poller runs per database (docs/architecture.md,
         "Replicas"). A follower's tick counts as a healthy poll, and it forgets what it knew of
@@ -264,9 +282,7 @@ class Poller:
             # would stay the most overdue and take the share from the others).
             self.polled_at.update(dict.fromkeys([*polled, *read], utcnow()))
             await liveness.check(self.rt, active)
-            if (restore := outbox.MEMORY.restore) is not None and await backup.restore_settled(self.rt.db, restore):
-                outbox.MEMORY.restore = None
-                log.info("database.restore_settled", taken_at=restore.taken_at.isoformat())
+            await self._settle_restore()
             self.rt.health.runaway = await paused(self.rt)
             await self._retain()
         except Exception as e:

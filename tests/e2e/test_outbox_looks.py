@@ -4,6 +4,7 @@ request, when a check-run update writes, when a reply reads the threads first.""
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 
 import pytest
@@ -13,6 +14,7 @@ from sqlmodel import select
 from bot.effects import check_run
 from bot.effects.runner import run_effect
 from bot.engine import outbox
+from bot.intake.poller import Poller
 from bot.runtime.workers import Reschedule
 from storage import backup, jobs, rounds
 from storage.keys import PrKey, parse_pr_key
@@ -138,6 +140,33 @@ async def test_on_a_restored_backup_only_the_rounds_on_this_head_say_which_revie
         # Round 2 on another head, decided on a newer review than this head's second.
         key, pk = await _restored_with_rounds(h, monkeypatch, number, [(head, first), ("f" * 40, second + 1000)])
         assert not await _asks_on_restore(h, key, pk, head, 3, baseline=second + 1000), "the unused review answered"
+
+
+async def test_a_restore_settles_after_a_scan_of_this_process_and_then_trusts_only_jobs_decided_since(
+        tmp_path, db_url, monkeypatch):
+    """The poller trusts the database's memory again once the restore has caught up, and not
+    before a scan begun in this process has read every repository: a PR enrolled after the
+    backup was taken is one the restored database does not know, and the scan finds it again.
+    A job decided while the bot still looked (the scan's, from the restored memory) looks when
+    it runs after that; one decided after it is a first try."""
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}) as h:
+        now = utcnow()
+        monkeypatch.setattr(outbox.MEMORY, "restore", backup.Restored(now - timedelta(minutes=5), now))
+        monkeypatch.setattr(outbox.MEMORY, "since", outbox.MEMORY.since)
+        monkeypatch.setattr(h.rt, "scan_started_at", None)
+        poller = Poller(h.rt)
+        await poller.tick()
+        assert outbox.MEMORY.restored, "settled before any scan of this process"
+        decided_while_restored = _first_claim(utcnow())
+        h.rt.scan_started_at = time.monotonic()
+        await poller.tick()
+        assert not outbox.MEMORY.restored, "nothing active is behind: settled"
+        assert not outbox.first_try(decided_while_restored)
+        assert outbox.first_try(_first_claim(utcnow()))
+
+
+def _first_claim(decided) -> Job:
+    return Job(kind="effect", key="k", attempts=1, created_at=decided, run_at=decided)
 
 
 async def test_a_nudge_asks_again_but_never_posts_a_comment_reviewer_s_trigger_again(tmp_path, db_url):

@@ -9,9 +9,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
+from sqlmodel import col
 
 from bot.engine import outbox
-from storage import backup, prs, rounds
+from storage import backup, jobs, prs, rounds
 from storage.backup import BackupRefused, backup_sqlite, sqlite_file
 from storage.database import Database
 from storage.models import Job, utcnow
@@ -122,15 +124,62 @@ async def test_a_restored_copy_is_known_as_one_until_the_runs_active_at_the_rest
         assert first is not None and first.taken_at <= first.restored_at
         assert await backup.restored(copy) == first  # the first start on it is what counts
         # Both runs are in a round begun before the restore.
-        assert not await backup.restore_settled(copy, first)
+        assert not await backup.restore_settled(copy, first, check_run_jobs=UPDATES)
         # One ends; the other starts a round after the restore: nothing is behind it any more.
         await finish(copy, "acme/app#1", "merged")
-        assert not await backup.restore_settled(copy, first)
+        assert not await backup.restore_settled(copy, first, check_run_jobs=UPDATES)
         await _start_round(copy, "acme/app#2", 2)
-        assert await backup.restore_settled(copy, first)
+        assert await backup.restore_settled(copy, first, check_run_jobs=UPDATES)
         assert await backup.restored(copy) is None  # the mark is gone
     finally:
         await copy.dispose()
+
+
+UPDATES = outbox.effect_key_prefix("check_run")
+
+
+async def _restored_in_a_round(db: Database, key: str, head: str) -> tuple[backup.Restored, str]:
+    """A database marked restored whose run on `key` is in a round begun since, on `head`."""
+    await backup.mark_restored(db, utcnow() - timedelta(minutes=5))
+    since = await backup.restored(db)
+    assert since is not None
+    pk = await enroll(db, key)
+    await _start_round(db, key, 1)
+    assert await prs.fenced_update(db, (await prs.get(db, key)).pr.pr_key, pk, {"head_sha": head})
+    return since, pk
+
+
+async def test_a_restore_settles_only_once_every_active_pr_s_check_run_names_its_head(db):
+    # The restored row's mark names the head the backup knew a run on: a later head a forgotten
+    # process made a run on would be taken for one without, and get a second.
+    since, pk = await _restored_in_a_round(db, "acme/app#7", "b" * 40)
+    key = (await prs.get(db, "acme/app#7")).pr.pr_key
+    assert await prs.note_check_run(db, key, pk, {"check_run_head": "a" * 40, "check_run_id": 11})
+    assert not await backup.restore_settled(db, since, check_run_jobs=UPDATES)
+    assert await prs.note_check_run(db, key, pk, {"check_run_head": "b" * 40, "check_run_id": 12})
+    assert await backup.restore_settled(db, since, check_run_jobs=UPDATES)
+    assert await backup.restored(db) is None
+
+
+async def test_a_restore_waits_for_the_check_run_update_of_a_pr_merged_since(db):
+    # Merged before its held update wrote the run: no longer active, its last update still due.
+    since, pk = await _restored_in_a_round(db, "acme/app#9", "b" * 40)
+    key = (await prs.get(db, "acme/app#9")).pr.pr_key
+    await finish(db, "acme/app#9", "merged")
+    async with db.session() as s:
+        await outbox.check_run(s, key, 5.0)
+    assert not await backup.restore_settled(db, since, check_run_jobs=UPDATES)
+    [due] = [j for j in await jobs.list_jobs(db) if j.key.startswith(UPDATES)]
+    async with db.session() as s:  # the update done: it looked (restored) and named the head
+        await s.exec(update(Job).where(col(Job.id) == due.id).values(status=jobs.JobStatus.DONE))
+    assert await prs.note_check_run(db, key, pk, {"check_run_head": "b" * 40, "check_run_id": 12})
+    assert await backup.restore_settled(db, since, check_run_jobs=UPDATES)
+
+
+async def test_a_dry_run_s_restore_settles_without_check_runs(db):
+    since, _ = await _restored_in_a_round(db, "acme/app#8", "b" * 40)
+    assert not await backup.restore_settled(db, since, check_run_jobs=UPDATES)
+    assert await backup.restore_settled(db, since, check_run_jobs=None)
 
 
 def _job(created_at, attempts: int = 1) -> Job:
