@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import delete, func, or_
+from sqlalchemy import and_, delete, func, or_
 from sqlalchemy.engine import make_url
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
@@ -165,19 +165,21 @@ async def restore_settled(db: Database, since: Restored, *, check_run_jobs: str 
     async with db.session() as s:
         if (await s.exec(behind)).one() > 0:
             return False
-        if check_run_jobs is not None and (await s.exec(_unnamed(check_run_jobs))).one() > 0:
+        if check_run_jobs is not None and (await s.exec(_unnamed(check_run_jobs, since))).one() > 0:
             return False
         await s.exec(delete(Cursor).where(col(Cursor.name) == MARK))
     return True
 
 
-def _unnamed(check_run_jobs: str) -> SelectOfScalar[int]:
-    """How many PRs have a check run still to write (active, or an update queued) on a head their
-    row's mark does not name."""
-    update_due = select(Job.id).where(Job.pr_key == PullRequest.pr_key,
-                                      col(Job.key).startswith(check_run_jobs),
-                                      col(Job.status).in_((JobStatus.QUEUED, JobStatus.RUNNING))).exists()
+def _unnamed(check_run_jobs: str, since: Restored) -> SelectOfScalar[int]:
+    """How many PRs have a check run still to write on a head their row's mark does not name: an
+    update queued, or active with none given up since the restore (GitHub refuses a check run to
+    a token that is no App's: waited for, the restore would never settle)."""
+    of_the_pr = (Job.pr_key == PullRequest.pr_key, col(Job.key).startswith(check_run_jobs))
+    update_due = select(Job.id).where(*of_the_pr, col(Job.status).in_((JobStatus.QUEUED, JobStatus.RUNNING))).exists()
+    given_up = select(Job.id).where(*of_the_pr, col(Job.status).in_((JobStatus.FAILED, JobStatus.DROPPED)),
+                                    col(Job.finished_at) >= since.restored_at).exists()
     return (select(func.count()).select_from(PullRequest)
             .where(col(PullRequest.head_sha).is_not(None))
             .where(col(PullRequest.check_run_head).is_distinct_from(PullRequest.head_sha))
-            .where(or_(col(PullRequest.status).in_(ACTIVE), update_due)))
+            .where(or_(update_due, and_(col(PullRequest.status).in_(ACTIVE), ~given_up))))

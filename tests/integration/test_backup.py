@@ -176,6 +176,25 @@ async def test_a_restore_waits_for_the_check_run_update_of_a_pr_merged_since(db)
     assert await backup.restore_settled(db, since, check_run_jobs=UPDATES)
 
 
+async def test_a_restore_does_not_wait_on_a_check_run_github_refused(db):
+    # GitHub refuses a check run to a token that is no App's: the update gives up, the row's mark
+    # never names the head, and waiting for it would leave the bot looking before every write.
+    since, _ = await _restored_in_a_round(db, "acme/app#10", "b" * 40)
+    key = (await prs.get(db, "acme/app#10")).pr.pr_key
+    async with db.session() as s:
+        await outbox.check_run(s, key, 5.0)
+    assert not await backup.restore_settled(db, since, check_run_jobs=UPDATES)
+    [due] = [j for j in await jobs.list_jobs(db) if j.key.startswith(UPDATES)]
+    # Given up before the restore (the backup's, of some earlier head): says nothing of this one.
+    async with db.session() as s:
+        await s.exec(update(Job).where(col(Job.id) == due.id).values(
+            status=jobs.JobStatus.FAILED, finished_at=since.restored_at - timedelta(minutes=1)))
+    assert not await backup.restore_settled(db, since, check_run_jobs=UPDATES)
+    async with db.session() as s:
+        await s.exec(update(Job).where(col(Job.id) == due.id).values(finished_at=utcnow()))
+    assert await backup.restore_settled(db, since, check_run_jobs=UPDATES)
+
+
 async def test_a_dry_run_s_restore_settles_without_check_runs(db):
     since, _ = await _restored_in_a_round(db, "acme/app#8", "b" * 40)
     assert not await backup.restore_settled(db, since, check_run_jobs=UPDATES)
