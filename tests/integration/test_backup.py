@@ -21,6 +21,7 @@ from storage.models import Job, utcnow
 from ..helpers import enroll, finish
 
 SQLITE = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+UPDATES = outbox.effect_key_prefix("check_run")  # every check-run update's job key starts so
 
 
 def _count(path: Path, table: str) -> int:
@@ -133,9 +134,6 @@ async def test_a_restored_copy_is_known_as_one_until_the_runs_active_at_the_rest
         assert await backup.restored(copy) is None  # the mark is gone
     finally:
         await copy.dispose()
-
-
-UPDATES = outbox.effect_key_prefix("check_run")
 
 
 async def _restored_in_a_round(db: Database, key: str, head: str) -> tuple[backup.Restored, str]:
