@@ -20,6 +20,7 @@ from storage import backup, jobs, rounds
 from storage.keys import PrKey, parse_pr_key
 from storage.models import Job, PullRequest, Round, utcnow
 
+from ..helpers import finish
 from .harness import COPILOT, REPO, bot_on_simulator, open_and_enroll, quiesce
 from .test_outbox import (
     ASKS,
@@ -257,6 +258,31 @@ async def test_a_check_run_update_writes_only_what_is_new_and_updates_the_run_it
         # The run the row knows on the head is updated without looking for it on GitHub.
         looks = [path for m, path, _ in h.sim.counters.recent if m == "GET" and path.endswith("/check-runs")]
         assert looks == []
+
+
+async def test_on_a_restored_backup_the_update_of_a_pr_merged_since_finds_the_run_the_killed_bot_made(
+        tmp_path, db_url, monkeypatch):
+    """The killed bot made the head's run after the backup; restored, the PR went on to merged
+    with its check run update held. The restore does not settle while that update is queued, and
+    the update, looking (restored), finds the run: no second one on the head."""
+    async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}) as h:
+        key = await _quiet_pr(h)
+        created, _ = _run_writes(h)
+        async with h.rt.db.session() as s:  # the backup knew no run on the head
+            await s.exec(update(PullRequest).where(PullRequest.pr_key == key)
+                         .values(check_run_head=None, check_run_id=None))
+        now = utcnow()
+        monkeypatch.setattr(outbox.MEMORY, "restore", backup.Restored(now - timedelta(minutes=5), now))
+        monkeypatch.setattr(outbox.MEMORY, "since", outbox.MEMORY.since)
+        monkeypatch.setattr(h.rt, "scan_started_at", time.monotonic())
+        h.rt.check_runs.clear()
+        await finish(h.rt.db, key, "merged")
+        async with h.rt.db.session() as s:  # held: nobody runs it before the tick
+            await outbox.check_run(s, parse_pr_key(key), 3600.0)
+        await Poller(h.rt).tick()
+        assert outbox.MEMORY.restored, "settled with the merged PR's update still queued"
+        await check_run.write_run(h.rt, parse_pr_key(key))
+        assert _run_writes(h)[0] == created, "a second run on the head"
 
 
 async def test_a_check_run_update_of_a_pr_with_no_head_or_no_row_writes_nothing(tmp_path, db_url):
