@@ -8,12 +8,13 @@ import json
 import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import update
-from sqlmodel import select
+from sqlmodel import col, select
 
 from bot.fixers import ScriptedFixer
 from storage.models import Job, PullRequest
 from tests.serving import CHECK_RUN_SETTLE_SECONDS
 
+from ..helpers import until
 from .harness import COPILOT, REPO, bot_on_simulator, open_and_enroll, quiesce, steps
 
 CHECK_RUN_CREATE = r"^(?!/repos/[^/]+/[^/]+/check-runs$)"  # exclude every path but the create
@@ -428,27 +429,41 @@ async def test_a_check_run_update_waits_while_the_pr_has_other_work_in_hand(tmp_
         assert bool(on_the_way) == (not hold), said()
 
 
-class _SlowFixer:
-    """The scripted fixer, pushing only after `delay` seconds of work."""
+class _FixerAfterTheUpdate:
+    """The scripted fixer, pushing only once the check run update the round's start queued has
+    been written on the head it leaves (`hold` 0) or put off as held (else): five settle windows
+    of work were a guess of when that happens, too short on a loaded machine."""
 
     kind = "fake"
 
-    def __init__(self, delay: float) -> None:
-        self.inner, self.delay = ScriptedFixer(["push"]), delay
+    def __init__(self, hold: float) -> None:
+        self.inner, self.hold = ScriptedFixer(["push"]), hold
+        self.h = None  # the harness, once it is up
 
     async def run(self, req):
-        await asyncio.sleep(self.delay)
+        await until("the round's check run update written or held", lambda: self._update_done(req))
         return await self.inner.run(req)
+
+    async def _update_done(self, req) -> bool:
+        if not self.hold:
+            return any(e["head_sha"] == req.entry_head and e["output"]["title"].startswith("converging")
+                       for e in _ours(self.h.sim, "check_run_created") + _ours(self.h.sim, "check_run_updated"))
+        async with self.h.rt.db.read_session() as s:
+            return bool((await s.exec(select(Job.id).where(
+                Job.pr_key == req.pr_key, col(Job.key).startswith("fx:check_run:"),
+                Job.status == "queued", col(Job.last_error).contains("check run held")))).all())
 
 
 @pytest.mark.parametrize("hold", [60.0, 0.0])
 async def test_a_check_run_update_waits_while_the_fixer_works(tmp_path, db_url, hold):
-    """The round's fixer works five settle windows, then pushes. Held, the head it leaves keeps
-    what its run said first ("waiting review"), and the next head gets its own run; with the
-    fix hold off (the control) the head it left says "converging" on the way, one write more."""
-    fixer = _SlowFixer(5 * CHECK_RUN_SETTLE_SECONDS)
+    """The round's fixer works until the check run update its round queued is held or written,
+    then pushes. Held, the head it leaves keeps what its run said first ("waiting review"), and
+    the next head gets its own run; with the fix hold off (the control) the head it left says
+    "converging" on the way, one write more."""
+    fixer = _FixerAfterTheUpdate(hold)
     async with bot_on_simulator(tmp_path, db_url, fixer=fixer, github={"check_run_fix_hold_seconds": hold},
                                 poller={"interval_seconds": 3600}) as h:
+        fixer.h = h
         # Each review comes past the settle window: each head's run is made before it.
         h.sim.set_reviewer(REPO, steps(1, 0, delay=2 * CHECK_RUN_SETTLE_SECONDS))
         key, _ = await open_and_enroll(h)

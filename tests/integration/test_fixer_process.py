@@ -87,13 +87,17 @@ async def test_inside_serve_children_end_through_a_pidfd_and_the_watcher_is_put_
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     async with running(make_config(f"sqlite:///{tmp_path / 'bot.db'}")):
         assert isinstance(asyncio.get_child_watcher(), asyncio.PidfdChildWatcher)
-        running_child = asyncio.create_task(run_process(sleeper, cwd=tmp_path, env={}, timeout=1))
+        running_child = asyncio.create_task(run_process(sleeper, cwd=tmp_path, env={}, timeout=60))
         await asyncio.sleep(0.3)  # a second child runs meanwhile; neither has a thread
         exited = await run_process([sys.executable, "-c", "import sys; sys.exit(3)"],
                                    cwd=tmp_path, env={}, timeout=10)
+        assert not running_child.done(), "the first child ended: no two children ran at once"
         assert _waitpid_threads() == []
         assert exited.returncode == 3
-        assert (await running_child).timed_out
+        running_child.cancel()  # killed with its group on cancellation
+        with pytest.raises(asyncio.CancelledError):
+            await running_child
+        assert (await run_process(sleeper, cwd=tmp_path, env={}, timeout=1)).timed_out
     assert asyncio.get_child_watcher() is before
     after = await run_process([sys.executable, "-c", "import sys; sys.exit(4)"], cwd=tmp_path, env={}, timeout=10)
     assert after.returncode == 4

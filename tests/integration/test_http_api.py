@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from storage import jobs, prs
 
+from ..helpers import polled, until
 from ..serving import make_config, serving
 
 
 async def test_readyz_reports_each_unhealthy_part(db_url):
     async with serving(make_config(db_url)) as (rt, http):
-        for _ in range(100):
-            if rt.health.last_poll_at:
-                break
-            await asyncio.sleep(0.02)
+        await until("the start-up poll", lambda: polled(rt))  # it would clear the error set below
         ok = await http.get("/readyz")
         assert ok.status_code == 200 and ok.json()["problems"] == []
 

@@ -14,7 +14,7 @@ from storage import jobs, prs
 from storage.models import Job, utcnow
 from storage.statuses import SameWork
 
-from ..helpers import enroll
+from ..helpers import enroll, until
 
 FAST = PoolSettings(workers=3, lease_seconds=5, idle_poll_seconds=0.05,
                     backoff_base_seconds=0.2, backoff_cap_seconds=0.4)
@@ -169,21 +169,31 @@ async def test_pool_runs_every_job_exactly_once(db):
 
 
 async def test_heartbeat_keeps_a_long_job_from_being_reclaimed(db):
-    settings = PoolSettings(workers=1, lease_seconds=0.3, idle_poll_seconds=0.05)
-    started = asyncio.Event()
+    # A lease of 3 s, renewed every second: the claim below comes once the first claim's lease
+    # has run out, so only the renewals can have kept the job (a stall under 2 s is no flake).
+    settings = PoolSettings(workers=1, lease_seconds=3.0, idle_poll_seconds=0.05)
+    started, release = asyncio.Event(), asyncio.Event()
     runs = []
 
     async def handler(job):
         runs.append(job.id)
         started.set()
-        await asyncio.sleep(1.0)
+        await release.wait()
 
     await jobs.enqueue(db, "slow", "k")
     pool = WorkerPool(db, {"slow": handler}, settings)
     task = asyncio.create_task(pool.run_one("w1"))
     await started.wait()
-    await asyncio.sleep(0.6)  # twice the lease
-    assert await jobs.claim(db, "w2", 0.3) is None
+    [claimed] = await jobs.list_jobs(db)
+    first_lease = claimed.lease_until
+
+    async def renewed_past_the_first_lease() -> bool:
+        [job] = await jobs.list_jobs(db)
+        return job.lease_until > first_lease and utcnow() > first_lease
+
+    await until("a renewal, and the first lease run out", renewed_past_the_first_lease)
+    assert await jobs.claim(db, "w2", 3.0) is None
+    release.set()
     assert await task
     assert len(runs) == 1
     assert (await jobs.list_jobs(db))[0].status == "done"

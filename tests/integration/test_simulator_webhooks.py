@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -102,10 +101,10 @@ async def test_delay_holds_deliveries_but_not_the_request(sim, pr, webhook_recei
     sim.webhook_faults(delay=0.3)
     started = time.monotonic()
     await sim.comment(REPO, pr.number, "slow", user="bob")
-    assert time.monotonic() - started < 0.3  # the write returned before delivery
-    await asyncio.sleep(0.1)
-    assert webhook_receiver.events("issue_comment") == []
+    # The write returned before its delivery was sent, however long either took.
+    assert [d.attempts for d in sim.webhooks.find("issue_comment")] == [[]]
     await webhook_receiver.wait_for("issue_comment", timeout=3)
+    assert time.monotonic() - started >= 0.3  # a slow machine only makes it later
 
 
 async def test_failed_receiver_is_recorded_and_later_deliveries_go_on(sim, pr,
