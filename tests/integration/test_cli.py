@@ -87,14 +87,18 @@ def test_submit_status_abandon_round_trip(db_url):
 
 
 # Run `convergebot submit` through bot.surfaces.cli.main after a common start signal, with the
-# ownership read and the insert slowed so that all eight are inside submit_pr at once.
+# ownership read and the insert slowed so that all eight are inside submit_pr at once. Each says
+# when it is ready (imported) and waits for the signal (a file); each ownership read prints its
+# window, so the test sees that the submits did overlap.
 _RACER = """
-import asyncio, os, sys, time
+import asyncio, os, pathlib, sys, time
 import storage.prs
 _get = storage.prs.get
 async def slow_get(*a, **kw):
+    began = time.time()
     view = await _get(*a, **kw)
     await asyncio.sleep(0.3)
+    print(f"read {began} {time.time()}", file=sys.stderr, flush=True)
     return view
 storage.prs.get = slow_get
 _insert = storage.prs.insert_new
@@ -102,12 +106,23 @@ async def slow_insert(*a, **kw):
     await asyncio.sleep(0.3)
     return await _insert(*a, **kw)
 storage.prs.insert_new = slow_insert
-go = float(sys.argv[1])
-while time.time() < go:
-    time.sleep(0.005)
 from bot.surfaces.cli import main
+here = pathlib.Path(sys.argv[1])
+(here / f"ready-{os.getpid()}").touch()
+while not (here / "go").exists():
+    time.sleep(0.005)
 raise SystemExit(main(["submit", sys.argv[2]]))
 """
+
+
+def _overlapping(windows: list[tuple[float, float]]) -> int:
+    """How many of the windows overlap one another: the most open at any one moment."""
+    edges = sorted([(a, 1) for a, _ in windows] + [(b, -1) for _, b in windows])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
 
 
 async def _active_runs(db_url: str) -> list:
@@ -132,17 +147,24 @@ async def _make_terminal(db_url: str) -> None:
 # machine), and the suite's time goes to the runs that race hardest.
 @pytest.mark.slow
 @pytest.mark.parametrize("terminal", [False, True], ids=["new", "terminal"])
-def test_eight_concurrent_submit_processes_leave_one_active_run(db_url, terminal):
+def test_eight_concurrent_submit_processes_leave_one_active_run(db_url, terminal, tmp_path):
     if terminal:
         asyncio.run(_make_terminal(db_url))
-    go = time.time() + 3.0
     procs = [
-        subprocess.Popen([sys.executable, "-c", _RACER, str(go), KEY], env=cli_env(db_url),
+        subprocess.Popen([sys.executable, "-c", _RACER, str(tmp_path), KEY], env=cli_env(db_url),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(8)
     ]
+    deadline = time.monotonic() + 90
+    while len(list(tmp_path.glob("ready-*"))) < 8:
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a racer never got ready"
+        time.sleep(0.02)
+    (tmp_path / "go").touch()
     outs = [p.communicate(timeout=90) for p in procs]
     assert [p.returncode for p in procs] == [0] * 8, [o[1][-500:] for o in outs]
+    windows = [(float(a), float(b)) for o in outs for line in o[1].splitlines()
+               if line.startswith("read ") for a, b in [line.split()[1:3]]]
+    assert _overlapping(windows) >= 2, f"the submits never raced: {windows}"
     started = [o[0] for o in outs if o[0].startswith("started")]
     assert len(started) == 1, [o[0] for o in outs]
     active = asyncio.run(_active_runs(db_url))
