@@ -97,8 +97,22 @@ async def test_a_batch_waits_for_another_process_holding_the_lock_and_is_written
         other.execute("BEGIN IMMEDIATE")  # another process's writer
         wake = {"kind": "sync", "key": "sync:acme/w#1:x", "pr_key": "acme/w#1", "payload": {}, "delay_seconds": 0.0,
                 "same_as": SameWork.PR}
+        refused = asyncio.Event()
+        write_plain = db._write_plain
+
+        def noting(fn, args):
+            attempt = write_plain(fn, args)
+            if not attempt[0]:
+                refused.set()
+            return attempt
+
+        db._write_plain = noting  # type: ignore[method-assign]
         pending = asyncio.create_task(deliveries.record_many(db, [Delivery("x", "pull_request", None, "queued",
                                                                            None, (wake,))]))
+        # The write found the lock held, gave way, and waits (a write failing at once when
+        # refused would be done by now).
+        async with asyncio.timeout(30):
+            await refused.wait()
         await asyncio.sleep(0.3)
         assert not pending.done()  # waiting, not failed
         other.execute("COMMIT")
