@@ -70,9 +70,8 @@ def test_sigterm_and_sighup_exit_0_quickly_and_hand_back_the_running_job(db_url,
             assert httpx.get(f"http://127.0.0.1:{port}/livez").status_code == 200
             # What start-up made is frozen out of the full collections (they held the loop 75-160 ms).
             assert frozen > 10_000, frozen
-            for _ in range(100):  # the first poll queues a sync, a worker claims it and hangs
-                if any(j.status == "running" for j in asyncio.run(_jobs(db_url))):
-                    break
+            deadline = time.monotonic() + 30  # the first poll queues a sync, a worker claims it and hangs
+            while not any(j.status == "running" for j in asyncio.run(_jobs(db_url))) and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert [j.status for j in asyncio.run(_jobs(db_url))] == ["running"]
 

@@ -12,6 +12,7 @@ from sqlmodel import select
 from storage import jobs
 from storage.models import WebhookDelivery
 
+from ..helpers import until
 from ..openapi import webhook_examples
 from ..serving import WEBHOOK_SECRET, make_config, serving
 
@@ -133,10 +134,7 @@ async def test_ref_events_resolve_to_the_enrolled_pr_at_that_ref(db_url, event):
         body = json.dumps(payload).encode()
         assert (await http.post("/webhook", content=body, headers=signed(body, event))).status_code == 202
         # The sync_ref job runs (no GitHub needed) and queues a sync for the PR at that ref.
-        import asyncio
+        async def synced() -> bool:
+            return any(j.kind == "sync" and j.pr_key == key for j in await jobs.list_jobs(rt.db))
 
-        for _ in range(100):
-            if any(j.kind == "sync" and j.pr_key == key for j in await jobs.list_jobs(rt.db)):
-                break
-            await asyncio.sleep(0.05)
-        assert any(j.kind == "sync" and j.pr_key == key for j in await jobs.list_jobs(rt.db))
+        await until("a sync of the PR at that ref", synced)
