@@ -87,19 +87,25 @@ async def test_on_a_restored_backup_a_review_since_the_backup_answers_a_request_
     from before the backup is no such answer: the reviewer is asked."""
     async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}) as h:
         number, head, review = await _reviewed_pr(h, "after-backup")
-        now = utcnow()
-        monkeypatch.setattr(outbox.MEMORY, "restore", backup.Restored(now - timedelta(minutes=5), now))
+        _as_restored(monkeypatch)
         assert not await _asks_copilot(h, number, head, decided=utcnow(), attempts=1, baseline=review)
 
         number, head, review = await _reviewed_pr(h, "before-backup", ago=timedelta(minutes=10))
         assert await _asks_copilot(h, number, head, decided=utcnow(), attempts=1, baseline=review)
 
 
+def _as_restored(monkeypatch) -> None:
+    """This process on a database restored from a backup taken 5 minutes ago, for the test: what
+    a poller's settling would change (the restore, `since`) is put back after it."""
+    now = utcnow()
+    monkeypatch.setattr(outbox.MEMORY, "restore", backup.Restored(now - timedelta(minutes=5), now))
+    monkeypatch.setattr(outbox.MEMORY, "since", outbox.MEMORY.since)
+
+
 async def _restored_with_rounds(h, monkeypatch, number: int, decided: list[tuple[str, int]]) -> tuple[PrKey, str]:
     """A database restored from a backup taken 5 minutes ago, holding a run whose rounds 1, 2, …
     began on these heads and were decided on these review ids: the PR's key and the run's."""
-    now = utcnow()
-    monkeypatch.setattr(outbox.MEMORY, "restore", backup.Restored(now - timedelta(minutes=5), now))
+    _as_restored(monkeypatch)
     key, pk = parse_pr_key(f"{REPO}#{number}"), "run-restored"
     async with h.rt.db.session() as s:
         for n, (head, review) in enumerate(decided, start=1):
@@ -151,9 +157,7 @@ async def test_a_restore_settles_after_a_scan_of_this_process_and_then_trusts_on
     A job decided while the bot still looked (the scan's, from the restored memory) looks when
     it runs after that; one decided after it is a first try."""
     async with bot_on_simulator(tmp_path, db_url, poller={"interval_seconds": 3600}) as h:
-        now = utcnow()
-        monkeypatch.setattr(outbox.MEMORY, "restore", backup.Restored(now - timedelta(minutes=5), now))
-        monkeypatch.setattr(outbox.MEMORY, "since", outbox.MEMORY.since)
+        _as_restored(monkeypatch)
         monkeypatch.setattr(h.rt, "scan_started_at", None)
         poller = Poller(h.rt)
         await poller.tick()
@@ -271,9 +275,7 @@ async def test_on_a_restored_backup_the_update_of_a_pr_merged_since_finds_the_ru
         async with h.rt.db.session() as s:  # the backup knew no run on the head
             await s.exec(update(PullRequest).where(PullRequest.pr_key == key)
                          .values(check_run_head=None, check_run_id=None))
-        now = utcnow()
-        monkeypatch.setattr(outbox.MEMORY, "restore", backup.Restored(now - timedelta(minutes=5), now))
-        monkeypatch.setattr(outbox.MEMORY, "since", outbox.MEMORY.since)
+        _as_restored(monkeypatch)
         monkeypatch.setattr(h.rt, "scan_started_at", time.monotonic())
         h.rt.check_runs.clear()
         await finish(h.rt.db, key, "merged")

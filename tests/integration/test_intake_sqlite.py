@@ -90,7 +90,7 @@ async def test_the_plain_writer_leaves_the_rows_sqlalchemys_leaves(sqlite_db_url
         await core.dispose()
 
 
-async def test_a_batch_waits_for_another_process_holding_the_lock_and_is_written(sqlite_db_url):
+async def test_a_batch_waits_for_another_process_holding_the_lock_and_is_written(sqlite_db_url, monkeypatch):
     db = Database(sqlite_db_url)
     other = sqlite3.connect(make_url(sqlite_db_url).database, isolation_level=None)
     try:
@@ -106,7 +106,7 @@ async def test_a_batch_waits_for_another_process_holding_the_lock_and_is_written
                 refused.set()
             return attempt
 
-        db._write_plain = noting  # type: ignore[method-assign]
+        monkeypatch.setattr(db, "_write_plain", noting)
         pending = asyncio.create_task(deliveries.record_many(db, [Delivery("x", "pull_request", None, "queued",
                                                                            None, (wake,))]))
         # The write found the lock held, gave way, and waits (a write failing at once when
